@@ -1,0 +1,1 @@
+"""Benchmarks: each bench_<name>.py measures its figures side by side in one run."""

@@ -1,0 +1,1 @@
+"""Kubeflow Pipelines: compile and submit the same create_pipeline()."""

@@ -1,0 +1,134 @@
+"""The bundled datasets, written as span-organised CSV from installed packages.
+
+Nothing is downloaded: penguins come from the ``palmerpenguins`` package and
+digits (8x8 grey images, 0..16) from scikit-learn. ``prepare`` writes
+``<data_root>/span-<N>/<name>.csv`` atomically and leaves an identical file
+untouched, so re-preparing never invalidates the pipeline's cache.
+"""
+import csv
+import io
+import os
+import tempfile
+from typing import Callable, Dict, List, Sequence
+
+from leantfx.config import DatasetSpec
+from leantfx.errors import ConfigError
+
+_PENGUIN_NUMERIC = ('bill_length_mm', 'bill_depth_mm', 'flipper_length_mm',
+                    'body_mass_g')
+_PENGUIN_CATEGORICAL = ('island', 'sex')
+_DIGIT_PIXELS = tuple(f'pixel_{i:02d}' for i in range(64))
+
+BUNDLED: Dict[str, DatasetSpec] = {
+    'penguins':
+        DatasetSpec(
+            name='penguins',
+            label='species',
+            classes=('Adelie', 'Chinstrap', 'Gentoo'),
+            numeric_features=_PENGUIN_NUMERIC,
+            categorical_features=_PENGUIN_CATEGORICAL,
+            model='mlp'),
+    'digits':
+        DatasetSpec(
+            name='digits',
+            label='digit',
+            classes=tuple(str(d) for d in range(10)),
+            image_features=_DIGIT_PIXELS,
+            image_shape=(8, 8, 1),
+            image_max_value=16.0,
+            model='cnn'),
+}
+DEFAULT_DATASET = 'digits'
+
+
+def _penguin_rows() -> List[List[str]]:
+  """Rows of palmerpenguins' penguins.csv, 'NA' turned into empty (missing)."""
+  import palmerpenguins  # pylint: disable=g-import-not-at-top
+  path = os.path.join(
+      os.path.dirname(palmerpenguins.__file__), 'data', 'penguins.csv')
+  columns = ('species',) + _PENGUIN_CATEGORICAL[:1] + _PENGUIN_NUMERIC + (
+      'sex',)
+  with open(path, newline='', encoding='utf-8') as f:
+    reader = csv.DictReader(f)
+    rows = [list(columns)]
+    for record in reader:
+      rows.append(
+          ['' if record[c] == 'NA' else record[c] for c in columns])
+  return rows
+
+
+def _digit_rows() -> List[List[str]]:
+  """Rows of scikit-learn's digits: 64 integer pixels and the digit."""
+  from sklearn import datasets as sk_datasets  # pylint: disable=g-import-not-at-top
+  digits = sk_datasets.load_digits()
+  rows = [list(_DIGIT_PIXELS) + ['digit']]
+  for pixels, target in zip(digits.data, digits.target):
+    rows.append([str(int(p)) for p in pixels] + [str(int(target))])
+  return rows
+
+
+_ROWS: Dict[str, Callable[[], List[List[str]]]] = {
+    'penguins': _penguin_rows,
+    'digits': _digit_rows,
+}
+
+
+def _to_csv(rows: Sequence[Sequence[str]]) -> bytes:
+  buf = io.StringIO()
+  csv.writer(buf, lineterminator='\n').writerows(rows)
+  return buf.getvalue().encode('utf-8')
+
+
+def write_atomically(path: str, data: bytes) -> bool:
+  """Writes ``data`` to ``path`` via a temporary file and a rename.
+
+  Args:
+    path: destination file.
+    data: bytes to write.
+
+  Returns:
+    False when the file already held exactly these bytes (left untouched),
+    True when it was written.
+  """
+  if os.path.isfile(path):
+    with open(path, 'rb') as f:
+      if f.read() == data:
+        return False
+  directory = os.path.dirname(path)
+  os.makedirs(directory, exist_ok=True)
+  fd, tmp = tempfile.mkstemp(dir=directory, prefix='.tmp-')
+  try:
+    with os.fdopen(fd, 'wb') as f:
+      f.write(data)
+    os.replace(tmp, path)
+  except BaseException:
+    if os.path.exists(tmp):
+      os.unlink(tmp)
+    raise
+  return True
+
+
+def prepare(name: str, data_root: str, span: int = 1) -> str:
+  """Writes a bundled dataset as ``<data_root>/span-<span>/<name>.csv``.
+
+  Args:
+    name: 'penguins' or 'digits'.
+    data_root: the folder that holds span-<N>/ folders.
+    span: span number to write.
+
+  Returns:
+    The CSV path.
+
+  Raises:
+    ConfigError: for an unknown dataset or a span below 1.
+  """
+  if name not in _ROWS:
+    raise ConfigError(
+        f'Unknown dataset {name!r}: the bundled datasets are '
+        f'{sorted(_ROWS)}. For your own CSV files use --data-root DIR '
+        '--label COLUMN.')
+  if span < 1:
+    raise ConfigError(f'Span numbers start at 1, got {span}.')
+  path = os.path.join(data_root, f'span-{span}', f'{name}.csv')
+  write_atomically(path, _to_csv(_ROWS[name]()))
+  return path

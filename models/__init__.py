@@ -1,0 +1,1 @@
+"""Model code called by TFX: preprocessing_fn and run_fn."""

@@ -1,0 +1,1 @@
+"""Pipeline construction: one pure create_pipeline() plus thin runners."""

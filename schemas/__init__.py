@@ -1,0 +1,1 @@
+"""Curated TFDV schemas, one folder per bundled dataset."""

@@ -1,0 +1,1 @@
+"""Serving: the TF Serving-compatible server and deploy files."""

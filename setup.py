@@ -1,0 +1,56 @@
+"""Packaging for leantfx.
+
+The repository keeps the design card's layout (``pipeline/``, ``components/``,
+``serving/``, ``kubeflow/``, ``models/``, ``schemas/`` at the top level), and each
+of those folders is installed as a sub-package of ``leantfx`` so nothing generic
+such as ``pipeline`` lands at the top of site-packages.
+"""
+import setuptools
+
+_SUBPACKAGES = ('pipeline', 'components', 'serving', 'kubeflow', 'models',
+                'schemas')
+
+
+def _packages():
+  """Returns (packages, package_dir) mapping top-level folders into leantfx."""
+  packages = ['leantfx']
+  package_dir = {'leantfx': 'leantfx'}
+  for folder in _SUBPACKAGES:
+    for sub in setuptools.find_packages(where=folder):
+      packages.append(f'leantfx.{folder}.{sub}')
+      package_dir[f'leantfx.{folder}.{sub}'] = f'{folder}/' + sub.replace(
+          '.', '/')
+    packages.append(f'leantfx.{folder}')
+    package_dir[f'leantfx.{folder}'] = folder
+  return packages, package_dir
+
+
+_PACKAGES, _PACKAGE_DIR = _packages()
+
+setuptools.setup(
+    name='leantfx',
+    version='0.1.0',
+    description=('A TFX pipeline that trains, validates, optimizes and pushes '
+                 'small, fast models to TF Serving and TFLite.'),
+    python_requires='>=3.10,<3.11',
+    packages=_PACKAGES,
+    package_dir=_PACKAGE_DIR,
+    package_data={'leantfx.schemas': ['*/*.pbtxt']},
+    include_package_data=True,
+    install_requires=[
+        'tfx==1.16.0',
+        'tensorflow>=2.16,<2.17',
+        'tf-keras>=2.16,<2.17',
+        'tensorflow-model-optimization>=0.8,<0.9',
+        'tensorflow-serving-api>=2.16,<2.17',
+        'apache-beam[gcp]>=2.59',
+        'dill',
+        'kfp>=2.5,<2.6',
+        'keras-tuner>=1.4,<1.5',
+        'palmerpenguins',
+        'scikit-learn',
+        'matplotlib',
+    ],
+    extras_require={'test': ['pytest']},
+    entry_points={'console_scripts': ['leantfx=leantfx.cli:main']},
+)
