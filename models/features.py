@@ -1,0 +1,11 @@
+"""Names shared by preprocessing_fn, run_fn and every consumer of transformed data."""
+
+# The transformed label: an int64 class id in [0, num_classes), shape [batch].
+LABEL_KEY = 'label_xf'
+# The transformed image of image datasets: float32 [batch, H*W*C] in [0, 1].
+IMAGE_KEY = 'image_xf'
+
+
+def transformed_name(column: str) -> str:
+  """Returns the transformed feature name of a numeric or categorical column."""
+  return f'{column}_xf'
