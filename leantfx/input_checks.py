@@ -1,0 +1,715 @@
+"""Checks the CSV input and the output folder before the TFX pipeline is built.
+
+CsvExampleGen reports bad input as a traceback from deep inside a Beam job,
+long after the pipeline started. The CLI calls ``profile_csv_data_root`` and
+``check_output_dir`` first, so every problem a user can fix is reported as one
+``InputDataError`` / ``ConfigError`` paragraph naming the data root, span,
+file, 1-based line, column and value, and saying what to do.
+
+The checks follow what TFX 1.16's CsvExampleGen actually does with the files,
+so that data passing them also passes the component:
+
+* the latest span is found by globbing ``span-*/*`` and parsing the text after
+  ``span-`` as an integer, so a ``span-old/`` folder holding files breaks it;
+* the header is the first line, stripped and split at commas (no CSV quoting);
+* data records are lines, joined while their double quotes are unbalanced
+  (quoted fields may span lines), decoded as UTF-8, parsed with ``csv``; blank
+  lines are skipped;
+* a column's type is INT, FLOAT or STRING depending on whether every non-empty
+  value parses with ``int`` (within int64) or ``float``; the empty field is the
+  only missing-value marker.
+
+Files are read line by line, never loaded whole, so tens of MB are fine.
+"""
+import codecs
+import csv
+import dataclasses
+import math
+import os
+import re
+import tempfile
+from typing import Iterator, List, Mapping, Optional, Sequence, Tuple
+
+from leantfx.errors import ConfigError, InputDataError
+
+_SPAN_DIR_RE = re.compile(r'span-([0-9]+)')
+# Hadoop/Spark/Beam jobs drop this marker next to their output; it is no data.
+_SUCCESS_MARKER = '_SUCCESS'
+_CSV_EXTENSION = '.csv'
+# A column whose non-empty values are at least this share finite numbers but
+# not all of them is taken for a numeric column with typos or 'NA'-style
+# markers (which would silently turn it into a text column in TFX) rather than
+# a categorical one.
+_NUMERIC_SHARE_FOR_TYPO = 0.9
+# CsvExampleGen reads integers outside int64 as text (tfx_bsl _InferValueType).
+_INT64_MIN, _INT64_MAX = -2**63, 2**63 - 1
+# Below this magnitude a finite float cannot be an integer outside int64.
+_SAFE_INT_MAGNITUDE = 9.2e18
+# Longest value or list quoted in a message, so one bad line cannot flood it.
+_MAX_SHOWN_CHARS = 120
+_MAX_SHOWN_NAMES = 20
+
+
+@dataclasses.dataclass(frozen=True)
+class CsvProfile:
+  """What the latest span of a CSV data root holds.
+
+  Attributes:
+    data_root: absolute path of the folder holding the span-<N>/ folders.
+    span: the latest span number (the one CsvExampleGen ingests).
+    span_dir: absolute path of that span's folder.
+    files: sorted absolute paths of the CSV files in that span.
+    columns: the header, in file order.
+    numeric_columns: feature columns whose non-empty values are all finite
+      numbers (label excluded), in file order.
+    categorical_columns: the other feature columns (label excluded), in file
+      order.
+    label: the label column.
+    label_values: distinct label values, sorted numerically when all are
+      integers, else lexically.
+    num_rows: number of data rows in all files of the span.
+    missing_by_column: number of empty fields per column, every column listed.
+  """
+  data_root: str
+  span: int
+  span_dir: str
+  files: Tuple[str, ...]
+  columns: Tuple[str, ...]
+  numeric_columns: Tuple[str, ...]
+  categorical_columns: Tuple[str, ...]
+  label: str
+  label_values: Tuple[str, ...]
+  num_rows: int
+  # A dict is unhashable; leaving it out of the hash keeps the profile hashable.
+  missing_by_column: Mapping[str, int] = dataclasses.field(hash=False)
+
+
+def latest_span(data_root: str) -> Tuple[int, str]:
+  """Finds the span CsvExampleGen ingests: the span-<N>/ folder with highest N.
+
+  Args:
+    data_root: the folder holding span-<N>/ folders (N = 1, 2, ...).
+
+  Returns:
+    (N, absolute path of the span-<N> folder).
+
+  Raises:
+    InputDataError: when data_root is missing, not a folder, unreadable or has
+      no span-<N> folder; when a span-<text>/ folder holds files (TFX cannot
+      parse its span number and fails); when two folders (span-1 and span-01)
+      name the latest span.
+  """
+  if not data_root or not str(data_root).strip():
+    raise InputDataError(
+        'The data root is empty: pass the folder that holds your span-<N>/ '
+        'folders with --data-root DIR (CSV files go into DIR/span-1/).')
+  root = os.path.abspath(os.path.expanduser(data_root))
+  if not os.path.exists(root):
+    raise InputDataError(
+        f'Data root {root!r} does not exist. Create it and put the CSV files '
+        f'into {os.path.join(root, "span-1")}/ (a later delivery goes into '
+        'span-2/, and so on), or pass the right folder with --data-root.')
+  if not os.path.isdir(root):
+    hint = ''
+    if root.lower().endswith(_CSV_EXTENSION):
+      parent = os.path.dirname(root)
+      hint = (f' To use this file, move it into '
+              f'{os.path.join(parent, "span-1")}/ and pass --data-root '
+              f'{parent}.')
+    raise InputDataError(
+        f'Data root {root!r} is a file, not a folder: --data-root must name '
+        f'the folder that holds span-<N>/ folders of CSV files.{hint}')
+  names = sorted(_list_dir(root, f'data root {root!r}'))
+
+  spans = {}  # span number -> folder names
+  not_spans = []  # span-* folders whose suffix is no positive integer
+  unparsable_with_files = []  # span-* folders that make TFX's glob fail
+  for name in names:
+    path = os.path.join(root, name)
+    if not name.startswith('span-') or not os.path.isdir(path):
+      continue
+    match = _SPAN_DIR_RE.fullmatch(name)
+    if match and int(match.group(1)) >= 1:
+      spans.setdefault(int(match.group(1)), []).append(name)
+      continue
+    not_spans.append(name)
+    if not match and _list_dir(path, f'folder {path!r}'):
+      unparsable_with_files.append(name)
+
+  if not spans:
+    found = _describe_entries(root, names)
+    msg = (f'Data root {root!r} has no span folder: CsvExampleGen reads '
+           f'folders named span-<N> (N = 1, 2, ...), e.g. '
+           f'{os.path.join(root, "span-1", "data.csv")}. It contains {found}.')
+    if not_spans:
+      msg += (f' {_names(not_spans)} are not span folders: the text after '
+              '"span-" must be a positive integer.')
+    loose_csv = [n for n in names if n.lower().endswith(_CSV_EXTENSION)]
+    if loose_csv:
+      msg += (f' Move {_names(loose_csv)} into '
+              f'{os.path.join(root, "span-1")}/.')
+    else:
+      msg += (' Put the CSV files into span-1/ (later deliveries into '
+              'span-2/, ...).')
+    raise InputDataError(msg)
+
+  if unparsable_with_files:
+    raise InputDataError(
+        f'Data root {root!r} holds {_names(unparsable_with_files)} next to its '
+        'span folders. CsvExampleGen looks for the latest span with the '
+        'pattern span-{SPAN}/* and fails on any folder whose text after '
+        '"span-" is not a number, so move those folders out of the data root '
+        '(or rename them span-<N> if they hold a span).')
+
+  span = max(spans)
+  if len(spans[span]) > 1:
+    raise InputDataError(
+        f'Data root {root!r} has {len(spans[span])} folders for span {span}: '
+        f'{_names(spans[span])}. CsvExampleGen would ingest only one of them; '
+        'merge them into one folder.')
+  return span, os.path.join(root, spans[span][0])
+
+
+def profile_csv_data_root(data_root: str,
+                          label: str,
+                          *,
+                          numeric_columns: Optional[Sequence[str]] = None,
+                          categorical_columns: Sequence[str] = (),
+                          required_columns: Sequence[str] = ()) -> CsvProfile:
+  """Checks the latest span of a CSV data root and describes its columns.
+
+  Args:
+    data_root: the folder holding span-<N>/ folders of CSV files.
+    label: the label column (classification target).
+    numeric_columns: the numeric feature columns when they are known (bundled
+      datasets); every non-empty value in them must be a finite number. None
+      infers them: a feature column is numeric when every non-empty value is a
+      finite number.
+    categorical_columns: feature columns that are categorical even when their
+      values look numeric (the CLI's --categorical).
+    required_columns: columns that must be in the header besides the label.
+
+  Returns:
+    A CsvProfile of the latest span.
+
+  Raises:
+    ConfigError: when the arguments contradict each other (the label listed as
+      a feature, a column both numeric and categorical).
+    InputDataError: for any problem in the data, with file, line, column and
+      value where they apply.
+  """
+  numeric_given = None if numeric_columns is None else tuple(numeric_columns)
+  categorical_given = tuple(categorical_columns)
+  _check_arguments(label, numeric_given, categorical_given)
+
+  span, span_dir = latest_span(data_root)
+  root = os.path.dirname(span_dir)
+  files = _span_csv_files(span, span_dir)
+
+  columns = _read_header(files[0], span)
+  for path in files[1:]:
+    _check_same_header(files[0], columns, path, _read_header(path, span), span)
+  _check_columns_present(files[0], columns, span, label, required_columns,
+                         numeric_given or (), categorical_given)
+
+  label_index = columns.index(label)
+  if numeric_given is None:
+    numeric_candidates = [
+        i for i, c in enumerate(columns)
+        if i != label_index and c not in categorical_given
+    ]
+  else:
+    numeric_candidates = [columns.index(c) for c in numeric_given]
+  declared_numeric = numeric_given is not None
+
+  width = len(columns)
+  missing = [0] * width
+  finite = [0] * width
+  text = [0] * width  # values CsvExampleGen would read as strings
+  not_finite = [0] * width  # NaN / infinity
+  first_bad = [None] * width  # (path, line, value, problem)
+  label_values = set()
+  num_rows = 0
+  files_without_rows = []
+
+  for path in files:
+    rows_in_file = 0
+    for line, fields in _data_records(path, span):
+      if len(fields) != width:
+        raise InputDataError(
+            f'{path} (span {span}), line {line}: the row has {len(fields)} '
+            f'fields but the header (line 1) has {width} columns. Row: '
+            f'{_shorten(",".join(fields))!r}. Quote values that contain a '
+            'comma ("a, b"), and check for a missing or extra comma.')
+      rows_in_file += 1
+      label_value = fields[label_index]
+      if not label_value:
+        raise InputDataError(
+            f'{path} (span {span}), line {line}: the label column '
+            f'{label!r} is empty. Every row needs a label: fill it in or '
+            'delete the row.')
+      label_values.add(label_value)
+      for i, value in enumerate(fields):
+        if not value:
+          missing[i] += 1
+      for i in numeric_candidates:
+        value = fields[i]
+        if not value:
+          continue
+        problem, is_text = _numeric_problem(value)
+        if problem is None:
+          finite[i] += 1
+          continue
+        if declared_numeric:
+          raise InputDataError(
+              f'{path} (span {span}), line {line}, column {columns[i]!r}: '
+              f'{_shorten(value)!r} {problem}, but {columns[i]!r} is a '
+              'numeric column of this dataset. Fix the value, or leave the '
+              'field empty to mark it missing (an empty field is the only '
+              'missing-value marker CsvExampleGen understands).')
+        if is_text:
+          text[i] += 1
+        else:
+          not_finite[i] += 1
+        if first_bad[i] is None:
+          first_bad[i] = (path, line, value, problem)
+    num_rows += rows_in_file
+    if not rows_in_file:
+      files_without_rows.append(path)
+
+  if not num_rows:
+    raise InputDataError(
+        f'Span {span} of data root {root!r} has no data rows: '
+        f'{_names(files)} hold a header line and nothing below it. Add rows, '
+        'or remove the span folder so that an earlier span is the latest.')
+  if files_without_rows:
+    raise InputDataError(
+        f'{_names(files_without_rows)} in span {span} of data root {root!r} '
+        'have a header but no data rows. Add rows or move those files out of '
+        f'{span_dir}/.')
+
+  all_empty = [columns[i] for i in range(width) if missing[i] == num_rows]
+  if all_empty:
+    raise InputDataError(
+        f'Column(s) {_names(all_empty)} are empty in all {num_rows} rows of '
+        f'span {span} ({span_dir}), so CsvExampleGen cannot infer their type. '
+        'Fill in values, or delete the column(s) from every file of the span.')
+
+  if declared_numeric:
+    numeric_set = set(numeric_candidates)
+  else:
+    numeric_set = set()
+    for i in numeric_candidates:
+      if text[i] + not_finite[i] == 0:
+        numeric_set.add(i)
+        continue
+      non_empty = num_rows - missing[i]
+      if text[i] and finite[i] < _NUMERIC_SHARE_FOR_TYPO * non_empty:
+        continue  # a categorical column that has some numeric-looking values
+      # Mostly numbers, or all parse as float but some are NaN/infinity.
+      path, line, value, problem = first_bad[i]
+      bad = text[i] + not_finite[i]
+      raise InputDataError(
+          f'{path} (span {span}), line {line}, column {columns[i]!r}: '
+          f'{_shorten(value)!r} {problem}, yet {finite[i]} of the '
+          f'{non_empty} non-empty values of {columns[i]!r} are numbers '
+          f'({bad} in total are not; this is the first). Fix the value, '
+          'leave the field empty to mark it missing (an empty field is the '
+          'only missing-value marker CsvExampleGen understands; NA, NaN, null '
+          'and inf are not), '
+          f'or pass --categorical {columns[i]} if the column really is '
+          'categorical.')
+
+  if len(label_values) < 2:
+    raise InputDataError(
+        f'The label column {label!r} has a single value '
+        f'({_shorten(next(iter(label_values)))!r}) in all {num_rows} rows of '
+        f'span {span} ({span_dir}); classification needs at least 2 classes. '
+        'Check that --label names the right column, or add rows of the '
+        'other classes.')
+
+  features = [i for i in range(width) if i != label_index]
+  return CsvProfile(
+      data_root=root,
+      span=span,
+      span_dir=span_dir,
+      files=tuple(files),
+      columns=tuple(columns),
+      numeric_columns=tuple(columns[i] for i in features if i in numeric_set),
+      categorical_columns=tuple(
+          columns[i] for i in features if i not in numeric_set),
+      label=label,
+      label_values=_sorted_labels(label_values),
+      num_rows=num_rows,
+      missing_by_column={c: missing[i] for i, c in enumerate(columns)})
+
+
+def check_output_dir(path: str) -> str:
+  """Makes sure the output folder exists and is writable.
+
+  Creates the folder (and its parents) when missing, then creates and deletes
+  a temporary file in it, because only writing proves it is writable (root
+  ignores permission bits; a read-only filesystem does not).
+
+  Args:
+    path: the output folder (the CLI's --output).
+
+  Returns:
+    The folder's absolute path.
+
+  Raises:
+    ConfigError: when the folder cannot be created or written, naming the path
+      and the operating system's reason.
+  """
+  if not path or not str(path).strip():
+    raise ConfigError(
+        'The output folder is empty: pass a writable folder with --output '
+        'DIR.')
+  absolute = os.path.abspath(os.path.expanduser(path))
+  if os.path.exists(absolute) and not os.path.isdir(absolute):
+    raise ConfigError(
+        f'Output path {absolute!r} is a file, not a folder. Pass a writable '
+        'folder with --output DIR (it is created if missing).')
+  try:
+    os.makedirs(absolute, exist_ok=True)
+    fd, probe = tempfile.mkstemp(dir=absolute, prefix='.leantfx-write-check-')
+    try:
+      os.close(fd)
+    finally:
+      os.unlink(probe)
+  except OSError as e:
+    reason = e.strerror or str(e)
+    if e.filename and os.path.abspath(e.filename) != absolute:
+      reason += f' ({e.filename})'
+    raise ConfigError(
+        f'Output folder {absolute!r} cannot be created or written: {reason}. '
+        'Pass a writable folder with --output DIR (it is created if '
+        'missing).') from e
+  return absolute
+
+
+def _check_arguments(label: str, numeric: Optional[Tuple[str, ...]],
+                     categorical: Tuple[str, ...]) -> None:
+  """Rejects arguments that contradict each other, before reading any data."""
+  if not label or not str(label).strip():
+    raise ConfigError(
+        'The label column name is empty: pass the column to predict with '
+        '--label COLUMN.')
+  if label in categorical:
+    raise ConfigError(
+        f'The label {label!r} is also passed with --categorical; drop it '
+        'from --categorical (the label is never a feature).')
+  if label in (numeric or ()):
+    raise ConfigError(
+        f'The label {label!r} is also listed as a numeric feature column; '
+        'remove it from the numeric columns (the label is never a feature).')
+  both = [c for c in categorical if c in (numeric or ())]
+  if both:
+    raise ConfigError(
+        f'Column(s) {_names(both)} are listed as both numeric and '
+        'categorical; list each column in one group only.')
+
+
+def _list_dir(path: str, what: str) -> List[str]:
+  try:
+    return os.listdir(path)
+  except OSError as e:
+    raise InputDataError(
+        f'Cannot list {what}: {e.strerror or e}. Check that it exists and is '
+        'readable by this user.') from e
+
+
+def _describe_entries(root: str, names: Sequence[str]) -> str:
+  if not names:
+    return 'nothing (it is empty)'
+  shown = [n + ('/' if os.path.isdir(os.path.join(root, n)) else '')
+           for n in names]
+  return _names(shown)
+
+
+def _span_csv_files(span: int, span_dir: str) -> List[str]:
+  """The CSV files of a span folder, after rejecting anything else in it."""
+  names = sorted(_list_dir(span_dir, f'span {span} folder {span_dir!r}'))
+  files, not_files, wrong_extension, ignored = [], [], [], []
+  for name in names:
+    path = os.path.join(span_dir, name)
+    if name.startswith('.') or name == _SUCCESS_MARKER:
+      ignored.append(name)
+    elif os.path.isdir(path):
+      not_files.append(name + '/')
+    elif os.path.splitext(name)[1].lower() != _CSV_EXTENSION:
+      wrong_extension.append(name)
+    else:
+      files.append(path)
+  if not_files or wrong_extension:
+    problems = []
+    if wrong_extension:
+      problems.append(f'{_names(wrong_extension)} do not end in .csv')
+    if not_files:
+      problems.append(f'{_names(not_files)} are folders')
+    raise InputDataError(
+        f'Span {span} folder {span_dir!r} holds entries that are not CSV '
+        f'files: {"; ".join(problems)}. CsvExampleGen reads every entry of '
+        f'span-{span}/ as CSV (pattern span-{{SPAN}}/*), so move them out of '
+        'the span folder, or rename a file to .csv if it is CSV.')
+  if not files:
+    found = (f'only {_names(ignored)}, which are not data'
+             if ignored else 'nothing')
+    raise InputDataError(
+        f'Span {span} folder {span_dir!r} has no CSV file (it holds '
+        f'{found}); span {span} is the latest span, the one CsvExampleGen '
+        'ingests. Put the .csv files of this span into it, or remove the '
+        'folder so that an earlier span is the latest.')
+  return files
+
+
+def _read_header(path: str, span: int) -> List[str]:
+  """Reads and checks line 1 of a CSV file the way CsvExampleGen reads it."""
+  try:
+    with open(path, 'rb') as f:
+      raw = f.readline()
+  except OSError as e:
+    raise _os_error(path, span, e) from e
+  if not raw:
+    raise InputDataError(
+        f'{path} (span {span}) is empty. A CSV file needs a header line '
+        'naming the columns, then one row per example; delete the file or '
+        'fill it.')
+  if raw.startswith(codecs.BOM_UTF8):
+    raise InputDataError(
+        f'{path} (span {span}), line 1: the file starts with a UTF-8 '
+        'byte-order mark, which CsvExampleGen would make part of the first '
+        'column name. Re-save it as UTF-8 without BOM (in Excel: "CSV", not '
+        '"CSV UTF-8").')
+  line = _decode(raw, path, span, 1)
+  if '"' in line:
+    raise InputDataError(
+        f'{path} (span {span}), line 1: the header contains double quotes '
+        f'({_shorten(line.strip())!r}). CsvExampleGen splits the header line '
+        'at commas without CSV quoting, so the quotes would become part of '
+        'the column names. Write the header without quotes, using column '
+        'names without commas.')
+  if not line.strip():
+    raise InputDataError(
+        f'{path} (span {span}), line 1 is blank. CsvExampleGen takes line 1 '
+        'as the header: put the comma-separated column names on the first '
+        'line.')
+  # TFX io_utils.load_csv_column_names: readline().strip().split(',').
+  columns = line.strip().split(',')
+  if len(columns) < 2:
+    separator = ''
+    if ';' in line or '\t' in line:
+      separator = (' It looks separated by ";" or tabs: CsvExampleGen reads '
+                   'only commas, so convert the file to comma-separated.')
+    raise InputDataError(
+        f'{path} (span {span}), line 1: the header has a single column '
+        f'({_shorten(line.strip())!r}); a CSV file needs at least one feature '
+        'column and the label column, separated by commas.'
+        f'{separator}')
+  empty = [str(i + 1) for i, c in enumerate(columns) if not c]
+  if empty:
+    raise InputDataError(
+        f'{path} (span {span}), line 1: column(s) number {", ".join(empty)} '
+        f'of the header have no name (header: {_shorten(line.strip())!r}). '
+        'Name every column, and remove a trailing comma if there is one.')
+  seen, duplicates = set(), []
+  for c in columns:
+    if c in seen and c not in duplicates:
+      duplicates.append(c)
+    seen.add(c)
+  if duplicates:
+    raise InputDataError(
+        f'{path} (span {span}), line 1: column name(s) {_names(duplicates)} '
+        'appear more than once in the header. Give every column a distinct '
+        'name.')
+  return columns
+
+
+def _check_same_header(first_path: str, first: Sequence[str], path: str,
+                       columns: Sequence[str], span: int) -> None:
+  if list(columns) == list(first):
+    return
+  only_first = [c for c in first if c not in columns]
+  only_this = [c for c in columns if c not in first]
+  if only_first or only_this:
+    difference = (f'only in {os.path.basename(first_path)}: '
+                  f'{_names(only_first) if only_first else "none"}; only in '
+                  f'{os.path.basename(path)}: '
+                  f'{_names(only_this) if only_this else "none"}')
+  else:
+    difference = (f'same columns in a different order: {_names(first)} '
+                  f'versus {_names(columns)}')
+  raise InputDataError(
+      f'{first_path} and {path} in span {span} have different headers '
+      f'({difference}). CsvExampleGen needs every file of a span to have the '
+      'same header line; make them identical, or move the odd file to '
+      'another span.')
+
+
+def _check_columns_present(path: str, columns: Sequence[str], span: int,
+                           label: str, required: Sequence[str],
+                           numeric: Sequence[str],
+                           categorical: Sequence[str]) -> None:
+  """Checks that the label and every named column are in the header."""
+  existing = f'The columns of {path} (span {span}) are {_names(columns)}.'
+  if label not in columns:
+    hints = []
+    near = [c for c in columns if c.strip().lower() == label.strip().lower()]
+    if near:
+      hints.append(f' Did you mean {_names(near)} (spelling, case and '
+                   'spaces must match exactly)?')
+    if sum(_is_number(c) for c in columns) * 2 > len(columns):
+      hints.append(' Line 1 looks like data, not a header: a CSV file must '
+                   'start with a line naming the columns.')
+    raise InputDataError(
+        f'The label column {label!r} is not in the header. {existing}'
+        f'{"".join(hints)} Pass the column to predict with --label COLUMN.')
+  for names, what, todo in (
+      (required, 'required by the dataset',
+       'Add them to every file of the span.'),
+      (numeric, 'listed as numeric', 'Add them, or fix the column list.'),
+      (categorical, 'passed with --categorical',
+       'Fix the --categorical names.')):
+    absent = [c for c in names if c not in columns]
+    if absent:
+      raise InputDataError(
+          f'Column(s) {_names(absent)}, {what}, are not in the header. '
+          f'{existing} {todo}')
+
+
+def _data_records(path: str, span: int) -> Iterator[Tuple[int, List[str]]]:
+  """Yields (first line number, fields) for each non-blank data record.
+
+  Mirrors CsvExampleGen's reader: after the header, lines are joined while
+  their count of double quotes is odd (a quoted field spanning lines), then
+  parsed with ``csv``.
+  """
+  try:
+    with open(path, 'rb') as f:
+      f.readline()  # The header, checked by _read_header.
+      line_number = 1
+      pending, quotes, start = [], 0, 0
+      for raw in f:
+        line_number += 1
+        text = _decode(raw, path, span, line_number)
+        if not pending:
+          start = line_number
+        pending.append(text)
+        quotes += text.count('"')
+        if quotes % 2:
+          continue
+        record = pending[0] if len(pending) == 1 else ''.join(pending)
+        pending, quotes = [], 0
+        fields = _parse_record(record, path, span, start, line_number)
+        if fields:
+          yield start, fields
+      if pending:
+        raise InputDataError(
+            f'{path} (span {span}), line {start}: a double quote opened on '
+            'this line is never closed, so CsvExampleGen would read to the '
+            'end of the file looking for it. Quote whole fields and double '
+            'quotes inside them ("5 ft 10""" for 5 ft 10"), or remove the '
+            'stray quote.')
+  except OSError as e:
+    raise _os_error(path, span, e) from e
+
+
+def _parse_record(record: str, path: str, span: int, start: int,
+                  end: int) -> List[str]:
+  where = (f'line {start}' if start == end else
+           f'lines {start}-{end} (joined because a double quote opened on '
+           f'line {start} closes only on line {end})')
+  try:
+    rows = list(csv.reader((record,)))
+  except csv.Error as e:
+    hint = ''
+    if '\r' in record.rstrip('\r\n'):
+      hint = (' The text contains a carriage return (\\r) outside quotes; '
+              'convert old Mac line endings to \\n.')
+    raise InputDataError(
+        f'{path} (span {span}), {where}: not valid CSV ({e}).{hint} Fix the '
+        'quoting of this record: quote whole fields and double quotes inside '
+        'them.') from e
+  if len(rows) != 1:
+    raise InputDataError(
+        f'{path} (span {span}), {where}: the text parses as {len(rows)} CSV '
+        'records instead of one. Fix the quoting of this record.')
+  return rows[0]
+
+
+def _decode(raw: bytes, path: str, span: int, line: int) -> str:
+  """Decodes one line as CsvExampleGen does, rejecting binary content."""
+  if b'\x00' in raw:
+    raise InputDataError(
+        f'{path} (span {span}), line {line}: the file contains NUL bytes, so '
+        'it is not UTF-8 text (a binary file, or text saved as UTF-16 / '
+        '"Unicode"). Move it out of the span folder, or re-save it as UTF-8 '
+        'CSV.')
+  try:
+    return raw.decode('utf-8')
+  except UnicodeDecodeError as e:
+    raise InputDataError(
+        f'{path} (span {span}), line {line}: byte {e.start + 1} of the line '
+        f'(0x{raw[e.start]:02x}) is not valid UTF-8; CsvExampleGen reads '
+        'UTF-8 only. Re-save the file as UTF-8 (e.g. from Latin-1 or '
+        'Windows-1252), or move it out if it is not a CSV file.') from e
+
+
+def _os_error(path: str, span: int, e: OSError) -> InputDataError:
+  return InputDataError(
+      f'Cannot read {path} (span {span}): {e.strerror or e}. Check that the '
+      'file exists and is readable by this user, or move it out of the span '
+      'folder.')
+
+
+def _numeric_problem(value: str) -> Tuple[Optional[str], bool]:
+  """Says why a non-empty value is no finite number, as CsvExampleGen types it.
+
+  Returns:
+    (None, False) for a finite number; else (what is wrong, True when
+    CsvExampleGen would read the value as text rather than as a number).
+  """
+  try:
+    number = float(value)
+  except ValueError:
+    return 'is not a number', True
+  if not math.isfinite(number):
+    return ('is not a finite number (NaN or infinity are not allowed in a '
+            'numeric column)'), False
+  if abs(number) >= _SAFE_INT_MAGNITUDE:
+    try:
+      as_int = int(value)
+    except ValueError:
+      return None, False  # A large float such as 1e19 is a FLOAT in TFX.
+    if not _INT64_MIN <= as_int <= _INT64_MAX:
+      return ('is an integer beyond the int64 range, which CsvExampleGen '
+              'reads as text'), True
+  return None, False
+
+
+def _is_number(text: str) -> bool:
+  try:
+    float(text)
+  except ValueError:
+    return False
+  return True
+
+
+def _sorted_labels(values) -> Tuple[str, ...]:
+  if all(re.fullmatch(r'[+-]?[0-9]+', v) for v in values):
+    return tuple(sorted(values, key=lambda v: (int(v), v)))
+  return tuple(sorted(values))
+
+
+def _shorten(text: str) -> str:
+  if len(text) <= _MAX_SHOWN_CHARS:
+    return text
+  return text[:_MAX_SHOWN_CHARS] + '...'
+
+
+def _names(names: Sequence[str]) -> str:
+  """Quotes names for a message, at most _MAX_SHOWN_NAMES of them."""
+  shown = ', '.join(repr(n) for n in names[:_MAX_SHOWN_NAMES])
+  if len(names) > _MAX_SHOWN_NAMES:
+    shown += f' and {len(names) - _MAX_SHOWN_NAMES} more'
+  return shown
