@@ -1,0 +1,84 @@
+"""The Transform step: the one preprocessing_fn TFX calls.
+
+What it does is driven by the DatasetSpec that arrives in ``custom_config``:
+numeric columns get mean imputation and z-scores, categorical columns get a
+vocabulary (missing values and unseen values share one OOV bucket), pixel
+columns are stacked into one image vector scaled to [0, 1], and the label is
+mapped to its class id in the spec's class order.
+"""
+from typing import Any, Dict
+
+import tensorflow as tf
+import tensorflow_transform as tft
+
+from leantfx import config as config_lib
+from leantfx.models import features
+
+_MISSING_CATEGORY = ''
+
+
+def _to_dense_column(x: Any, default_value) -> tf.Tensor:
+  """Returns a [batch, 1] dense tensor; absent values become default_value."""
+  if isinstance(x, tf.SparseTensor):
+    return tft.sparse_tensor_to_dense_with_shape(x, [None, 1], default_value)
+  if isinstance(x, tf.RaggedTensor):
+    return x.to_tensor(default_value=default_value, shape=[None, 1])
+  return tf.reshape(x, [-1, 1])
+
+
+def _numeric(x: Any) -> tf.Tensor:
+  """Mean-imputes missing values, then scales to a z-score; [batch, 1]."""
+  x = tf.cast(x, tf.float32) if not isinstance(x, tf.SparseTensor) else (
+      tf.SparseTensor(x.indices, tf.cast(x.values, tf.float32), x.dense_shape))
+  mean = tft.mean(x)
+  dense = _to_dense_column(x, float('nan'))
+  imputed = tf.where(tf.math.is_nan(dense), mean, dense)
+  return tft.scale_to_z_score(imputed)
+
+
+def _label_ids(x: Any, classes) -> tf.Tensor:
+  """Maps label values to class ids in the configured order; [batch] int64."""
+  dense = _to_dense_column(x, '' if x.dtype == tf.string else -1)
+  if dense.dtype != tf.string:
+    dense = tf.strings.as_string(dense)
+  table = tf.lookup.StaticHashTable(
+      tf.lookup.KeyValueTensorInitializer(
+          tf.constant(list(classes)),
+          tf.range(len(classes), dtype=tf.int64)),
+      default_value=-1)
+  return tf.reshape(table.lookup(dense), [-1])
+
+
+# TFX Transform will call this function.
+def preprocessing_fn(inputs: Dict[str, Any],
+                     custom_config: Dict[str, Any]) -> Dict[str, Any]:
+  """Turns raw features into model features.
+
+  Args:
+    inputs: raw features keyed by column name.
+    custom_config: {'dataset': DatasetSpec as a dict}.
+
+  Returns:
+    Transformed features: '<column>_xf' per numeric and categorical column,
+    'image_xf' for image datasets, and 'label_xf'.
+  """
+  spec = config_lib.dataset_from_dict(custom_config['dataset'])
+  outputs = {}
+  for column in spec.numeric_features:
+    outputs[features.transformed_name(column)] = _numeric(inputs[column])
+  for column in spec.categorical_features:
+    values = _to_dense_column(inputs[column], _MISSING_CATEGORY)
+    if values.dtype != tf.string:
+      values = tf.strings.as_string(values)
+    outputs[features.transformed_name(column)] = (
+        tft.compute_and_apply_vocabulary(
+            values, num_oov_buckets=1, vocab_filename=column))
+  if spec.image_features:
+    pixels = [
+        tf.cast(_to_dense_column(inputs[c], 0), tf.float32)
+        for c in spec.image_features
+    ]
+    outputs[features.IMAGE_KEY] = tf.concat(pixels, axis=1) / float(
+        spec.image_max_value)
+  outputs[features.LABEL_KEY] = _label_ids(inputs[spec.label], spec.classes)
+  return outputs

@@ -1,0 +1,151 @@
+"""The leantfx TFX pipeline: one pure create_pipeline(config).
+
+It imports no runner and reads no environment: the local runner and the
+Kubeflow compiler resolve paths and Beam arguments, then call it.
+
+CsvExampleGen (latest span) -> StatisticsGen -> schema (ImportSchemaGen from a
+curated schema, or SchemaGen) -> ExampleValidator -> Transform -> Trainer ->
+Resolver (latest blessed model) -> Evaluator (absolute and change thresholds)
+-> Pusher (versioned SavedModel, only when blessed).
+"""
+import hashlib
+import inspect
+from typing import List
+
+import tensorflow_model_analysis as tfma
+from tfx import v1 as tfx
+
+from leantfx import config as config_lib
+from leantfx.models import features
+from leantfx.models import model as model_module
+from leantfx.models import preprocessing as preprocessing_module
+
+# CsvExampleGen reads the newest span-<N>/ folder; only *.csv files in it.
+SPAN_PATTERN = 'span-{SPAN}/*.csv'
+PREPROCESSING_FN = 'leantfx.models.preprocessing.preprocessing_fn'
+RUN_FN = 'leantfx.models.model.run_fn'
+ACCURACY_METRIC = 'sparse_categorical_accuracy'
+# TFX caches by inputs and parameters, not by the code behind a dotted path:
+# a fingerprint of that code in custom_config makes a code change a cache miss.
+_CODE_MODULES = (preprocessing_module, model_module)
+
+
+def _code_fingerprint() -> str:
+  digest = hashlib.sha256()
+  for module in _CODE_MODULES:
+    digest.update(inspect.getsource(module).encode('utf-8'))
+  return digest.hexdigest()[:16]
+
+
+def _eval_config(
+    evaluation: config_lib.EvaluationConfig) -> tfma.EvalConfig:
+  """Accuracy on the eval split: an absolute bound and a change threshold."""
+  return tfma.EvalConfig(
+      model_specs=[
+          tfma.ModelSpec(
+              signature_name='predict_examples',
+              label_key=features.LABEL_KEY,
+              preprocessing_function_names=['transform_features'])
+      ],
+      slicing_specs=[tfma.SlicingSpec()],
+      metrics_specs=[
+          tfma.MetricsSpec(metrics=[
+              tfma.MetricConfig(class_name='ExampleCount'),
+              tfma.MetricConfig(
+                  class_name='SparseCategoricalAccuracy',
+                  threshold=tfma.MetricThreshold(
+                      value_threshold=tfma.GenericValueThreshold(
+                          lower_bound={'value': evaluation.min_accuracy}),
+                      # Ignored while no model has been blessed yet.
+                      change_threshold=tfma.GenericChangeThreshold(
+                          direction=tfma.MetricDirection.HIGHER_IS_BETTER,
+                          absolute={'value': -evaluation.max_accuracy_drop -
+                                             1e-10}))),
+          ])
+      ])
+
+
+def create_pipeline(config: config_lib.PipelineConfig) -> tfx.dsl.Pipeline:
+  """Builds the pipeline.
+
+  Args:
+    config: the whole pipeline configuration, paths already resolved.
+
+  Returns:
+    A tfx.dsl.Pipeline ready for LocalDagRunner, BeamDagRunner or the
+    Kubeflow V2 compiler.
+  """
+  spec = config.dataset
+  custom_config = {
+      'dataset': config_lib.to_json_dict(spec),
+      'training': config_lib.to_json_dict(config.training),
+      'code_fingerprint': _code_fingerprint(),
+  }
+  example_gen = tfx.components.CsvExampleGen(
+      input_base=config.data_root,
+      input_config=tfx.proto.Input(splits=[
+          tfx.proto.Input.Split(name='single_split', pattern=SPAN_PATTERN)
+      ]),
+      output_config=tfx.proto.Output(
+          split_config=tfx.proto.SplitConfig(splits=[
+              tfx.proto.SplitConfig.Split(name='train', hash_buckets=4),
+              tfx.proto.SplitConfig.Split(name='eval', hash_buckets=1),
+          ])))
+  statistics_gen = tfx.components.StatisticsGen(
+      examples=example_gen.outputs['examples'])
+  if spec.schema_file:
+    schema_gen = tfx.components.ImportSchemaGen(schema_file=spec.schema_file)
+  else:
+    schema_gen = tfx.components.SchemaGen(
+        statistics=statistics_gen.outputs['statistics'],
+        infer_feature_shape=True)
+  example_validator = tfx.components.ExampleValidator(
+      statistics=statistics_gen.outputs['statistics'],
+      schema=schema_gen.outputs['schema'])
+  transform = tfx.components.Transform(
+      examples=example_gen.outputs['examples'],
+      schema=schema_gen.outputs['schema'],
+      preprocessing_fn=PREPROCESSING_FN,
+      custom_config=custom_config)
+  trainer = tfx.components.Trainer(
+      run_fn=RUN_FN,
+      examples=transform.outputs['transformed_examples'],
+      transform_graph=transform.outputs['transform_graph'],
+      schema=schema_gen.outputs['schema'],
+      train_args=tfx.proto.TrainArgs(num_steps=config.training.train_steps),
+      eval_args=tfx.proto.EvalArgs(num_steps=config.training.eval_steps),
+      custom_config=custom_config)
+  model_resolver = tfx.dsl.Resolver(
+      strategy_class=tfx.dsl.experimental.LatestBlessedModelStrategy,
+      model=tfx.dsl.Channel(type=tfx.types.standard_artifacts.Model),
+      model_blessing=tfx.dsl.Channel(
+          type=tfx.types.standard_artifacts.ModelBlessing)).with_id(
+              'latest_blessed_model_resolver')
+  evaluator = tfx.components.Evaluator(
+      examples=example_gen.outputs['examples'],
+      model=trainer.outputs['model'],
+      baseline_model=model_resolver.outputs['model'],
+      example_splits=['eval'],
+      eval_config=_eval_config(config.evaluation))
+  pusher = tfx.components.Pusher(
+      model=trainer.outputs['model'],
+      model_blessing=evaluator.outputs['blessing'],
+      push_destination=tfx.proto.PushDestination(
+          filesystem=tfx.proto.PushDestination.Filesystem(
+              base_directory=config.serving_model_dir)))
+
+  components: List[tfx.types.BaseNode] = [
+      example_gen, statistics_gen, schema_gen, example_validator, transform,
+      trainer, model_resolver, evaluator, pusher
+  ]
+  metadata_config = None
+  if config.metadata_path:
+    metadata_config = tfx.orchestration.metadata.sqlite_metadata_connection_config(
+        config.metadata_path)
+  return tfx.dsl.Pipeline(
+      pipeline_name=config.pipeline_name,
+      pipeline_root=config.pipeline_root,
+      components=components,
+      enable_cache=config.enable_cache,
+      metadata_connection_config=metadata_config,
+      beam_pipeline_args=list(config.beam_pipeline_args))

@@ -1,0 +1,156 @@
+"""Reads what a pipeline run did from ML Metadata: per-node state and results.
+
+Used by the CLI's closing summary and by the tests, so both report the same
+figures: the Evaluator's accuracy, whether the model was blessed, and where
+the Pusher put it.
+"""
+import dataclasses
+from typing import Dict, List, Optional
+
+from ml_metadata import metadata_store
+from ml_metadata.proto import metadata_store_pb2
+
+_STATE_NAMES = {
+    v: k.lower()
+    for k, v in metadata_store_pb2.Execution.State.items()
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class NodeExecution:
+  """The newest execution of one pipeline node."""
+  node_id: str
+  execution_id: int
+  state: str  # 'complete', 'cached', 'failed', 'running', ...
+  outputs: Dict[str, List[metadata_store_pb2.Artifact]]
+
+
+@dataclasses.dataclass(frozen=True)
+class RunSummary:
+  """The outcome of the newest run of a pipeline."""
+  executions: Dict[str, NodeExecution]
+  accuracy: Optional[float]
+  example_count: Optional[int]
+  blessed: Optional[bool]
+  pushed: bool
+  pushed_path: Optional[str]
+  evaluation_uri: Optional[str]
+
+
+def open_store(metadata_path: str) -> metadata_store.MetadataStore:
+  """Opens the SQLite ML Metadata store read-write (it must exist)."""
+  config = metadata_store_pb2.ConnectionConfig()
+  config.sqlite.filename_uri = metadata_path
+  config.sqlite.connection_mode = (
+      metadata_store_pb2.SqliteMetadataSourceConfig.READWRITE)
+  return metadata_store.MetadataStore(config)
+
+
+def _custom_int(artifact: metadata_store_pb2.Artifact, key: str) -> int:
+  value = artifact.custom_properties.get(key)
+  return value.int_value if value is not None else 0
+
+
+def _custom_str(artifact: metadata_store_pb2.Artifact,
+                key: str) -> Optional[str]:
+  value = artifact.custom_properties.get(key)
+  return value.string_value if value is not None else None
+
+
+def node_executions(store: metadata_store.MetadataStore, pipeline_name: str,
+                    since_ms: int = 0) -> Dict[str, NodeExecution]:
+  """Returns the newest execution of each node created at or after since_ms.
+
+  Args:
+    store: the ML Metadata store.
+    pipeline_name: the TFX pipeline name.
+    since_ms: ignore executions created before this epoch time (ms).
+
+  Returns:
+    node id -> NodeExecution.
+  """
+  pipeline_ctx = store.get_context_by_type_and_name('pipeline', pipeline_name)
+  if pipeline_ctx is None:
+    return {}
+  prefix = f'{pipeline_name}.'
+  result = {}
+  for ctx in store.get_contexts_by_type('node'):
+    if not ctx.name.startswith(prefix):
+      continue
+    executions = [
+        e for e in store.get_executions_by_context(ctx.id)
+        if e.create_time_since_epoch >= since_ms
+    ]
+    if not executions:
+      continue
+    newest = max(executions, key=lambda e: e.id)
+    outputs: Dict[str, List[metadata_store_pb2.Artifact]] = {}
+    events = [
+        e for e in store.get_events_by_execution_ids([newest.id])
+        if e.type == metadata_store_pb2.Event.OUTPUT
+    ]
+    artifacts = {
+        a.id: a for a in store.get_artifacts_by_id(
+            [e.artifact_id for e in events])
+    }
+    for event in events:
+      key = event.path.steps[0].key if event.path.steps else ''
+      outputs.setdefault(key, []).append(artifacts[event.artifact_id])
+    node_id = ctx.name[len(prefix):]
+    result[node_id] = NodeExecution(
+        node_id=node_id,
+        execution_id=newest.id,
+        state=_STATE_NAMES.get(newest.last_known_state, 'unknown'),
+        outputs=outputs)
+  return result
+
+
+def evaluation_accuracy(evaluation_uri: str) -> Dict[str, float]:
+  """Returns the candidate's overall accuracy and example count from TFMA."""
+  import tensorflow_model_analysis as tfma  # pylint: disable=g-import-not-at-top
+  found = {}
+  for metrics in tfma.load_metrics(evaluation_uri):
+    if metrics.slice_key.single_slice_keys:
+      continue  # Only the overall slice.
+    for entry in metrics.metric_keys_and_values:
+      key = entry.key
+      if key.is_diff or key.model_name not in ('', 'candidate'):
+        continue
+      if key.name in ('sparse_categorical_accuracy', 'example_count'):
+        found[key.name] = entry.value.double_value.value
+  return found
+
+
+def summarize(metadata_path: str, pipeline_name: str,
+              since_ms: int = 0) -> RunSummary:
+  """Summarises the newest run of the pipeline (see RunSummary)."""
+  store = open_store(metadata_path)
+  executions = node_executions(store, pipeline_name, since_ms)
+  accuracy = example_count = blessed = evaluation_uri = None
+  evaluator = executions.get('Evaluator')
+  if evaluator:
+    blessing = evaluator.outputs.get('blessing', [])
+    if blessing:
+      blessed = bool(_custom_int(blessing[0], 'blessed'))
+    evaluation = evaluator.outputs.get('evaluation', [])
+    if evaluation:
+      evaluation_uri = evaluation[0].uri
+      found = evaluation_accuracy(evaluation_uri)
+      accuracy = found.get('sparse_categorical_accuracy')
+      if 'example_count' in found:
+        example_count = int(found['example_count'])
+  pushed, pushed_path = False, None
+  pusher = executions.get('Pusher')
+  if pusher and pusher.outputs.get('pushed_model'):
+    pushed_model = pusher.outputs['pushed_model'][0]
+    pushed = bool(_custom_int(pushed_model, 'pushed'))
+    if pushed:
+      pushed_path = _custom_str(pushed_model, 'pushed_destination')
+  return RunSummary(
+      executions=executions,
+      accuracy=accuracy,
+      example_count=example_count,
+      blessed=blessed,
+      pushed=pushed,
+      pushed_path=pushed_path,
+      evaluation_uri=evaluation_uri)
