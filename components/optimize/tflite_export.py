@@ -1,0 +1,311 @@
+"""TFLite export of tf_keras models, one conversion mode at a time.
+
+The model is first saved as a SavedModel with a ``serving_default`` signature
+whose input names are the model's input keys (e.g. ``image_xf``), and the
+converter reads that SavedModel, so the ``.tflite`` file carries the same
+signature: ``interpreter.get_signature_runner()(image_xf=...)`` works on every
+mode.
+
+Modes (names follow the TFLite post-training quantization guide):
+  float32        no optimization.
+  float16        weights stored as float16 (``supported_types=[tf.float16]``).
+  dynamic_range  int8 weights, float activations (``Optimize.DEFAULT`` only).
+  int8           full integer: int8 weights and activations, int8 model input
+                 and output, ``TFLITE_BUILTINS_INT8`` only. Needs representative
+                 data from the train split, except for a quantization-aware
+                 trained model, whose fake-quant ranges already fix every scale.
+  int16x8        int16 activations, int8 weights
+                 (``EXPERIMENTAL_TFLITE_BUILTINS_ACTIVATIONS_INT16_WEIGHTS_INT8``),
+                 float input and output; needs representative data.
+
+ONNX export is not offered: ``tf2onnx`` and ``onnxruntime`` are not
+dependencies of leantfx.
+"""
+import os
+import tempfile
+from typing import Callable, Dict, Iterator, List, Mapping, Optional, Union
+
+import numpy as np
+import tensorflow as tf
+
+from leantfx.errors import ConfigError
+
+FLOAT32 = 'float32'
+FLOAT16 = 'float16'
+DYNAMIC_RANGE = 'dynamic_range'
+INT8 = 'int8'
+INT16X8 = 'int16x8'
+MODES = (FLOAT32, FLOAT16, DYNAMIC_RANGE, INT8, INT16X8)
+# Modes whose activation ranges come from calibration data.
+CALIBRATED_MODES = (INT8, INT16X8)
+
+SERVING_SIGNATURE = 'serving_default'
+# The TFLite guide's examples calibrate on ~100 samples; more rarely changes
+# the ranges of a small model and makes conversion slower.
+DEFAULT_CALIBRATION_SAMPLES = 100
+
+# Features as numpy arrays keyed by input name, or a tf.data.Dataset of
+# (features, label) or of features, batched or not.
+RepresentativeData = Union[Mapping[str, np.ndarray], tf.data.Dataset]
+
+_QUANTIZATION_MODULE = 'tensorflow_model_optimization.python.core.quantization'
+
+
+def serving_input_specs(model) -> Dict[str, tf.TensorSpec]:
+  """Returns the model's inputs as TensorSpecs keyed by input name.
+
+  Dict-input models keep their dict keys; a single-input model uses the name
+  of its Input layer.
+
+  Args:
+    model: a built tf_keras model.
+
+  Returns:
+    {input name: TensorSpec with a free batch dimension}.
+  """
+  inputs = model.input
+  if isinstance(inputs, Mapping):
+    named = dict(inputs)
+  elif isinstance(inputs, (list, tuple)):
+    named = dict(zip(model.input_names, inputs))
+  else:
+    named = {model.input_names[0]: inputs}
+  return {
+      name: tf.TensorSpec([None] + list(t.shape[1:]), t.dtype, name=name)
+      for name, t in named.items()
+  }
+
+
+def save_serving_model(model, export_dir: str) -> str:
+  """Saves a tf_keras model as a SavedModel with a named serving signature.
+
+  Args:
+    model: a built tf_keras model (dict inputs allowed).
+    export_dir: the SavedModel directory to write.
+
+  Returns:
+    export_dir.
+  """
+  specs = serving_input_specs(model)
+  inputs = model.input
+  output_names = list(model.output_names)
+
+  @tf.function(input_signature=[specs])
+  def serve(features):
+    if isinstance(inputs, Mapping):
+      outputs = model(features, training=False)
+    elif isinstance(inputs, (list, tuple)):
+      outputs = model([features[n] for n in specs], training=False)
+    else:
+      outputs = model(next(iter(features.values())), training=False)
+    if isinstance(outputs, Mapping):
+      return dict(outputs)
+    if isinstance(outputs, (list, tuple)):
+      return dict(zip(output_names, outputs))
+    return {output_names[0]: outputs}
+
+  tf.saved_model.save(
+      model, export_dir,
+      signatures={SERVING_SIGNATURE: serve.get_concrete_function()})
+  return export_dir
+
+
+def is_quantization_aware(model) -> bool:
+  """Whether the model holds tfmot quantization wrappers (QAT, PQAT, CQAT)."""
+  return any(
+      type(layer).__module__.startswith(_QUANTIZATION_MODULE)
+      for layer in _all_layers(model))
+
+
+def _all_layers(model) -> List:
+  layers = []
+  for layer in getattr(model, 'layers', []):
+    layers.append(layer)
+    if hasattr(layer, 'layers'):
+      layers.extend(_all_layers(layer))
+  return layers
+
+
+def calibration_samples(data: RepresentativeData,
+                        specs: Mapping[str, tf.TensorSpec],
+                        num_samples: int = DEFAULT_CALIBRATION_SAMPLES
+                       ) -> List[Dict[str, np.ndarray]]:
+  """Returns up to num_samples batch-1 feature dicts for calibration.
+
+  Args:
+    data: features keyed by input name as arrays with a leading example
+      dimension, or a tf.data.Dataset of (features, label) or features.
+    specs: the serving signature's inputs (names and dtypes).
+    num_samples: how many examples to take.
+
+  Returns:
+    A list of {input name: array of shape [1, ...]} in the inputs' dtypes.
+
+  Raises:
+    ConfigError: if the data lack one of the model's inputs.
+  """
+  samples = []
+  for features in _iter_feature_batches(data):
+    missing = sorted(set(specs) - set(features))
+    if missing:
+      raise ConfigError(
+          f'Representative data lack the model input(s) {missing}; they have '
+          f'{sorted(features)}. Pass the transformed train split.')
+    batch = {}
+    for n, spec in specs.items():
+      value = np.asarray(features[n])
+      # An unbatched dataset yields single examples: give them a batch axis.
+      batch[n] = value[None] if value.ndim == len(spec.shape) - 1 else value
+    rows = len(next(iter(batch.values())))
+    for i in range(rows):
+      samples.append({
+          n: batch[n][i:i + 1].astype(specs[n].dtype.as_numpy_dtype)
+          for n in specs
+      })
+      if len(samples) >= num_samples:
+        return samples
+  return samples
+
+
+def _iter_feature_batches(data: RepresentativeData) -> Iterator[Mapping]:
+  if isinstance(data, Mapping):
+    yield data
+    return
+  for element in data.as_numpy_iterator():
+    yield element[0] if isinstance(element, tuple) else element
+
+
+def convert_saved_model(
+    saved_model_dir: str,
+    mode: str,
+    representative_data: Optional[RepresentativeData] = None,
+    *,
+    quantization_aware: bool = False,
+    num_calibration_samples: int = DEFAULT_CALIBRATION_SAMPLES) -> bytes:
+  """Converts a SavedModel's serving signature to TFLite.
+
+  Args:
+    saved_model_dir: a SavedModel with a 'serving_default' signature.
+    mode: one of MODES.
+    representative_data: train-split features for the calibrated modes.
+    quantization_aware: the model was quantization-aware trained; 'int8' then
+      takes its ranges from the fake-quant ops and needs no calibration data.
+    num_calibration_samples: examples used for calibration.
+
+  Returns:
+    The .tflite flatbuffer.
+
+  Raises:
+    ConfigError: unknown mode, or a calibrated mode without representative
+      data.
+  """
+  if mode not in MODES:
+    raise ConfigError(f'Unknown TFLite mode {mode!r}; use one of {MODES}.')
+  needs_data = mode in CALIBRATED_MODES and not (
+      mode == INT8 and quantization_aware)
+  if needs_data and representative_data is None:
+    raise ConfigError(
+        f'TFLite mode {mode!r} is full-integer quantization and needs '
+        'representative data (the train split) to calibrate activation '
+        f'ranges; none was given for {saved_model_dir}. Pass '
+        'representative_data, or use a quantization-aware trained model for '
+        "'int8', or choose 'dynamic_range'.")
+
+  converter = tf.lite.TFLiteConverter.from_saved_model(
+      saved_model_dir, signature_keys=[SERVING_SIGNATURE])
+  if mode != FLOAT32:
+    converter.optimizations = [tf.lite.Optimize.DEFAULT]
+  if mode == FLOAT16:
+    converter.target_spec.supported_types = [tf.float16]
+  if mode == INT8:
+    converter.inference_input_type = tf.int8
+    converter.inference_output_type = tf.int8
+    # A QAT graph is fully quantized by its fake-quant ops already. Setting
+    # TFLITE_BUILTINS_INT8 for it trips TF 2.16's conversion metrics, which
+    # look for fake-quant ops without the graph and then demand a
+    # representative dataset.
+    if not quantization_aware:
+      converter.target_spec.supported_ops = [
+          tf.lite.OpsSet.TFLITE_BUILTINS_INT8
+      ]
+  if mode == INT16X8:
+    converter.target_spec.supported_ops = [
+        tf.lite.OpsSet.EXPERIMENTAL_TFLITE_BUILTINS_ACTIVATIONS_INT16_WEIGHTS_INT8
+    ]
+  if needs_data:
+    specs = _signature_inputs(saved_model_dir)
+    samples = calibration_samples(representative_data, specs,
+                                  num_calibration_samples)
+    if not samples:
+      raise ConfigError(
+          f'The representative data for TFLite mode {mode!r} are empty; '
+          'calibration needs at least one train example.')
+    converter.representative_dataset = _generator(samples)
+  return converter.convert()
+
+
+def _generator(samples: List[Dict[str, np.ndarray]]) -> Callable:
+
+  def representative_dataset():
+    # Keyed by signature input name: the converter matches inputs by name.
+    yield from samples
+
+  return representative_dataset
+
+
+def _signature_inputs(saved_model_dir: str) -> Dict[str, tf.TensorSpec]:
+  loaded = tf.saved_model.load(saved_model_dir)
+  fn = loaded.signatures[SERVING_SIGNATURE]
+  _, kwargs = fn.structured_input_signature
+  return dict(kwargs)
+
+
+def export_tflite(model,
+                  mode: str,
+                  representative_data: Optional[RepresentativeData] = None,
+                  *,
+                  output_path: Optional[str] = None,
+                  saved_model_dir: Optional[str] = None,
+                  num_calibration_samples: int = DEFAULT_CALIBRATION_SAMPLES
+                 ) -> bytes:
+  """Converts a tf_keras model to TFLite through a signed SavedModel.
+
+  Args:
+    model: a tf_keras model (dict inputs allowed; QAT models allowed).
+    mode: one of MODES.
+    representative_data: train-split features for 'int8' and 'int16x8'.
+    output_path: if given, the .tflite file to write.
+    saved_model_dir: where to keep the intermediate SavedModel (a temporary
+      directory, removed afterwards, when None).
+    num_calibration_samples: examples used for calibration.
+
+  Returns:
+    The .tflite flatbuffer.
+
+  Raises:
+    ConfigError: unknown mode, or a calibrated mode without representative
+      data (checked before anything is saved).
+  """
+  quantization_aware = is_quantization_aware(model)
+  if mode not in MODES:
+    raise ConfigError(f'Unknown TFLite mode {mode!r}; use one of {MODES}.')
+  if (mode in CALIBRATED_MODES and representative_data is None and
+      not (mode == INT8 and quantization_aware)):
+    raise ConfigError(
+        f'TFLite mode {mode!r} needs representative data (the train split) '
+        f'to calibrate activation ranges of model {model.name!r}, and none '
+        "was given. Pass representative_data, quantization-aware train the "
+        "model for 'int8', or choose 'dynamic_range'.")
+  with tempfile.TemporaryDirectory(prefix='leantfx-tflite-') as tmp:
+    export_dir = saved_model_dir or os.path.join(tmp, 'saved_model')
+    save_serving_model(model, export_dir)
+    flatbuffer = convert_saved_model(
+        export_dir, mode,
+        None if (mode == INT8 and quantization_aware) else representative_data,
+        quantization_aware=quantization_aware,
+        num_calibration_samples=num_calibration_samples)
+  if output_path:
+    os.makedirs(os.path.dirname(os.path.abspath(output_path)), exist_ok=True)
+    with open(output_path, 'wb') as f:
+      f.write(flatbuffer)
+  return flatbuffer
