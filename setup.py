@@ -43,7 +43,8 @@ setuptools.setup(
         'tf-keras>=2.16,<2.17',
         'tensorflow-model-optimization>=0.8,<0.9',
         'tensorflow-serving-api>=2.16,<2.17',
-        'apache-beam[gcp]>=2.59',
+        # 2.63+ breaks tensorflow-transform 1.16's deep copy (see constraints.txt).
+        'apache-beam[gcp]>=2.59,<2.63',
         'dill',
         'kfp>=2.5,<2.6',
         'keras-tuner>=1.4,<1.5',

@@ -1,0 +1,210 @@
+"""End to end: the real `leantfx run` on LocalDagRunner / BeamDagRunner.
+
+Each test runs the console script in a subprocess on bundled data, then reads
+ML Metadata (SQLite) and the pushed SavedModel to check what the run claims.
+"""
+import glob
+import os
+import re
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from leantfx import datasets
+from leantfx.pipeline import run_summary
+from tests.helpers import run_cli
+
+pytestmark = pytest.mark.e2e
+
+# CsvExampleGen, StatisticsGen, ImportSchemaGen, ExampleValidator, Transform,
+# Trainer, latest_blessed_model_resolver, Evaluator, Pusher.
+EXPECTED_NODES = {
+    'CsvExampleGen', 'StatisticsGen', 'ImportSchemaGen', 'ExampleValidator',
+    'Transform', 'Trainer', 'latest_blessed_model_resolver', 'Evaluator',
+    'Pusher'
+}
+# The foundation issue's bar for both bundled datasets.
+MIN_ACCURACY = 0.95
+
+
+def _printed_accuracy(stdout):
+  match = re.search(r'accuracy \(eval split, (\d+) examples\): ([0-9.]+)',
+                    stdout)
+  assert match, stdout
+  return int(match.group(1)), float(match.group(2))
+
+
+def _versions(serving_dir):
+  if not os.path.isdir(serving_dir):
+    return []
+  return sorted(d for d in os.listdir(serving_dir) if d.isdigit())
+
+
+def _eval_examples(summary):
+  uri = summary.executions['CsvExampleGen'].outputs['examples'][0].uri
+  files = glob.glob(os.path.join(uri, 'Split-eval', '*'))
+  assert files, uri
+  return [
+      r.numpy()
+      for r in tf.data.TFRecordDataset(files, compression_type='GZIP')
+  ]
+
+
+def _label_ids(serialized, spec):
+  ids = []
+  for record in serialized:
+    feature = tf.train.Example.FromString(record).features.feature[spec.label]
+    value = (feature.bytes_list.value[0].decode()
+             if feature.bytes_list.value else str(feature.int64_list.value[0]))
+    ids.append(spec.classes.index(value))
+  return np.array(ids)
+
+
+def _raw_columns(serialized, input_specs):
+  """tf.Examples as the serving_default signature's [batch] raw columns."""
+  columns = {name: [] for name in input_specs}
+  for record in serialized:
+    features = tf.train.Example.FromString(record).features.feature
+    for name, spec in input_specs.items():
+      feature = features.get(name)
+      values = []
+      if feature is not None:
+        values = (list(feature.bytes_list.value) or
+                  list(feature.float_list.value) or
+                  list(feature.int64_list.value))
+      if spec.dtype == tf.string:
+        columns[name].append(values[0] if values else b'')
+      else:
+        columns[name].append(float(values[0]) if values else float('nan'))
+  return {
+      name: tf.constant(values, dtype=input_specs[name].dtype)
+      for name, values in columns.items()
+  }
+
+
+def _check_pushed_model(summary, spec):
+  """The pushed model reproduces the Evaluator's accuracy on the eval split."""
+  model = tf.saved_model.load(summary.pushed_path)
+  serialized = _eval_examples(summary)
+  labels = _label_ids(serialized, spec)
+  assert len(labels) == summary.example_count
+  probabilities = model.signatures['predict_examples'](
+      examples=tf.constant(serialized))['probabilities'].numpy()
+  predicted = probabilities.argmax(axis=1)
+  accuracy = float((predicted == labels).mean())
+  assert accuracy == pytest.approx(summary.accuracy, abs=1e-6)
+  # The raw-feature signature (what REST clients call) agrees example by
+  # example, and names the classes.
+  serving = model.signatures['serving_default']
+  input_specs = serving.structured_input_signature[1]
+  assert spec.label not in input_specs
+  outputs = serving(**_raw_columns(serialized, input_specs))
+  np.testing.assert_array_equal(outputs['class_ids'].numpy(), predicted)
+  np.testing.assert_allclose(outputs['probabilities'].numpy(), probabilities,
+                             atol=1e-5)
+  names = [c.decode() for c in outputs['classes'].numpy()]
+  assert names == [spec.classes[i] for i in predicted]
+
+
+@pytest.fixture(scope='module')
+def penguins_output(tmp_path_factory):
+  return str(tmp_path_factory.mktemp('penguins'))
+
+
+def test_penguins_first_run_pushes_a_model_at_its_reported_accuracy(
+    penguins_output):
+  result = run_cli(['run', '--dataset', 'penguins', '--output',
+                    penguins_output])
+  assert result.returncode == 0, result.stdout + result.stderr
+  for node in ('CsvExampleGen', 'Trainer', 'Evaluator', 'Pusher'):
+    assert re.search(rf'\] {node} +running', result.stdout), result.stdout
+  summary = run_summary.summarize(
+      os.path.join(penguins_output, 'metadata.sqlite'), 'leantfx-penguins')
+  assert set(summary.executions) == EXPECTED_NODES
+  assert {e.state for e in summary.executions.values()} == {'complete'}
+  count, printed = _printed_accuracy(result.stdout)
+  assert count == summary.example_count
+  assert printed == pytest.approx(summary.accuracy, abs=5e-5)
+  assert summary.accuracy >= MIN_ACCURACY
+  assert summary.blessed and summary.pushed
+  serving_dir = os.path.join(penguins_output, 'serving', 'penguins')
+  assert _versions(serving_dir) == [os.path.basename(summary.pushed_path)]
+  assert f'pushed: {summary.pushed_path}' in result.stdout
+  _check_pushed_model(summary, datasets.BUNDLED['penguins'])
+
+
+def test_penguins_second_run_is_served_from_cache(penguins_output):
+  serving_dir = os.path.join(penguins_output, 'serving', 'penguins')
+  before = _versions(serving_dir)
+  assert before, 'the first run must have pushed'
+  store = run_summary.open_store(
+      os.path.join(penguins_output, 'metadata.sqlite'))
+  executions_before = len(store.get_executions())
+  result = run_cli(['run', '--dataset', 'penguins', '--output',
+                    penguins_output])
+  assert result.returncode == 0, result.stdout + result.stderr
+  executions = store.get_executions()[executions_before:]
+  by_node = {}
+  summary = run_summary.summarize(
+      os.path.join(penguins_output, 'metadata.sqlite'), 'leantfx-penguins')
+  for node, execution in summary.executions.items():
+    by_node[node] = execution.state
+  # Every component with an executor is a cache hit; the resolver has none.
+  assert len(executions) == len(EXPECTED_NODES)
+  assert {s for n, s in by_node.items()
+          if n != 'latest_blessed_model_resolver'} == {'cached'}
+  assert '8 from cache' in result.stdout
+  assert _versions(serving_dir) == before
+
+
+def test_worse_model_on_same_data_is_not_pushed(penguins_output):
+  """The change threshold against the last blessed model blocks a push."""
+  serving_dir = os.path.join(penguins_output, 'serving', 'penguins')
+  before = _versions(serving_dir)
+  # Two optimizer steps leave the MLP far below the blessed model; the
+  # absolute gate is opened so only the comparison with the baseline decides.
+  result = run_cli(['run', '--dataset', 'penguins', '--output',
+                    penguins_output, '--train-steps', '2', '--epochs', '1',
+                    '--min-accuracy', '0'])
+  assert result.returncode == 4, result.stdout + result.stderr
+  assert 'blessed: no' in result.stdout
+  assert _versions(serving_dir) == before
+
+
+def test_model_failing_the_threshold_is_not_pushed(tmp_path):
+  output = str(tmp_path)
+  result = run_cli(['run', '--dataset', 'digits', '--output', output,
+                    '--train-steps', '3', '--epochs', '1', '--min-accuracy',
+                    '0.999'])
+  assert result.returncode == 4, result.stdout + result.stderr
+  summary = run_summary.summarize(
+      os.path.join(output, 'metadata.sqlite'), 'leantfx-digits')
+  assert summary.blessed is False
+  assert not summary.pushed
+  assert summary.accuracy < 0.999
+  assert _versions(os.path.join(output, 'serving', 'digits')) == []
+  assert 'pushed: nothing' in result.stdout
+
+
+def test_digits_default_run_reaches_the_accuracy_bar(tmp_path):
+  output = str(tmp_path)
+  result = run_cli(['run', '--output', output])  # the README's main job
+  assert result.returncode == 0, result.stdout + result.stderr
+  summary = run_summary.summarize(
+      os.path.join(output, 'metadata.sqlite'), 'leantfx-digits')
+  assert summary.accuracy >= MIN_ACCURACY
+  assert summary.pushed
+  _check_pushed_model(summary, datasets.BUNDLED['digits'])
+
+
+def test_beam_dag_runner_with_two_worker_processes(tmp_path):
+  output = str(tmp_path)
+  result = run_cli(['run', '--dataset', 'penguins', '--output', output,
+                    '--runner', 'beam', '--beam-mode', 'multi_processing',
+                    '--beam-workers', '2'])
+  assert result.returncode == 0, result.stdout + result.stderr
+  summary = run_summary.summarize(
+      os.path.join(output, 'metadata.sqlite'), 'leantfx-penguins')
+  assert set(summary.executions) == EXPECTED_NODES
+  assert summary.pushed and summary.accuracy >= MIN_ACCURACY
