@@ -1,0 +1,357 @@
+"""The optimization report: a table of variants and four plots.
+
+``write_report`` saves everything the report shows as ``variants.json`` and
+then calls ``regenerate``, which rebuilds ``report.md``, ``report.html`` and the
+PNG plots beside them from that file alone (``leantfx report <dir>`` calls it
+too). The HTML is self-contained apart from the PNGs, which it references by
+relative name, so the folder can be copied or served as it is.
+
+Plots (matplotlib, Agg canvas; no pyplot global state):
+  accuracy_vs_size.png     accuracy against bytes on disk (log scale);
+  accuracy_vs_p99.png      accuracy against batch-1 p99 latency;
+  sparsity_per_layer.png   kernel sparsity per layer, for variants with zeros;
+  training_curves.png      loss and accuracy per epoch of each technique run.
+"""
+import datetime
+import html
+import json
+import math
+import os
+from typing import Any, Dict, List, Mapping, Optional, Sequence
+
+from leantfx.components.optimize.measure import VariantMetrics
+from leantfx.components.optimize.selection import Budget
+from leantfx.components.optimize.selection import GateDecision
+from leantfx.errors import ConfigError
+
+VARIANTS_FILE = 'variants.json'
+REPORT_MD = 'report.md'
+REPORT_HTML = 'report.html'
+ACCURACY_VS_SIZE = 'accuracy_vs_size.png'
+ACCURACY_VS_P99 = 'accuracy_vs_p99.png'
+SPARSITY_PER_LAYER = 'sparsity_per_layer.png'
+TRAINING_CURVES = 'training_curves.png'
+NO_VARIANT_BLESSED = 'no variant blessed'
+
+_COLUMNS = ('variant', 'technique chain', 'tflite mode', 'runtime',
+            'accuracy', 'drop vs baseline', 'size (B)', 'gzipped (B)',
+            'p50 (ms)', 'p99 (ms)', 'params', 'sparsity', 'blessed',
+            'reasons', 'selected')
+
+
+def write_report(report_dir: str,
+                 baseline: VariantMetrics,
+                 decisions: Sequence[GateDecision],
+                 selected: Optional[GateDecision],
+                 *,
+                 budget: Budget,
+                 policy: str,
+                 title: str = 'Model optimization report',
+                 source_model_uri: Optional[str] = None,
+                 pushed_to: Optional[str] = None) -> Dict[str, str]:
+  """Writes variants.json and the report built from it.
+
+  Args:
+    report_dir: output directory (created if missing).
+    baseline: the unoptimized model's metrics.
+    decisions: gate() output, one per variant.
+    selected: select() output, or None when nothing was blessed.
+    budget: the budget the variants were gated against.
+    policy: the selection policy used.
+    title: the report's heading.
+    source_model_uri: the trained model the variants came from.
+    pushed_to: where the selected variant was pushed, if it was.
+
+  Returns:
+    {'variants': path, 'markdown': path, 'html': path, 'plots': [paths]}.
+  """
+  os.makedirs(report_dir, exist_ok=True)
+  record = {
+      'title': title,
+      'created_at': datetime.datetime.now(
+          datetime.timezone.utc).isoformat(timespec='seconds'),
+      'source_model_uri': source_model_uri,
+      'budget': budget.to_dict(),
+      'policy': policy,
+      'baseline': baseline.to_dict(),
+      'decisions': [d.to_dict() for d in decisions],
+      'selected': selected.variant.name if selected else None,
+      'pushed_to': pushed_to,
+  }
+  with open(os.path.join(report_dir, VARIANTS_FILE), 'w',
+            encoding='utf-8') as f:
+    json.dump(record, f, indent=2, default=_json_default)
+  return regenerate(report_dir)
+
+
+def _json_default(value):
+  # numpy scalars sneak into details (e.g. a float32 loss); keep their value.
+  if hasattr(value, 'item'):
+    return value.item()
+  return str(value)
+
+
+def regenerate(report_dir: str) -> Dict[str, Any]:
+  """Rebuilds report.md, report.html and the plots from variants.json.
+
+  Args:
+    report_dir: a directory holding variants.json.
+
+  Returns:
+    {'variants': path, 'markdown': path, 'html': path, 'plots': [paths]}.
+
+  Raises:
+    ConfigError: variants.json is missing or not a report record.
+  """
+  path = os.path.join(report_dir, VARIANTS_FILE)
+  if not os.path.isfile(path):
+    raise ConfigError(
+        f'{report_dir} has no {VARIANTS_FILE}; point at the report '
+        'directory of an optimization run (the ModelOptimizer report '
+        'artifact).')
+  try:
+    with open(path, encoding='utf-8') as f:
+      record = json.load(f)
+    baseline = VariantMetrics.from_dict(record['baseline'])
+    decisions = [GateDecision.from_dict(d) for d in record['decisions']]
+  except (ValueError, KeyError, TypeError) as e:
+    raise ConfigError(f'{path} is not a leantfx optimization report record: '
+                      f'{e}. Re-run the optimizer to rewrite it.') from e
+
+  plots = _plot_all(report_dir, baseline, decisions)
+  rows = _rows(baseline, decisions, record.get('selected'))
+  md_path = os.path.join(report_dir, REPORT_MD)
+  with open(md_path, 'w', encoding='utf-8') as f:
+    f.write(_markdown(record, rows, plots))
+  html_path = os.path.join(report_dir, REPORT_HTML)
+  with open(html_path, 'w', encoding='utf-8') as f:
+    f.write(_html(record, rows, plots))
+  return {'variants': path, 'markdown': md_path, 'html': html_path,
+          'plots': [os.path.join(report_dir, p) for p in plots]}
+
+
+# ------------------------------------------------------------------ table ---
+
+
+def _fmt(value, digits=4) -> str:
+  if value is None:
+    return '-'
+  if isinstance(value, bool):
+    return 'yes' if value else 'no'
+  if isinstance(value, float):
+    if not math.isfinite(value):
+      return str(value)
+    return f'{value:.{digits}g}'
+  return str(value)
+
+
+def _rows(baseline: VariantMetrics, decisions: Sequence[GateDecision],
+          selected: Optional[str]) -> List[List[str]]:
+  rows = [_row(baseline, None, None, False)]
+  for d in decisions:
+    rows.append(_row(d.variant, d, d.accuracy_drop, d.variant.name == selected))
+  return rows
+
+
+def _row(m: VariantMetrics, decision: Optional[GateDecision],
+         drop: Optional[float], selected: bool) -> List[str]:
+  return [
+      m.name, m.technique, m.tflite_mode or '-', m.runtime,
+      _fmt(m.accuracy), '(reference)' if decision is None else f'{drop:+.4f}',
+      _fmt(m.size_bytes), _fmt(m.gzipped_bytes),
+      _fmt(m.latency_p50_ms, 3), _fmt(m.latency_p99_ms, 3), _fmt(m.params),
+      _fmt(m.sparsity, 3),
+      '(baseline)' if decision is None else _fmt(decision.blessed),
+      '' if decision is None else '; '.join(decision.reasons),
+      'SELECTED' if selected else ''
+  ]
+
+
+def _summary_lines(record: Mapping[str, Any]) -> List[str]:
+  budget = record['budget']
+  terms = [f"accuracy drop <= {budget['max_accuracy_drop']}"]
+  if budget.get('max_size_bytes') is not None:
+    terms.append(f"size <= {budget['max_size_bytes']} B")
+  if budget.get('max_p99_ms') is not None:
+    terms.append(f"p99 <= {budget['max_p99_ms']} ms")
+  lines = [
+      f"Source model: {record.get('source_model_uri') or '-'}",
+      f"Budget: {', '.join(terms)}; selection policy: {record['policy']}.",
+  ]
+  if record.get('selected'):
+    lines.append(f"Selected: {record['selected']}" + (
+        f" (pushed to {record['pushed_to']})" if record.get('pushed_to')
+        else ''))
+  else:
+    lines.append(f'Selected: none ({NO_VARIANT_BLESSED}); nothing pushed.')
+  lines.append(
+      'Drop vs baseline = baseline accuracy - variant accuracy (positive '
+      'is worse). Latency: batch 1, after warm-up, in the runtime the '
+      'variant ships in. Sparsity: fraction of exactly-zero kernel weights.')
+  return lines
+
+
+def _markdown(record, rows, plots) -> str:
+  out = [f"# {record['title']}", '']
+  out += [f'- {line}' for line in _summary_lines(record)]
+  out += ['', '| ' + ' | '.join(_COLUMNS) + ' |',
+          '|' + '---|' * len(_COLUMNS)]
+  for row in rows:
+    out.append('| ' + ' | '.join(c.replace('|', '\\|') for c in row) + ' |')
+  out.append('')
+  for name, caption in plots.items():
+    out += [f'![{caption}]({name})', '']
+  return '\n'.join(out)
+
+
+def _html(record, rows, plots) -> str:
+  esc = html.escape
+  head = ''.join(f'<th>{esc(c)}</th>' for c in _COLUMNS)
+  body = []
+  for row in rows:
+    css = ' class="selected"' if row[-1] else (
+        ' class="rejected"' if row[12] == 'no' else '')
+    body.append(f'<tr{css}>' + ''.join(f'<td>{esc(c)}</td>' for c in row) +
+                '</tr>')
+  figures = ''.join(
+      f'<figure><img src="{esc(name)}" alt="{esc(caption)}">'
+      f'<figcaption>{esc(caption)}</figcaption></figure>'
+      for name, caption in plots.items())
+  summary = ''.join(f'<li>{esc(line)}</li>' for line in _summary_lines(record))
+  return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<title>{esc(record['title'])}</title>
+<style>
+body {{ font-family: sans-serif; margin: 1.5em; }}
+table {{ border-collapse: collapse; font-size: 0.85em; }}
+th, td {{ border: 1px solid #bbb; padding: 0.25em 0.5em; text-align: right; }}
+td:nth-child(-n+4), td:nth-child(14) {{ text-align: left; }}
+tr.selected {{ background: #d8f5d8; font-weight: bold; }}
+tr.rejected {{ color: #777; }}
+figure {{ display: inline-block; margin: 1em; }}
+img {{ max-width: 560px; }}
+</style></head><body>
+<h1>{esc(record['title'])}</h1>
+<ul>{summary}</ul>
+<table><thead><tr>{head}</tr></thead><tbody>
+{''.join(body)}
+</tbody></table>
+{figures}
+<p><small>Generated {esc(record.get('created_at') or '')} from {VARIANTS_FILE}.</small></p>
+</body></html>
+"""
+
+
+# ------------------------------------------------------------------ plots ---
+
+
+def _figure(width=6.4, height=4.4):
+  # A bare Figure on the Agg canvas: no pyplot, no global backend switch.
+  from matplotlib.backends.backend_agg import FigureCanvasAgg  # pylint: disable=g-import-not-at-top
+  from matplotlib.figure import Figure  # pylint: disable=g-import-not-at-top
+  figure = Figure(figsize=(width, height), dpi=100)
+  FigureCanvasAgg(figure)
+  return figure
+
+
+def _plot_all(report_dir, baseline, decisions) -> Dict[str, str]:
+  plots = {}
+  plots[ACCURACY_VS_SIZE] = 'Accuracy vs size on disk'
+  _scatter(os.path.join(report_dir, ACCURACY_VS_SIZE), baseline, decisions,
+           'size_bytes', 'size on disk (bytes, log scale)', log=True)
+  plots[ACCURACY_VS_P99] = 'Accuracy vs batch-1 p99 latency'
+  _scatter(os.path.join(report_dir, ACCURACY_VS_P99), baseline, decisions,
+           'latency_p99_ms', 'p99 latency (ms, log scale)', log=True)
+  if _plot_sparsity(os.path.join(report_dir, SPARSITY_PER_LAYER), decisions):
+    plots[SPARSITY_PER_LAYER] = 'Kernel sparsity per layer'
+  if _plot_history(os.path.join(report_dir, TRAINING_CURVES), decisions):
+    plots[TRAINING_CURVES] = 'Training curves of the technique runs'
+  return plots
+
+
+def _scatter(path, baseline, decisions, field, xlabel, log) -> None:
+  figure = _figure()
+  ax = figure.add_subplot()
+  groups = (('blessed', '#2a9d2a', 'o', [d for d in decisions if d.blessed]),
+            ('rejected', '#c0392b', 'x',
+             [d for d in decisions if not d.blessed]))
+  for label, color, marker, members in groups:
+    if members:
+      ax.scatter([getattr(d.variant, field) for d in members],
+                 [d.variant.accuracy for d in members], c=color,
+                 marker=marker, label=label)
+  ax.scatter([getattr(baseline, field)], [baseline.accuracy], c='black',
+             marker='*', s=120, label=f'baseline ({baseline.name})')
+  for d in decisions:
+    ax.annotate(d.variant.name, (getattr(d.variant, field), d.variant.accuracy),
+                fontsize=6, xytext=(3, 3), textcoords='offset points')
+  if log:
+    ax.set_xscale('log')
+  ax.set_xlabel(xlabel)
+  ax.set_ylabel('eval accuracy')
+  ax.grid(True, alpha=0.3)
+  ax.legend(fontsize=7)
+  figure.tight_layout()
+  figure.savefig(path)
+
+
+def _plot_sparsity(path, decisions) -> bool:
+  """Grouped bars of per-layer sparsity for variants that have zeros."""
+  series = {}
+  for d in decisions:
+    per_layer = d.variant.details.get('layer_sparsity') or {}
+    if any(v > 0 for v in per_layer.values()):
+      # One bar group per technique chain: every TFLite mode of a chain
+      # comes from the same Keras model.
+      series.setdefault(d.variant.technique, per_layer)
+  if not series:
+    return False
+  layers = []
+  for per_layer in series.values():
+    layers += [name for name in per_layer if name not in layers]
+  figure = _figure(max(6.4, 0.9 * len(layers) + 2))
+  ax = figure.add_subplot()
+  width = 0.8 / len(series)
+  for i, (technique, per_layer) in enumerate(series.items()):
+    ax.bar([j + i * width for j in range(len(layers))],
+           [per_layer.get(name, 0.0) for name in layers], width,
+           label=technique)
+  ax.set_xticks([j + 0.4 - width / 2 for j in range(len(layers))])
+  ax.set_xticklabels(layers, rotation=30, ha='right', fontsize=7)
+  ax.set_ylim(0, 1)
+  ax.set_ylabel('fraction of zero kernel weights')
+  ax.legend(fontsize=7)
+  figure.tight_layout()
+  figure.savefig(path)
+  return True
+
+
+def _plot_history(path, decisions) -> bool:
+  """Loss and accuracy per epoch for each technique chain with a history."""
+  histories = {}
+  for d in decisions:
+    history = d.variant.details.get('history') or {}
+    if history:
+      histories.setdefault(d.variant.technique, history)
+  if not histories:
+    return False
+  figure = _figure(10, 4)
+  loss_ax = figure.add_subplot(1, 2, 1)
+  acc_ax = figure.add_subplot(1, 2, 2)
+  for technique, history in histories.items():
+    for key, values in history.items():
+      if not values:
+        continue
+      ax = loss_ax if 'loss' in key else acc_ax if 'acc' in key else None
+      if ax is not None:
+        ax.plot(range(1, len(values) + 1), values, marker='.',
+                label=f'{technique}: {key}')
+  for ax, name in ((loss_ax, 'loss'), (acc_ax, 'accuracy')):
+    ax.set_xlabel('epoch')
+    ax.set_ylabel(name)
+    ax.grid(True, alpha=0.3)
+    if ax.lines:
+      ax.legend(fontsize=6)
+  figure.tight_layout()
+  figure.savefig(path)
+  return True
