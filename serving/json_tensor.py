@@ -1,0 +1,745 @@
+"""The REST API's JSON <-> tensor mapping, as ``util/json_tensor.cc`` defines it.
+
+Requests: ``{"instances": [...]}`` (row format: one entry per batch element,
+objects for several named inputs) or ``{"inputs": ...}`` (columnar: a value, or
+an object of named values), an optional ``"signature_name"``, binary strings as
+``{"b64": "..."}`` and ``NaN``/``Infinity``/``-Infinity`` tokens. Values are
+type-checked against the signature's input dtypes with TF Serving's rules (no
+lossy float conversion, ints only where ints are expected) and its error
+messages. Responses: ``{"predictions": ...}`` for row requests, ``{"outputs":
+...}`` for columnar ones, written by :mod:`json_writer` byte for byte.
+
+Classify/regress requests (``{"examples": [...], "context": {...}}``) become
+serialized ``tf.Example`` protos; their results become ``{"results": ...}``.
+"""
+import base64
+import binascii
+import enum
+import json
+import math
+import re
+from typing import Any, Callable, Dict, List, Mapping, Sequence, Tuple
+
+import numpy as np
+
+from leantfx.serving import dtypes
+from leantfx.serving import json_writer
+from leantfx.serving import status
+
+_INT32_MIN, _INT32_MAX = -2**31, 2**31 - 1
+_INT64_MIN, _INT64_MAX = -2**63, 2**63 - 1
+_UINT32_MAX, _UINT64_MAX = 2**32 - 1, 2**64 - 1
+# IsLosslessDecimal: the largest integer a float/double holds exactly.
+_FLOAT_MAX_INT, _DOUBLE_MAX_INT = 2**24 - 1, 2**53 - 1
+_FLOAT_MAX = float(np.finfo(np.float32).max)
+_DOUBLE_MAX = float(np.finfo(np.float64).max)
+_BYTES_SUFFIX = '_bytes'
+_B64_CHARS = re.compile(rb'^[A-Za-z0-9+/]*={0,2}$')
+
+
+class RequestFormat(enum.Enum):
+  """Which JSON layout a predict request used; the response mirrors it."""
+  ROW = 'row'
+  COLUMNAR = 'columnar'
+
+
+# rapidjson's GetParseError_En() texts for the failures Python's parser names.
+_PARSE_ERRORS = (
+    ('Expecting value', 'Invalid value.'),
+    ('Expecting property name enclosed in double quotes',
+     'Missing a name for object member.'),
+    ("Expecting ':' delimiter",
+     'Missing a colon after a name of object member.'),
+    ('Extra data', 'The document root must not be followed by other values.'),
+    ('Unterminated string', 'Missing a closing quotation mark in string.'),
+    ('Invalid control character', 'Invalid encoding in string.'),
+    ('Invalid \\escape', 'Invalid escape character in string.'),
+    ('Invalid \\uXXXX escape',
+     'Incorrect hex digit after \\u escape in string.'),
+)
+
+
+def _parse_error_text(error: json.JSONDecodeError) -> str:
+  for python_text, rapidjson_text in _PARSE_ERRORS:
+    if error.msg.startswith(python_text):
+      return rapidjson_text
+  if error.msg.startswith("Expecting ',' delimiter"):
+    opener = _innermost_open_bracket(error.doc, error.pos)
+    if opener == '[':
+      return "Missing a comma or ']' after an array element."
+    return "Missing a comma or '}' after an object member."
+  return error.msg + '.'
+
+
+def _innermost_open_bracket(text: str, pos: int) -> str:
+  depth: List[str] = []
+  in_string = escaped = False
+  for char in text[:pos]:
+    if in_string:
+      if escaped:
+        escaped = False
+      elif char == '\\':
+        escaped = True
+      elif char == '"':
+        in_string = False
+    elif char == '"':
+      in_string = True
+    elif char in '[{':
+      depth.append(char)
+    elif char in ']}' and depth:
+      depth.pop()
+  return depth[-1] if depth else '{'
+
+
+def _reject_huge_number(text: str) -> float:
+  value = float(text)
+  if math.isinf(value):
+    raise ValueError(text)
+  return value
+
+
+def parse_json_object(body: bytes) -> Dict[str, Any]:
+  """Parses a request body as ``ParseJson`` does.
+
+  Args:
+    body: the raw HTTP body.
+
+  Returns:
+    The top-level JSON object.
+
+  Raises:
+    ServingError: INVALID_ARGUMENT for an empty body, bad JSON or a top-level
+      value that is not an object.
+  """
+  if not body:
+    raise status.invalid_argument('JSON Parse error: The document is empty')
+  try:
+    text = body.decode('utf-8')
+  except UnicodeDecodeError as e:
+    raise status.invalid_argument(
+        f'JSON Parse error: Invalid encoding in string. at offset: {e.start}'
+    ) from None
+  if not text.strip():
+    raise status.invalid_argument(
+        f'JSON Parse error: The document is empty. at offset: {len(body)}')
+  try:
+    doc = json.loads(text, parse_float=_reject_huge_number)
+  except json.JSONDecodeError as e:
+    offset = len(text[:e.pos].encode('utf-8'))
+    raise status.invalid_argument(
+        f'JSON Parse error: {_parse_error_text(e)} at offset: {offset}'
+    ) from None
+  except ValueError as e:
+    raise status.invalid_argument(
+        'JSON Parse error: Number too big to be stored in double. '
+        f'({e.args[0]})') from None
+  except RecursionError:
+    raise status.invalid_argument(
+        'JSON Parse error: The document is nested too deeply.') from None
+  if not isinstance(doc, dict):
+    raise status.invalid_argument(
+        f'JSON Value: {json_writer.value_to_string(doc)} Is not object')
+  return doc
+
+
+def signature_name_of(doc: Mapping[str, Any]) -> str:
+  """Returns the optional ``signature_name`` (``FillSignature``), '' if unset."""
+  if 'signature_name' not in doc:
+    return ''
+  name = doc['signature_name']
+  if not isinstance(name, str):
+    raise status.invalid_argument(
+        f'JSON Value: {json_writer.value_to_string(doc)} not formatted '
+        "correctly. 'signature_name' key must be a string value.")
+  return name
+
+
+def _json_type(value: Any) -> str:
+  if value is None:
+    return 'Null'
+  if value is True:
+    return 'True'
+  if value is False:
+    return 'False'
+  if isinstance(value, dict):
+    return 'Object'
+  if isinstance(value, list):
+    return 'Array'
+  if isinstance(value, str):
+    return 'String'
+  return 'Number'
+
+
+def _type_error(value: Any, dtype: dtypes.DType) -> status.ServingError:
+  return status.invalid_argument(
+      f'JSON Value: {json_writer.value_to_string(value)} Type: '
+      f'{_json_type(value)} is not of expected type: {dtype.short_name}')
+
+
+def _lossy_error(value: Any, target: str) -> status.ServingError:
+  return status.invalid_argument(
+      f'Cannot convert JSON value: {json_writer.value_to_string(value)} to '
+      f'{target} without loss of precision.')
+
+
+def _is_number(value: Any) -> bool:
+  return (isinstance(value, (int, float)) and not isinstance(value, bool))
+
+
+def _is_int(value: Any, low: int, high: int) -> bool:
+  return type(value) is int and low <= value <= high  # pylint: disable=unidiomatic-typecheck
+
+
+def _check_lossless(value: Any, single_precision: bool):
+  max_int = _FLOAT_MAX_INT if single_precision else _DOUBLE_MAX_INT
+  limit = _FLOAT_MAX if single_precision else _DOUBLE_MAX
+  if isinstance(value, int) and -2**63 <= value <= 2**64 - 1:
+    if abs(value) > max_int:
+      raise _lossy_error(value, 'float' if single_precision else 'double')
+  elif math.isfinite(float(value)) and abs(float(value)) > limit:
+    raise _lossy_error(value, 'float' if single_precision else 'double')
+
+
+def _is_b64_object(value: Any) -> bool:
+  return (isinstance(value, dict) and len(value) == 1 and
+          isinstance(value.get('b64'), str))
+
+
+def decode_b64_object(value: Any) -> bytes:
+  """Decodes ``{"b64": "..."}`` (``JsonDecodeBase64Object``)."""
+  if not _is_b64_object(value):
+    raise status.invalid_argument(
+        f'JSON Value: {json_writer.value_to_string(value)} not formatted '
+        'correctly for base64 data')
+  data = value['b64'].encode('ascii', 'replace')
+  # absl::Base64Unescape accepts unpadded input too.
+  data += b'=' * (-len(data) % 4)
+  if not _B64_CHARS.match(data):
+    raise status.invalid_argument('Unable to base64 decode')
+  try:
+    return base64.b64decode(data, validate=True)
+  except (binascii.Error, ValueError):
+    raise status.invalid_argument('Unable to base64 decode') from None
+
+
+def _convert_leaf(value: Any, dtype: dtypes.DType) -> Any:
+  """One JSON value as a Python scalar of `dtype` (``AddValueToTensor``)."""
+  enum_value = dtype.enum
+  if enum_value in (dtypes.DT_FLOAT.enum, dtypes.DT_DOUBLE.enum):
+    if not _is_number(value):
+      raise _type_error(value, dtype)
+    _check_lossless(value, enum_value == dtypes.DT_FLOAT.enum)
+    return float(value)
+  if enum_value in (dtypes.DT_INT32.enum, dtypes.DT_INT16.enum,
+                    dtypes.DT_INT8.enum, dtypes.DT_UINT8.enum):
+    if not _is_int(value, _INT32_MIN, _INT32_MAX):
+      raise _type_error(value, dtype)
+    return value
+  if enum_value == dtypes.DT_STRING.enum:
+    if not isinstance(value, str):
+      raise _type_error(value, dtype)
+    return value.encode('utf-8', 'surrogatepass')
+  if enum_value == dtypes.DT_INT64.enum:
+    if not _is_int(value, _INT64_MIN, _INT64_MAX):
+      raise _type_error(value, dtype)
+    return value
+  if enum_value == dtypes.DT_BOOL.enum:
+    if not isinstance(value, bool):
+      raise _type_error(value, dtype)
+    return value
+  if enum_value == dtypes.DT_UINT32.enum:
+    if not _is_int(value, 0, _UINT32_MAX):
+      raise _type_error(value, dtype)
+    return value
+  if enum_value == dtypes.DT_UINT64.enum:
+    if not _is_int(value, 0, _UINT64_MAX):
+      raise _type_error(value, dtype)
+    return value
+  raise status.unimplemented(
+      f'Conversion of JSON Value: {json_writer.value_to_string(value)} to '
+      f'type: {dtype.short_name}')
+
+
+def _dense_shape(value: Any) -> List[int]:
+  """``GetDenseTensorShape``: the shape implied by the first elements."""
+  shape = []
+  while isinstance(value, list):
+    shape.append(len(value))
+    if not value:
+      break
+    value = value[0]
+  return shape
+
+
+def _fill(value: Any, level: int, shape: Sequence[int], dtype: dtypes.DType,
+          out: List[Any]):
+  """``FillTensorProto``: validates nesting and appends leaf values to `out`."""
+  rank = len(shape)
+  if not isinstance(value, list):
+    if level != rank:
+      raise status.invalid_argument(
+          f'JSON Value: {json_writer.value_to_string(value)} found at '
+          f'incorrect level: {level + 1} in the JSON DOM. Expected at level: '
+          f'{rank}')
+    if isinstance(value, dict):
+      if dtype.enum != dtypes.DT_STRING.enum:
+        raise _type_error(value, dtype)
+      out.append(decode_b64_object(value))
+    else:
+      out.append(_convert_leaf(value, dtype))
+    return
+  if level >= rank:
+    raise status.invalid_argument(
+        f'Encountered list at unexpected level: {level} expected < {rank}')
+  if len(value) != shape[level]:
+    raise status.invalid_argument(
+        f'Encountered list at unexpected size: {len(value)} at level: '
+        f'{level} expected size: {shape[level]}')
+  if level == rank - 1 and dtype.enum == dtypes.DT_FLOAT.enum:
+    # The innermost list of a float tensor, the hot path: check it in bulk.
+    if all(type(v) is float for v in value):  # pylint: disable=unidiomatic-typecheck
+      if all(-_FLOAT_MAX <= v <= _FLOAT_MAX or not math.isfinite(v)
+             for v in value):
+        out.extend(value)
+        return
+  for item in value:
+    _fill(item, level + 1, shape, dtype, out)
+
+
+def _to_array(values: List[Any], shape: Sequence[int],
+              dtype: dtypes.DType) -> np.ndarray:
+  if dtype.enum == dtypes.DT_STRING.enum:
+    array = np.empty(len(values), dtype=object)
+    array[:] = values
+  elif dtype.enum in (dtypes.DT_INT16.enum, dtypes.DT_INT8.enum,
+                      dtypes.DT_UINT8.enum):
+    # TF Serving stores these in int_val and narrows them like Tensor::FromProto.
+    array = np.array(values, dtype=np.int64).astype(dtype.numpy)
+  else:
+    array = np.array(values, dtype=dtype.numpy)
+  return array.reshape(shape)
+
+
+def value_to_array(value: Any, dtype: dtypes.DType) -> np.ndarray:
+  """Converts one JSON value (scalar or nested lists) to a dense array.
+
+  Raises:
+    ServingError: INVALID_ARGUMENT for ragged lists or wrong value types.
+  """
+  shape = _dense_shape(value)
+  values: List[Any] = []
+  _fill(value, 0, shape, dtype, values)
+  return _to_array(values, shape, dtype)
+
+
+def _shape_text(shape: Sequence[int]) -> str:
+  return '[' + ','.join(str(d) for d in shape) + ']'
+
+
+def _instances_to_arrays(
+    instances: List[Any],
+    input_dtypes: Mapping[str, dtypes.DType]) -> Dict[str, np.ndarray]:
+  """``FillTensorMapFromInstancesList``."""
+  if not isinstance(instances[0], dict) and len(input_dtypes) > 1:
+    raise status.invalid_argument(
+        'instances is a plain list, but expecting list of objects as multiple '
+        'input tensors required as per tensorinfo_map')
+
+  def is_element_object(value):
+    return isinstance(value, dict) and not _is_b64_object(value)
+
+  named = is_element_object(instances[0])
+  input_names = sorted(input_dtypes)
+  values: Dict[str, List[Any]] = {}
+  shapes: Dict[str, List[int]] = {}
+
+  def add_item(item, name):
+    if name not in input_dtypes:
+      raise status.invalid_argument(
+          f'JSON object: does not have named input: {name}')
+    shape = _dense_shape(item)
+    flat: List[Any] = []
+    _fill(item, 0, shape, input_dtypes[name], flat)
+    if name not in shapes:
+      shapes[name] = shape
+      values[name] = flat
+      return
+    expected_size = int(np.prod(shapes[name], dtype=np.int64))
+    if expected_size != len(flat):
+      raise status.invalid_argument(
+          f'Expecting tensor size: {expected_size} but got: {len(flat)}')
+    if shapes[name] != shape:
+      raise status.invalid_argument(
+          f'Expecting shape {_shape_text(shapes[name])} but got: '
+          f'{_shape_text(shape)}')
+    values[name].extend(flat)
+
+  for index, element in enumerate(instances):
+    if named:
+      if not is_element_object(element):
+        raise status.invalid_argument(
+            f'Expecting object but got list at item {index} of input list')
+      for name, item in element.items():
+        try:
+          add_item(item, name)
+        except status.ServingError as e:
+          raise status.invalid_argument(
+              f'Failed to process element: {index} key: {name} of '
+              f"'instances' list. Error: {e.to_string()}") from None
+      if sorted(element) != input_names:
+        raise status.invalid_argument(
+            f"Failed to process element: {index} of 'instances' list. JSON "
+            f'object: {json_writer.value_to_string(element)} must only have '
+            f'keys: {",".join(input_names)}')
+    else:
+      if is_element_object(element):
+        raise status.invalid_argument(
+            f'Expecting value/list but got object at item {index} of input '
+            'list')
+      try:
+        add_item(element, input_names[0])
+      except status.ServingError as e:
+        raise status.invalid_argument(
+            f"Failed to process element: {index} of 'instances' list. "
+            f'Error: {e.to_string()}') from None
+
+  return {
+      name: _to_array(values[name], [len(instances)] + shapes[name],
+                      input_dtypes[name]) for name in values
+  }
+
+
+def _inputs_to_arrays(
+    inputs: Any,
+    input_dtypes: Mapping[str, dtypes.DType]) -> Dict[str, np.ndarray]:
+  """``FillTensorMapFromInputsMap``."""
+  if not isinstance(inputs, dict) or _is_b64_object(inputs):
+    if len(input_dtypes) > 1:
+      raise status.invalid_argument(
+          'inputs is a plain value/list, but expecting an object as multiple '
+          'input tensors required as per tensorinfo_map')
+    name = next(iter(input_dtypes))
+    return {name: value_to_array(inputs, input_dtypes[name])}
+  arrays = {}
+  for name in sorted(input_dtypes):
+    if name not in inputs:
+      raise status.invalid_argument(
+          f"Missing named input: {name} in 'inputs' object.")
+    arrays[name] = value_to_array(inputs[name], input_dtypes[name])
+  return arrays
+
+
+def predict_inputs_from_json(
+    doc: Mapping[str, Any], signature_name: str,
+    get_input_dtypes: Callable[[str], Mapping[str, dtypes.DType]]
+) -> Tuple[Dict[str, np.ndarray], RequestFormat]:
+  """Builds a predict request's input arrays (``FillPredictRequestFromJson``).
+
+  Args:
+    doc: the parsed request object.
+    signature_name: its ``signature_name`` ('' for the default).
+    get_input_dtypes: returns the signature's input name -> dtype map; it
+      raises ServingError when the model or signature is not there.
+
+  Returns:
+    (input arrays by name, the request format).
+
+  Raises:
+    ServingError: INVALID_ARGUMENT for any malformed request.
+  """
+  input_dtypes = get_input_dtypes(signature_name)
+  if not input_dtypes:
+    raise status.invalid_argument(
+        'Failed to get input map for signature: '
+        f'{signature_name or "DEFAULT"}')
+  has_instances = 'instances' in doc
+  has_inputs = 'inputs' in doc
+  if has_instances and has_inputs:
+    raise status.invalid_argument(
+        f'JSON Value: {json_writer.value_to_string(dict(doc))} Not formatted '
+        "correctly expecting only one of 'inputs' or 'instances' keys to "
+        'exist ')
+  if has_instances:
+    instances = doc['instances']
+    if not isinstance(instances, list):
+      raise status.invalid_argument(
+          f'JSON Value: {json_writer.value_to_string(dict(doc))} Excepting '
+          "'instances' to be an list/array")
+    if not instances:
+      raise status.invalid_argument(
+          f'JSON Value: {json_writer.value_to_string(dict(doc))} No values '
+          "in 'instances' array")
+    return _instances_to_arrays(instances, input_dtypes), RequestFormat.ROW
+  if has_inputs:
+    return (_inputs_to_arrays(doc['inputs'], input_dtypes),
+            RequestFormat.COLUMNAR)
+  raise status.invalid_argument("Missing 'inputs' or 'instances' key")
+
+
+def _write_scalar(writer: json_writer.PrettyWriter, value: Any,
+                  dtype: dtypes.DType, as_b64: bool):
+  """``AddSingleValueAndAdvance``."""
+  enum_value = dtype.enum
+  if enum_value in (dtypes.DT_FLOAT.enum, dtypes.DT_HALF.enum):
+    writer.raw_number(json_writer.format_decimal(value, True))
+  elif enum_value == dtypes.DT_DOUBLE.enum:
+    writer.raw_number(json_writer.format_decimal(value, False))
+  elif enum_value == dtypes.DT_STRING.enum:
+    if isinstance(value, str):
+      value = value.encode('utf-8')
+    if as_b64:
+      writer.start_object()
+      writer.key('b64')
+      writer.string(base64.b64encode(bytes(value)))
+      writer.end_object()
+    else:
+      writer.string(bytes(value))
+  elif enum_value == dtypes.DT_BOOL.enum:
+    writer.bool(bool(value))
+  elif dtype.numpy is not None and dtype.numpy.kind in 'iu':
+    writer.int(int(value))
+  else:
+    raise status.invalid_argument(
+        f'Failed to write JSON value for tensor type: {dtype.short_name}')
+
+
+def _write_tensor(writer: json_writer.PrettyWriter, value: Any,
+                  dtype: dtypes.DType, as_b64: bool):
+  """``AddTensorValues``: nested arrays for each dimension of `value`.
+
+  `value` is an array or, for one element of a 1-D tensor, a scalar.
+  """
+  if not isinstance(value, np.ndarray):
+    _write_scalar(writer, value, dtype, as_b64)
+    return
+  if value.ndim == 0:
+    _write_scalar(writer, value.item() if dtype.enum != dtypes.DT_STRING.enum
+                  else value[()], dtype, as_b64)
+    return
+  writer.start_array()
+  if value.ndim == 1:
+    for item in (value if dtype.enum == dtypes.DT_STRING.enum
+                 else value.tolist()):
+      _write_scalar(writer, item, dtype, as_b64)
+  else:
+    for sub in value:
+      _write_tensor(writer, sub, dtype, as_b64)
+  writer.end_array()
+
+
+def _output_dtype(array: np.ndarray) -> dtypes.DType:
+  try:
+    return dtypes.from_numpy(array.dtype)
+  except ValueError:
+    raise status.invalid_argument(
+        f'Failed to write JSON value for tensor type: {array.dtype}') from None
+
+
+def predict_outputs_to_json(outputs: Mapping[str, np.ndarray],
+                            request_format: RequestFormat) -> bytes:
+  """Writes a predict response (``MakeJsonFromTensors``).
+
+  Args:
+    outputs: output arrays by alias.
+    request_format: ROW gives ``predictions`` (one entry per batch element),
+      COLUMNAR gives ``outputs``.
+
+  Returns:
+    The response body.
+
+  Raises:
+    ServingError: INVALID_ARGUMENT when the outputs cannot be written in the
+      row format (no batch dimension, or batch sizes that differ).
+  """
+  if not outputs:
+    raise status.invalid_argument('Cannot convert empty tensor map to JSON')
+  names = sorted(outputs)
+  arrays = {name: np.asarray(outputs[name]) for name in names}
+  out_dtypes = {name: _output_dtype(arrays[name]) for name in names}
+  writer = json_writer.PrettyWriter()
+  several = len(names) > 1
+  if request_format == RequestFormat.ROW:
+    batch_size = 0
+    for name in names:
+      array = arrays[name]
+      if array.ndim == 0:
+        raise status.invalid_argument(
+            f'Tensor name: {name} has no shape information ')
+      if array.shape[0] < 1:
+        raise status.invalid_argument(
+            f'Tensor name: {name} has invalid batch size: {array.shape[0]}')
+      if batch_size and batch_size != array.shape[0]:
+        raise status.invalid_argument(
+            f'Tensor name: {name} has inconsistent batch size: '
+            f'{array.shape[0]} expecting: {batch_size}')
+      batch_size = array.shape[0]
+    writer.start_object()
+    writer.key('predictions')
+    writer.start_array()
+    for item in range(batch_size):
+      if several:
+        writer.start_object()
+      writer.single_line_array = True
+      for name in names:
+        if several:
+          writer.key(name)
+        _write_tensor(writer, arrays[name][item], out_dtypes[name],
+                      name.endswith(_BYTES_SUFFIX))
+      writer.single_line_array = False
+      if several:
+        writer.end_object()
+    writer.end_array()
+    writer.end_object()
+  else:
+    writer.start_object()
+    writer.key('outputs')
+    if several:
+      writer.start_object()
+    for name in names:
+      if several:
+        writer.key(name)
+      _write_tensor(writer, arrays[name], out_dtypes[name],
+                    name.endswith(_BYTES_SUFFIX))
+    if several:
+      writer.end_object()
+    writer.end_object()
+  return writer.getvalue()
+
+
+def _add_feature_value(value: Any, name: str, kind: List[str],
+                       lists: Dict[str, List[Any]]):
+  """``AddValueToFeature``: appends one JSON value to a feature's list."""
+
+  def need(wanted: str):
+    if kind[0] not in ('', wanted):
+      raise status.invalid_argument(
+          f'Unexpected element type in feature: {name} expecting type: '
+          f'{kind[0]}')
+    kind[0] = wanted
+
+  if value is None or isinstance(value, list) or (
+      isinstance(value, dict) and not _is_b64_object(value)):
+    raise status.invalid_argument(
+        f'Feature: {name} has element with unexpected JSON type: '
+        f'{_json_type(value)}')
+  if isinstance(value, bool):
+    need('int64')
+    lists['int64'].append(1 if value else 0)
+  elif isinstance(value, dict):
+    need('bytes')
+    lists['bytes'].append(decode_b64_object(value))
+  elif isinstance(value, str):
+    need('bytes')
+    lists['bytes'].append(value.encode('utf-8', 'surrogatepass'))
+  elif isinstance(value, float):
+    need('float')
+    _check_lossless(value, single_precision=True)
+    lists['float'].append(value)
+  else:
+    need('int64')
+    if value > _INT64_MAX:
+      raise status.invalid_argument(
+          f'Feature: {name} has uint64 element. Only int64 is supported.')
+    if value < _INT64_MIN:
+      raise _lossy_error(value, 'int64')
+    lists['int64'].append(value)
+
+
+def _example_from_json(value: Any):
+  """``MakeExampleFromJsonObject``: a JSON object as a ``tf.train.Example``."""
+  from tensorflow.core.example import example_pb2  # pylint: disable=g-import-not-at-top
+  if not isinstance(value, dict):
+    raise status.invalid_argument(
+        f'Example must be JSON object but got JSON {_json_type(value)}')
+  example = example_pb2.Example()
+  for name, content in value.items():
+    kind = ['']
+    lists: Dict[str, List[Any]] = {'bytes': [], 'float': [], 'int64': []}
+    for item in (content if isinstance(content, list) else [content]):
+      _add_feature_value(item, name, kind, lists)
+    feature = example.features.feature[name]
+    if kind[0] == 'bytes':
+      feature.bytes_list.value.extend(lists['bytes'])
+    elif kind[0] == 'float':
+      feature.float_list.value.extend(lists['float'])
+    elif kind[0] == 'int64':
+      feature.int64_list.value.extend(lists['int64'])
+  return example
+
+
+def examples_from_json(doc: Mapping[str, Any]) -> List[bytes]:
+  """Builds the serialized examples of a classify/regress request.
+
+  ``context`` features are merged into every example (examples win on a clash),
+  which is what TF Serving's ``ExampleListWithContext`` input does.
+
+  Returns:
+    One serialized ``tf.train.Example`` per entry of ``examples``.
+
+  Raises:
+    ServingError: INVALID_ARGUMENT for malformed requests.
+  """
+  context = None
+  if 'context' in doc:
+    context = _example_from_json(doc['context']).SerializeToString()
+  if 'examples' not in doc:
+    raise status.invalid_argument(
+        f'JSON Value: {json_writer.value_to_string(dict(doc))} When method is '
+        "classify, key 'examples' is expected and was not found")
+  examples = doc['examples']
+  if not isinstance(examples, list):
+    raise status.invalid_argument(
+        f'JSON Value: {json_writer.value_to_string(dict(doc))} Expecting '
+        "'examples' value to be an list/array")
+  if not examples:
+    raise status.invalid_argument(
+        f'JSON Value: {json_writer.value_to_string(dict(doc))} '
+        "'examples' value is an empty array")
+  serialized = []
+  for value in examples:
+    example = _example_from_json(value).SerializeToString()
+    # Concatenated protos merge; map entries that come later win.
+    serialized.append(context + example if context else example)
+  return serialized
+
+
+def classification_to_json(
+    results: Sequence[Sequence[Tuple[bytes, float]]]) -> bytes:
+  """Writes a classify response (``MakeJsonFromClassificationResult``)."""
+  if not results:
+    raise status.invalid_argument(
+        'Cannot convert empty ClassificationResults to JSON')
+  writer = json_writer.PrettyWriter()
+  writer.start_object()
+  writer.key('results')
+  writer.start_array()
+  for classes in results:
+    writer.single_line_array = True
+    writer.start_array()
+    for label, score in classes:
+      writer.start_array()
+      writer.string(label)
+      writer.raw_number(json_writer.format_decimal(score, True))
+      writer.end_array()
+    writer.end_array()
+    writer.single_line_array = False
+  writer.end_array()
+  writer.end_object()
+  return writer.getvalue()
+
+
+def regression_to_json(values: Sequence[float]) -> bytes:
+  """Writes a regress response (``MakeJsonFromRegressionResult``)."""
+  if not len(values):  # pylint: disable=g-explicit-length-test
+    raise status.invalid_argument(
+        'Cannot convert empty RegressionResults to JSON')
+  writer = json_writer.PrettyWriter()
+  writer.start_object()
+  writer.key('results')
+  writer.single_line_array = True
+  writer.start_array()
+  for value in values:
+    writer.raw_number(json_writer.format_decimal(value, True))
+  writer.end_array()
+  writer.end_object()
+  return writer.getvalue()
