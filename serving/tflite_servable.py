@@ -1,0 +1,188 @@
+"""The TFLite backend: signature runners, with int8 models served as float ones.
+
+``tf.lite.Interpreter`` is not thread-safe, so each servable keeps a small pool
+of interpreters (as TF Serving's ``TfLiteInterpreterPool`` does) and a request
+borrows one for the duration of a call. Inputs and outputs that the converter
+quantized (int8/uint8/int16 tensors with a scale) are exposed with dtype float:
+requests are quantized with the tensor's ``(scale, zero_point)`` and outputs
+dequantized, so the same JSON works against the float SavedModel and the int8
+TFLite model.
+"""
+import dataclasses
+import os
+import queue
+from typing import Dict, Mapping, Optional, Sequence
+
+import numpy as np
+
+from leantfx.serving import dtypes
+from leantfx.serving import servable as servable_lib
+from leantfx.serving import signature as signature_lib
+from leantfx.serving import status
+
+# Two interpreters: this code targets small machines (2 cores); a request
+# that finds both busy waits for one rather than oversubscribing the CPU.
+DEFAULT_NUM_INTERPRETERS = 2
+_QUANTIZED_DTYPES = (np.int8, np.uint8, np.int16)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Quantization:
+  scale: float
+  zero_point: int
+  dtype: np.dtype
+
+  def quantize(self, values: np.ndarray) -> np.ndarray:
+    info = np.iinfo(self.dtype)
+    scaled = np.round(values.astype(np.float64) / self.scale + self.zero_point)
+    return np.clip(scaled, info.min, info.max).astype(self.dtype)
+
+  def dequantize(self, values: np.ndarray) -> np.ndarray:
+    return ((values.astype(np.float32) - np.float32(self.zero_point)) *
+            np.float32(self.scale))
+
+
+def _quantization_of(detail: Mapping) -> Optional[_Quantization]:
+  dtype = np.dtype(detail['dtype'])
+  scale, zero_point = detail.get('quantization', (0.0, 0))
+  if dtype.type in _QUANTIZED_DTYPES and scale:
+    return _Quantization(float(scale), int(zero_point), dtype)
+  return None
+
+
+def _exposed_spec(detail: Mapping) -> signature_lib.TensorSpec:
+  quantization = _quantization_of(detail)
+  dtype = (dtypes.DT_FLOAT if quantization is not None
+           else dtypes.from_numpy(detail['dtype']))
+  shape = detail.get('shape_signature')
+  if shape is None:
+    shape = detail['shape']
+  return signature_lib.TensorSpec(dtype, tuple(int(d) for d in shape),
+                                  detail.get('name', ''))
+
+
+class TfLiteServable(servable_lib.Servable):
+  """A ``model.tflite`` version, run through its signature runners."""
+
+  platform = servable_lib.PLATFORM_TFLITE
+
+  def __init__(self, name: str, version: int, path: str,
+               num_interpreters: int = DEFAULT_NUM_INTERPRETERS):
+    """Loads the model into `num_interpreters` interpreters.
+
+    Raises:
+      LoadError: the file is missing, not a TFLite flatbuffer, or has no
+        signatures.
+    """
+    super().__init__(name, version, path)
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    model_path = os.path.join(path, servable_lib.TFLITE_FILENAME)
+    try:
+      with open(model_path, 'rb') as f:
+        content = f.read()
+      interpreters = [tf.lite.Interpreter(model_content=content, num_threads=1)
+                      for _ in range(max(1, num_interpreters))]
+      signature_list = interpreters[0].get_signature_list()
+    except (IOError, OSError) as e:
+      raise servable_lib.LoadError(
+          f'Cannot read {model_path}: {e}', status.Code.NOT_FOUND) from e
+    except Exception as e:  # pylint: disable=broad-except
+      raise servable_lib.LoadError(
+          f'{model_path} is not a loadable TFLite model: {type(e).__name__}: '
+          f'{e}', status.Code.DATA_LOSS) from e
+    if not signature_list:
+      raise servable_lib.LoadError(
+          f'{model_path} has no signatures. Convert it with '
+          'tf.lite.TFLiteConverter.from_saved_model() or from_keras_model(), '
+          'which keep the serving signature.', status.Code.FAILED_PRECONDITION)
+
+    self._pool: 'queue.Queue[Dict[str, object]]' = queue.Queue()
+    signatures: Dict[str, signature_lib.Signature] = {}
+    self._in_quant: Dict[str, Dict[str, Optional[_Quantization]]] = {}
+    self._out_quant: Dict[str, Dict[str, Optional[_Quantization]]] = {}
+    for index, interpreter in enumerate(interpreters):
+      runners = {}
+      for key in signature_list:
+        try:
+          runner = interpreter.get_signature_runner(key)
+          if index == 0:
+            in_details = runner.get_input_details()
+            out_details = runner.get_output_details()
+        except Exception as e:  # pylint: disable=broad-except
+          raise servable_lib.LoadError(
+              f'Signature {key!r} of {model_path} cannot run: {e}',
+              status.Code.FAILED_PRECONDITION) from e
+        runners[key] = runner
+        if index == 0:
+          signatures[key] = signature_lib.Signature(
+              name=key, method_name=signature_lib.PREDICT_METHOD,
+              inputs={k: _exposed_spec(v) for k, v in sorted(in_details.items())},
+              outputs={k: _exposed_spec(v)
+                       for k, v in sorted(out_details.items())})
+          self._in_quant[key] = {k: _quantization_of(v)
+                                 for k, v in in_details.items()}
+          self._out_quant[key] = {k: _quantization_of(v)
+                                  for k, v in out_details.items()}
+      self._pool.put(runners)
+    self._signatures = signatures
+    self._signature_defs = _signature_defs(signatures)
+
+  @property
+  def signatures(self) -> Mapping[str, signature_lib.Signature]:
+    return self._signatures
+
+  @property
+  def signature_defs(self) -> Mapping[str, object]:
+    return self._signature_defs
+
+  def run(self, signature_name: str, inputs: Mapping[str, np.ndarray],
+          output_aliases: Sequence[str]) -> Dict[str, np.ndarray]:
+    feeds = {}
+    in_quant = self._in_quant[signature_name]
+    for alias, array in inputs.items():
+      quantization = in_quant.get(alias)
+      feeds[alias] = (quantization.quantize(array) if quantization is not None
+                      else array)
+    runners = self._pool.get()
+    try:
+      results = runners[signature_name](**feeds)
+    except (ValueError, RuntimeError) as e:
+      raise status.invalid_argument(
+          f'TFLite signature {signature_name} failed: {e}') from None
+    finally:
+      self._pool.put(runners)
+    outputs = {}
+    out_quant = self._out_quant[signature_name]
+    for alias in output_aliases:
+      quantization = out_quant.get(alias)
+      value = results[alias]
+      outputs[alias] = (quantization.dequantize(value)
+                        if quantization is not None else np.array(value))
+    return outputs
+
+  def close(self) -> None:
+    while True:
+      try:
+        self._pool.get_nowait()
+      except queue.Empty:
+        break
+
+
+def _signature_defs(
+    signatures: Mapping[str, signature_lib.Signature]) -> Dict[str, object]:
+  """Builds ``SignatureDef`` protos so metadata looks as for a SavedModel."""
+  from tensorflow.core.protobuf import meta_graph_pb2  # pylint: disable=g-import-not-at-top
+  defs = {}
+  for key, sig in signatures.items():
+    signature_def = meta_graph_pb2.SignatureDef(method_name=sig.method_name)
+    for target, specs in ((signature_def.inputs, sig.inputs),
+                          (signature_def.outputs, sig.outputs)):
+      for alias, spec in specs.items():
+        info = target[alias]
+        info.name = spec.tensor_name
+        info.dtype = spec.dtype.enum
+        for size in spec.shape or ():
+          info.tensor_shape.dim.add(size=size)
+    defs[key] = signature_def
+  return defs
+
