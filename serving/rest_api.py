@@ -1,0 +1,429 @@
+"""TF Serving's REST API v1 on a threaded stdlib HTTP server.
+
+Routes (TF Serving's regular expressions, matched case-insensitively on the
+path before percent-decoding, as ``http_rest_api_util.cc`` does)::
+
+  GET  /v1/models/{name}[/versions/{v}|/labels/{l}]             model status
+  GET  /v1/models/{name}[/versions/{v}|/labels/{l}]/metadata    signature defs
+  POST /v1/models/{name}[/versions/{v}|/labels/{l}]:predict|:classify|:regress
+  GET  /monitoring/prometheus/metrics                           metrics
+
+Errors are ``{"error": "..."}`` with TF Serving's HTTP status for each code.
+Beyond TF Serving: bodies over ``max_body_bytes`` get 413 as soon as the
+headers arrive (the body is discarded in bounded chunks, never buffered);
+model names are checked (no ``..``, ``/`` or other percent-decoded tricks);
+at most ``max_concurrent_requests`` run at once (429 beyond); sockets time out
+after ``request_timeout_s``, which is also the deadline of a queued request.
+"""
+import http.server
+import logging
+import re
+import socket
+import socketserver
+import threading
+import time
+import urllib.parse
+from typing import Optional, Tuple
+
+from leantfx.serving import json_tensor
+from leantfx.serving import json_writer
+from leantfx.serving import metrics as metrics_lib
+from leantfx.serving import model_config
+from leantfx.serving import prediction_service
+from leantfx.serving import proto_json
+from leantfx.serving import status
+
+_log = logging.getLogger(__name__)
+
+_API_PATH_RE = re.compile(r'/v1/.*', re.IGNORECASE)
+_PREDICTION_RE = re.compile(
+    r'/v1/models/([^/:]+)(?:(?:/versions/(\d+))|(?:/labels/([^/:]+)))?'
+    r':(classify|regress|predict)', re.IGNORECASE)
+_STATUS_RE = re.compile(
+    r'/v1/models(?:/([^/:]+))?(?:(?:/versions/(\d+))|(?:/labels/([^/:]+)))?'
+    r'(?:/(metadata))?', re.IGNORECASE)
+METRICS_PATH = '/monitoring/prometheus/metrics'
+_JSON = 'application/json'
+_INT64_MAX = 2**63 - 1
+_CHUNK = 64 * 1024
+# After a 413, discard at most this much of the unread body (or for at most
+# _DRAIN_S) so the client can read the response before the socket closes.
+_DRAIN_BYTES = 4 * 1024 * 1024
+_DRAIN_S = 1.0
+
+Response = Tuple[int, bytes, str]
+
+
+class BodyTooLarge(Exception):
+  """The request body is over the configured limit."""
+
+
+def _error(e: status.ServingError) -> Response:
+  return e.http_status, json_writer.error_body(e.message), _JSON
+
+
+def _parse_version(text: Optional[str]) -> Optional[int]:
+  if not text:
+    return None
+  value = int(text)
+  if value > _INT64_MAX:
+    raise status.invalid_argument(
+        f'Failed to convert version: {text} to numeric.')
+  return value
+
+
+def _decode_name(raw: Optional[str], what: str) -> Optional[str]:
+  if raw is None or raw == '':
+    return raw
+  name = urllib.parse.unquote(raw, errors='strict') if '%' in raw else raw
+  if not model_config.is_valid_model_name(name):
+    raise status.invalid_argument(
+        f'Invalid {what}: {name!r}. Names use letters, digits, "_", "-" and '
+        '"." only (no "..", "/" or percent-encoded characters).')
+  return name
+
+
+def _status_json(states) -> bytes:
+  return proto_json.dumps({
+      'model_version_status': [{
+          'version': str(s.version),
+          'state': s.state,
+          'status': {
+              'error_code': s.error_code.name,
+              'error_message': s.error_message,
+          },
+      } for s in states]
+  }).encode('utf-8')
+
+
+def _metadata_json(name: str, version: int, signature_defs) -> bytes:
+  """``ToJsonString(GetModelMetadataResponse)``: two printed protos, glued."""
+  model_spec = proto_json.dumps(
+      {'name': name, 'signature_name': '', 'version': str(version)})
+  signature_def_map = proto_json.dumps({
+      'signature_def': {
+          key: proto_json.to_dict(signature_defs[key])
+          for key in sorted(signature_defs)
+      }
+  })
+  return (f'{{\n"model_spec":{model_spec},\n"metadata": '
+          f'{{"signature_def": {signature_def_map}}}\n}}\n').encode('utf-8')
+
+
+class _Route:
+  """What a request turned out to be, for the metrics of failed ones too."""
+
+  def __init__(self):
+    self.api = 'Unknown'
+    self.model = ''
+
+
+class RestApi:
+  """Maps (method, path, body) to a response; no sockets involved."""
+
+  def __init__(self, service: prediction_service.PredictionService,
+               metrics: metrics_lib.Metrics,
+               request_timeout_s: Optional[float] = None):
+    self._service = service
+    self._metrics = metrics
+    self._timeout_s = request_timeout_s
+
+  def _model_label(self, name: str) -> str:
+    if name and self._service.manager.is_known_model(name):
+      return name
+    return metrics_lib.UNKNOWN_MODEL
+
+  def handle(self, method: str, path: str, body: bytes,
+             started: Optional[float] = None) -> Response:
+    """Handles one request.
+
+    Args:
+      method: HTTP method.
+      path: request path (query string allowed, ignored).
+      body: the request body.
+      started: ``time.monotonic()`` when the request arrived.
+
+    Returns:
+      (HTTP status, body, content type).
+    """
+    started = time.monotonic() if started is None else started
+    path = path.split('?', 1)[0]
+    if path == METRICS_PATH and method == 'GET':
+      return 200, self._metrics.render().encode('utf-8'), (
+          'text/plain; version=0.0.4')
+    if not _API_PATH_RE.fullmatch(path):
+      return 404, json_writer.error_body(
+          f'Not found: {method} {path}. The API is under /v1/models/ and '
+          f'metrics at {METRICS_PATH}.'), _JSON
+    route = _Route()
+    try:
+      response = self._dispatch(method, path, body, started, route)
+      code = status.Code.OK
+    except status.ServingError as e:
+      response, code = _error(e), e.code
+    except Exception as e:  # pylint: disable=broad-except
+      _log.exception('Internal error on %s %s', method, path)
+      error = status.internal(f'Internal error: {type(e).__name__}: {e}')
+      response, code = _error(error), error.code
+    self._metrics.record_request(self._model_label(route.model), route.api,
+                                 'REST', code.name,
+                                 time.monotonic() - started)
+    return response
+
+  def _dispatch(self, method: str, path: str, body: bytes, started: float,
+                route: '_Route') -> Response:
+    match = None
+    if method == 'POST':
+      match = _PREDICTION_RE.fullmatch(path)
+    elif method == 'GET':
+      match = _STATUS_RE.fullmatch(path)
+    if match is None:
+      raise status.invalid_argument(f'Malformed request: {method} {path}')
+    raw_name, raw_version, raw_label, verb = match.groups()
+    if method == 'GET':
+      route.api = 'GetModelMetadata' if verb else 'GetModelStatus'
+    else:
+      verb = verb.lower()
+      route.api = verb.capitalize()
+    version = _parse_version(raw_version)
+    name = _decode_name(raw_name, 'model name')
+    route.model = name or ''
+    label = _decode_name(raw_label, 'model version label')
+    spec = prediction_service.ModelSpec(name or '', version, label)
+    if method == 'GET':
+      if not name:
+        raise status.invalid_argument('Missing model name in request.')
+      if verb:
+        return self._metadata(spec)
+      states = self._service.model_status(spec)
+      return 200, _status_json(states), _JSON
+    deadline = started + self._timeout_s if self._timeout_s else None
+    doc = json_tensor.parse_json_object(body)
+    signature_name = json_tensor.signature_name_of(doc)
+    if verb == 'predict':
+      return self._predict(spec, doc, signature_name, deadline)
+    examples = json_tensor.examples_from_json(doc)
+    with self._service.acquire(spec) as servable:
+      if verb == 'classify':
+        _, results = self._service.classify(servable, signature_name,
+                                            examples)
+        return 200, json_tensor.classification_to_json(results), _JSON
+      _, values = self._service.regress(servable, signature_name, examples)
+      return 200, json_tensor.regression_to_json(values), _JSON
+
+  def _predict(self, spec, doc, signature_name, deadline) -> Response:
+    with self._service.acquire(spec) as servable:
+      inputs, request_format = json_tensor.predict_inputs_from_json(
+          doc, signature_name,
+          lambda sig: self._service.input_dtypes(servable, sig))
+      _, outputs = self._service.predict(servable, signature_name, inputs,
+                                         deadline=deadline)
+    return 200, json_tensor.predict_outputs_to_json(outputs,
+                                                    request_format), _JSON
+
+  def _metadata(self, spec) -> Response:
+    with self._service.acquire(spec) as servable:
+      body = _metadata_json(servable.name, servable.version,
+                            servable.signature_defs)
+    return 200, body, _JSON
+
+
+def _read_chunked(rfile, limit: int) -> bytes:
+  """Reads a ``Transfer-Encoding: chunked`` body, refusing more than `limit`."""
+  parts, total = [], 0
+  while True:
+    line = rfile.readline(1024)
+    if not line:
+      raise ValueError('connection closed inside a chunked body')
+    size = int(line.split(b';', 1)[0].strip() or b'0', 16)
+    if size == 0:
+      while rfile.readline(1024) not in (b'\r\n', b'\n', b''):
+        pass
+      return b''.join(parts)
+    total += size
+    if total > limit:
+      raise BodyTooLarge(total)
+    parts.append(rfile.read(size))
+    rfile.readline(1024)
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+  """One connection; requests are answered by the server's RestApi."""
+
+  protocol_version = 'HTTP/1.1'
+  server_version = 'leantfx-serving'
+  sys_version = ''
+  server: '_HttpServer'
+
+  def setup(self):
+    self.timeout = self.server.request_timeout_s
+    super().setup()
+
+  def log_message(self, format, *args):  # pylint: disable=redefined-builtin
+    _log.debug('%s %s', self.address_string(), format % args)
+
+  def _send(self, code: int, body: bytes, content_type: str = _JSON,
+            close: bool = False):
+    self.send_response(code)
+    self.send_header('Content-Type', content_type)
+    self.send_header('Content-Length', str(len(body)))
+    if close or self.server.draining:
+      self.send_header('Connection', 'close')
+      self.close_connection = True
+    self.end_headers()
+    if self.command != 'HEAD':
+      self.wfile.write(body)
+
+  def _too_large(self, size_text: str):
+    limit = self.server.max_body_bytes
+    body = json_writer.error_body(
+        f'Request body of {size_text} bytes exceeds the limit of {limit} '
+        'bytes (--max-body-bytes).')
+    self._send(413, body, close=True)
+    self.wfile.flush()
+    self._drain()
+
+  def _drain(self):
+    """Discards some unread body so the client sees the 413, not a reset."""
+    sock = self.connection
+    try:
+      sock.shutdown(socket.SHUT_WR)
+      sock.settimeout(0.2)
+      deadline = time.monotonic() + _DRAIN_S
+      discarded = 0
+      while discarded < _DRAIN_BYTES and time.monotonic() < deadline:
+        chunk = sock.recv(_CHUNK)
+        if not chunk:
+          break
+        discarded += len(chunk)
+    except OSError:
+      pass
+
+  def handle_expect_100(self):
+    length = self.headers.get('Content-Length')
+    if length and length.isdigit() and \
+        int(length) > self.server.max_body_bytes:
+      self._too_large(length)
+      return False
+    return super().handle_expect_100()
+
+  def _read_body(self) -> Optional[bytes]:
+    limit = self.server.max_body_bytes
+    encoding = (self.headers.get('Transfer-Encoding') or '').lower()
+    if 'chunked' in encoding:
+      try:
+        return _read_chunked(self.rfile, limit)
+      except BodyTooLarge:
+        self._too_large('more than the limit of')
+        return None
+      except ValueError:
+        self._send(400, json_writer.error_body('Malformed chunked body.'),
+                   close=True)
+        return None
+    length = self.headers.get('Content-Length')
+    if not length:
+      return b''
+    if not length.strip().isdigit():
+      self._send(400, json_writer.error_body(
+          f'Invalid Content-Length: {length!r}'), close=True)
+      return None
+    size = int(length)
+    if size > limit:
+      self._too_large(str(size))
+      return None
+    body = self.rfile.read(size)
+    if len(body) < size:
+      self.close_connection = True
+      return None
+    return body
+
+  def _handle(self, method: str):
+    server = self.server
+    started = time.monotonic()
+    if not server.slots.acquire(blocking=False):
+      body = json_writer.error_body(
+          f'Too many requests in flight (limit {server.max_concurrent}); '
+          'retry later.')
+      self._send(429, body, close=True)
+      return
+    try:
+      with server.in_flight_lock:
+        server.in_flight += 1
+      body = self._read_body() if method == 'POST' else b''
+      if body is None:
+        return
+      code, payload, content_type = server.api.handle(method, self.path, body,
+                                                      started)
+      self._send(code, payload, content_type)
+    except (socket.timeout, ConnectionError) as e:
+      _log.debug('Connection %s dropped: %s', self.address_string(), e)
+      self.close_connection = True
+    finally:
+      with server.in_flight_lock:
+        server.in_flight -= 1
+        server.in_flight_lock.notify_all()
+      server.slots.release()
+
+  def do_GET(self):  # pylint: disable=invalid-name
+    self._handle('GET')
+
+  def do_POST(self):  # pylint: disable=invalid-name
+    self._handle('POST')
+
+  def do_PUT(self):  # pylint: disable=invalid-name
+    self._handle('PUT')
+
+  def do_DELETE(self):  # pylint: disable=invalid-name
+    self._handle('DELETE')
+
+
+class _HttpServer(socketserver.ThreadingMixIn, http.server.HTTPServer):
+  daemon_threads = True
+  block_on_close = False
+  allow_reuse_address = True
+
+  def __init__(self, address, api: RestApi, max_body_bytes: int,
+               request_timeout_s: Optional[float], max_concurrent: int):
+    self.api = api
+    self.max_body_bytes = max_body_bytes
+    self.request_timeout_s = request_timeout_s
+    self.max_concurrent = max_concurrent
+    self.slots = threading.BoundedSemaphore(max_concurrent)
+    self.in_flight = 0
+    self.in_flight_lock = threading.Condition()
+    self.draining = False
+    super().__init__(address, _Handler)
+
+
+class RestServer:
+  """The REST API listening on (host, port) in a background thread."""
+
+  def __init__(self, api: RestApi, host: str, port: int, max_body_bytes: int,
+               request_timeout_s: Optional[float], max_concurrent: int):
+    self._server = _HttpServer((host, port), api, max_body_bytes,
+                               request_timeout_s, max_concurrent)
+    self._thread: Optional[threading.Thread] = None
+
+  @property
+  def port(self) -> int:
+    return self._server.server_address[1]
+
+  def start(self) -> None:
+    self._thread = threading.Thread(target=self._server.serve_forever,
+                                    kwargs={'poll_interval': 0.2},
+                                    name='leantfx-rest', daemon=True)
+    self._thread.start()
+
+  def stop_accepting(self) -> None:
+    """Closes the listening socket; open connections finish their request."""
+    self._server.draining = True
+    self._server.shutdown()
+    self._server.server_close()
+
+  def wait_idle(self, timeout_s: float) -> bool:
+    """Waits for in-flight requests to finish; False on timeout."""
+    server = self._server
+    with server.in_flight_lock:
+      return server.in_flight_lock.wait_for(lambda: server.in_flight == 0,
+                                            timeout=timeout_s)
+

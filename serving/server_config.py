@@ -1,0 +1,69 @@
+"""The server's settings, one frozen object built by the CLI or a test."""
+import dataclasses
+from typing import Optional
+
+from leantfx.errors import ConfigError
+from leantfx.serving import batching_parameters
+
+DEFAULT_MAX_BODY_BYTES = 16 * 1024 * 1024
+
+
+@dataclasses.dataclass(frozen=True)
+class ServerConfig:
+  """How the model server listens, polls and protects itself.
+
+  Attributes:
+    host: address both APIs bind (127.0.0.1 unless told otherwise).
+    rest_port: REST port; 0 picks a free one, None disables REST.
+    grpc_port: gRPC port; 0 picks a free one, None disables gRPC.
+    max_body_bytes: largest REST body (and gRPC message); 16 MiB fits a batch
+      of a few hundred small images as JSON.
+    request_timeout_s: socket read timeout and queueing deadline of a request;
+      None for no limit. 30 s is TF Serving's REST default.
+    file_system_poll_wait_seconds: seconds between polls for new versions
+      (TF Serving's flag of the same name, default 1); 0 polls once at start,
+      a negative value never polls.
+    max_num_load_retries: retries of a failing version before it is given up
+      (TF Serving's default: 5).
+    enable_warmup: warm a version up before it serves.
+    max_concurrent_requests: REST requests handled at once; beyond it, 429.
+    grpc_max_workers: gRPC handler threads.
+    shutdown_grace_s: how long a graceful stop waits for in-flight requests.
+    enable_batching: merge concurrent predict requests.
+    batching: the batching knobs (used when enable_batching).
+  """
+  host: str = '127.0.0.1'
+  rest_port: Optional[int] = 8501
+  grpc_port: Optional[int] = 8500
+  max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+  request_timeout_s: Optional[float] = 30.0
+  file_system_poll_wait_seconds: float = 1.0
+  max_num_load_retries: int = 5
+  enable_warmup: bool = True
+  max_concurrent_requests: int = 128
+  grpc_max_workers: int = 16
+  shutdown_grace_s: float = 30.0
+  enable_batching: bool = False
+  batching: batching_parameters.BatchingConfig = (
+      batching_parameters.BatchingConfig())
+
+  def __post_init__(self):
+    for name in ('rest_port', 'grpc_port'):
+      port = getattr(self, name)
+      if port is not None and not 0 <= port <= 65535:
+        raise ConfigError(f'{name} must be in 0..65535, got {port}.')
+    if self.rest_port is None and self.grpc_port is None:
+      raise ConfigError('At least one of the REST and gRPC ports must be on.')
+    if self.rest_port and self.rest_port == self.grpc_port:
+      raise ConfigError(f'REST and gRPC cannot share port {self.rest_port}.')
+    if self.max_body_bytes < 1:
+      raise ConfigError(
+          f'max_body_bytes must be >= 1, got {self.max_body_bytes}.')
+    if self.request_timeout_s is not None and self.request_timeout_s <= 0:
+      raise ConfigError('request_timeout_s must be > 0 (or None for no '
+                        f'limit), got {self.request_timeout_s}.')
+    if self.max_num_load_retries < 0:
+      raise ConfigError('max_num_load_retries must be >= 0.')
+    if self.max_concurrent_requests < 1 or self.grpc_max_workers < 1:
+      raise ConfigError('max_concurrent_requests and grpc_max_workers must '
+                        'be >= 1.')
