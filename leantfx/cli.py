@@ -158,8 +158,11 @@ def _print_summary(summary, config: config_lib.PipelineConfig, seconds: float,
   print(f'  blessed: {blessed}')
   pusher = summary.executions.get('Pusher')
   if summary.pushed:
-    note = (' (cached: inputs unchanged since that push)'
-            if pusher and pusher.state == 'cached' else '')
+    note = ''
+    if pusher and pusher.state == 'cached':
+      note = ' (cached: inputs unchanged since that push)'
+    elif summary.reused_version:
+      note = ' (already the newest version there: not pushed again)'
     print(f'  pushed: {summary.pushed_path}{note}')
   else:
     print('  pushed: nothing (the model did not pass the Evaluator gate; the '

@@ -6,7 +6,8 @@ Kubeflow compiler resolve paths and Beam arguments, then call it.
 CsvExampleGen (latest span) -> StatisticsGen -> schema (ImportSchemaGen from a
 curated schema, or SchemaGen) -> ExampleValidator -> Transform -> Trainer ->
 Resolver (latest blessed model) -> Evaluator (absolute and change thresholds)
--> Pusher (versioned SavedModel, only when blessed).
+-> Pusher (versioned SavedModel, only when blessed, written atomically and
+never twice for the same model).
 """
 import hashlib
 import inspect
@@ -16,6 +17,7 @@ import tensorflow_model_analysis as tfma
 from tfx import v1 as tfx
 
 from leantfx import config as config_lib
+from leantfx.components.versioned_pusher import component as versioned_pusher
 from leantfx.models import features
 from leantfx.models import model as model_module
 from leantfx.models import preprocessing as preprocessing_module
@@ -127,12 +129,12 @@ def create_pipeline(config: config_lib.PipelineConfig) -> tfx.dsl.Pipeline:
       baseline_model=model_resolver.outputs['model'],
       example_splits=['eval'],
       eval_config=_eval_config(config.evaluation))
-  pusher = tfx.components.Pusher(
+  pusher = versioned_pusher.VersionedPusher(
       model=trainer.outputs['model'],
       model_blessing=evaluator.outputs['blessing'],
       push_destination=tfx.proto.PushDestination(
           filesystem=tfx.proto.PushDestination.Filesystem(
-              base_directory=config.serving_model_dir)))
+              base_directory=config.serving_model_dir))).with_id('Pusher')
 
   components: List[tfx.types.BaseNode] = [
       example_gen, statistics_gen, schema_gen, example_validator, transform,

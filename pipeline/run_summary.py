@@ -34,6 +34,9 @@ class RunSummary:
   blessed: Optional[bool]
   pushed: bool
   pushed_path: Optional[str]
+  # True when the model equalled the newest pushed version, so no new
+  # version was written (see components/versioned_pusher).
+  reused_version: bool
   evaluation_uri: Optional[str]
 
 
@@ -139,13 +142,14 @@ def summarize(metadata_path: str, pipeline_name: str,
       accuracy = found.get('sparse_categorical_accuracy')
       if 'example_count' in found:
         example_count = int(found['example_count'])
-  pushed, pushed_path = False, None
+  pushed, pushed_path, reused = False, None, False
   pusher = executions.get('Pusher')
   if pusher and pusher.outputs.get('pushed_model'):
     pushed_model = pusher.outputs['pushed_model'][0]
     pushed = bool(_custom_int(pushed_model, 'pushed'))
     if pushed:
       pushed_path = _custom_str(pushed_model, 'pushed_destination')
+      reused = bool(_custom_int(pushed_model, 'reused_existing_version'))
   return RunSummary(
       executions=executions,
       accuracy=accuracy,
@@ -153,4 +157,5 @@ def summarize(metadata_path: str, pipeline_name: str,
       blessed=blessed,
       pushed=pushed,
       pushed_path=pushed_path,
+      reused_version=reused,
       evaluation_uri=evaluation_uri)

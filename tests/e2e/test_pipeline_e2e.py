@@ -134,25 +134,43 @@ def test_penguins_first_run_pushes_a_model_at_its_reported_accuracy(
   _check_pushed_model(summary, datasets.BUNDLED['penguins'])
 
 
-def test_penguins_second_run_is_served_from_cache(penguins_output):
+def _states(output, pipeline_name):
+  summary = run_summary.summarize(
+      os.path.join(output, 'metadata.sqlite'), pipeline_name)
+  return {n: e.state for n, e in summary.executions.items()}, summary
+
+
+def test_penguins_reruns_are_served_from_cache(penguins_output):
   serving_dir = os.path.join(penguins_output, 'serving', 'penguins')
   before = _versions(serving_dir)
   assert before, 'the first run must have pushed'
+  # Second run: the data, schema and code are unchanged, so everything up to
+  # the Trainer is a cache hit. The Evaluator's inputs did change: the first
+  # run's model is now the blessed baseline, so it evaluates again, and the
+  # Pusher, seeing the very same model, writes no new version.
+  result = run_cli(['run', '--dataset', 'penguins', '--output',
+                    penguins_output])
+  assert result.returncode == 0, result.stdout + result.stderr
+  states, summary = _states(penguins_output, 'leantfx-penguins')
+  for node in ('CsvExampleGen', 'ImportSchemaGen', 'StatisticsGen',
+               'ExampleValidator', 'Transform', 'Trainer'):
+    assert states[node] == 'cached', (node, states)
+  assert states['Evaluator'] == 'complete'
+  assert summary.pushed and summary.reused_version
+  assert 'not pushed again' in result.stdout
+  assert _versions(serving_dir) == before
+  # Third run: nothing changed at all, so every component is a cache hit (the
+  # resolver has no executor and is not cached, it resolves).
   store = run_summary.open_store(
       os.path.join(penguins_output, 'metadata.sqlite'))
   executions_before = len(store.get_executions())
   result = run_cli(['run', '--dataset', 'penguins', '--output',
                     penguins_output])
   assert result.returncode == 0, result.stdout + result.stderr
-  executions = store.get_executions()[executions_before:]
-  by_node = {}
-  summary = run_summary.summarize(
-      os.path.join(penguins_output, 'metadata.sqlite'), 'leantfx-penguins')
-  for node, execution in summary.executions.items():
-    by_node[node] = execution.state
-  # Every component with an executor is a cache hit; the resolver has none.
-  assert len(executions) == len(EXPECTED_NODES)
-  assert {s for n, s in by_node.items()
+  assert len(store.get_executions()) - executions_before == len(
+      EXPECTED_NODES)
+  states, _ = _states(penguins_output, 'leantfx-penguins')
+  assert {s for n, s in states.items()
           if n != 'latest_blessed_model_resolver'} == {'cached'}
   assert '8 from cache' in result.stdout
   assert _versions(serving_dir) == before

@@ -1,0 +1,1 @@
+"""VersionedPusher: TFX's Pusher with atomic, idempotent filesystem pushes."""
