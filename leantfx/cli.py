@@ -1,6 +1,7 @@
 """The ``leantfx`` command line.
 
-Subcommands: ``run`` (the main job), ``data prepare``. Heavy imports
+Subcommands: ``run`` (the main job), ``data prepare``, and those the modules
+in COMMAND_MODULES add (serving, optimization reports, ...). Heavy imports
 (TensorFlow, TFX) happen inside the handlers so ``--help`` stays fast, and
 after TF_USE_LEGACY_KERAS is in place.
 
@@ -10,6 +11,7 @@ not blessed (nothing pushed); 130 interrupted.
 """
 import argparse
 import dataclasses
+import importlib
 import os
 import re
 import sys
@@ -21,10 +23,14 @@ from leantfx import datasets
 from leantfx.errors import ConfigError, LeantfxError
 
 EXIT_NOT_BLESSED = 4
+# Modules that add their own subcommands: each has add_commands(subparsers),
+# and every parser it adds sets func=<handler(args) -> exit code>.
+COMMAND_MODULES = (
+)
 DEFAULT_OUTPUT = 'leantfx-output'
 BEAM_MODES = ('in_memory', 'multi_threading', 'multi_processing')
 # Bundled datasets train for different budgets: digits' CNN needs more steps.
-_DEFAULT_TRAIN_STEPS = {'digits': 2000, 'penguins': 1000}
+_DEFAULT_TRAIN_STEPS = {'digits': 1000, 'penguins': 1000}
 
 
 def _schema_dir() -> str:
@@ -307,6 +313,8 @@ def build_parser() -> argparse.ArgumentParser:
   prepare.add_argument('--data-root', required=True)
   prepare.add_argument('--span', type=_positive_int, default=1)
   prepare.set_defaults(func=cmd_data_prepare)
+  for module_name in COMMAND_MODULES:
+    importlib.import_module(module_name).add_commands(sub)
   return parser
 
 
