@@ -24,7 +24,7 @@ from leantfx.errors import ConfigError
 
 ConfigT = TypeVar('ConfigT')
 
-# Weight attributes holding a layer's "kernel" in the sense tfmot prunes and
+# Names of the variables holding a layer's "kernel" in the sense tfmot prunes and
 # clusters them (tfmot's prune/cluster registries list these for built-in
 # layers); biases and normalization statistics are never counted as kernels.
 _KERNEL_ATTRIBUTES = ('kernel', 'depthwise_kernel', 'pointwise_kernel',
@@ -261,13 +261,18 @@ def unwrap(layer: tf_keras.layers.Layer) -> tf_keras.layers.Layer:
 
 
 def layer_kernels(layer: tf_keras.layers.Layer) -> List[np.ndarray]:
-  """The kernel arrays of a layer (seen through tfmot wrappers)."""
-  inner = unwrap(layer)
+  """The kernel arrays of a layer (seen through tfmot wrappers).
+
+  Looks the kernels up by variable name among the weights of the outermost
+  layer: a quantization wrapper replaces the inner layer's ``kernel``
+  attribute with a fake-quantized tensor, and only the wrapper still tracks
+  the kernel variable.
+  """
   kernels = []
-  for attribute in _KERNEL_ATTRIBUTES:
-    value = getattr(inner, attribute, None)
-    if isinstance(value, tf.Variable):
-      kernels.append(value.numpy())
+  for weight in layer.weights:
+    short_name = weight.name.split('/')[-1].split(':')[0]
+    if short_name in _KERNEL_ATTRIBUTES:
+      kernels.append(weight.numpy())
   return kernels
 
 
