@@ -9,6 +9,8 @@ dequantized, so the same JSON works against the float SavedModel and the int8
 TFLite model.
 """
 import dataclasses
+import hashlib
+import json
 import os
 import queue
 from typing import Dict, Mapping, Optional, Sequence
@@ -23,6 +25,8 @@ from leantfx.serving import status
 # Two interpreters: this code targets small machines (2 cores); a request
 # that finds both busy waits for one rather than oversubscribing the CPU.
 DEFAULT_NUM_INTERPRETERS = 2
+# Written beside model.tflite by leantfx's TFLite pusher.
+MANIFEST_FILENAME = 'manifest.json'
 _QUANTIZED_DTYPES = (np.int8, np.uint8, np.int16)
 
 
@@ -61,6 +65,35 @@ def _exposed_spec(detail: Mapping) -> signature_lib.TensorSpec:
                                   detail.get('name', ''))
 
 
+def _check_manifest(path: str, content: bytes) -> None:
+  """Checks model.tflite against the pusher's manifest.json, when present.
+
+  The pusher records the file's size and SHA-256; a truncated or swapped file
+  fails here instead of loading garbage (a flatbuffer is not self-checking).
+  """
+  manifest_path = os.path.join(path, MANIFEST_FILENAME)
+  if not os.path.isfile(manifest_path):
+    return
+  try:
+    with open(manifest_path, encoding='utf-8') as f:
+      manifest = json.load(f)
+  except (OSError, ValueError) as e:
+    raise servable_lib.LoadError(
+        f'{manifest_path} is not valid JSON: {e}', status.Code.DATA_LOSS
+    ) from e
+  size = manifest.get('size_bytes')
+  if size is not None and size != len(content):
+    raise servable_lib.LoadError(
+        f'{servable_lib.TFLITE_FILENAME} in {path} has {len(content)} bytes '
+        f'but {MANIFEST_FILENAME} says {size}; the push is incomplete.',
+        status.Code.DATA_LOSS)
+  digest = manifest.get('sha256')
+  if digest and hashlib.sha256(content).hexdigest() != digest:
+    raise servable_lib.LoadError(
+        f'{servable_lib.TFLITE_FILENAME} in {path} does not match the sha256 '
+        f'in {MANIFEST_FILENAME}.', status.Code.DATA_LOSS)
+
+
 class TfLiteServable(servable_lib.Servable):
   """A ``model.tflite`` version, run through its signature runners."""
 
@@ -80,6 +113,7 @@ class TfLiteServable(servable_lib.Servable):
     try:
       with open(model_path, 'rb') as f:
         content = f.read()
+      _check_manifest(path, content)
       interpreters = [tf.lite.Interpreter(model_content=content, num_threads=1)
                       for _ in range(max(1, num_interpreters))]
       signature_list = interpreters[0].get_signature_list()

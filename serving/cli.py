@@ -1,0 +1,284 @@
+"""The ``serve``, ``deploy tf-serving`` and ``predict`` commands.
+
+The main ``leantfx`` CLI calls :func:`add_commands` with its subparsers; each
+command sets ``func`` to a handler that takes the parsed args and returns the
+process exit code. Importing this module is cheap: TensorFlow is imported only
+when a command runs.
+"""
+import argparse
+import json
+import logging
+import re
+import sys
+from typing import Optional
+
+from leantfx.errors import LeantfxError
+
+_SIZE_RE = re.compile(r'^\s*(\d+)\s*(|b|k|kb|kib|m|mb|mib|g|gb|gib)\s*$',
+                      re.IGNORECASE)
+_SIZE_UNITS = {'': 1, 'b': 1, 'k': 1024, 'kb': 1000, 'kib': 1024,
+               'm': 1024**2, 'mb': 1000**2, 'mib': 1024**2, 'g': 1024**3,
+               'gb': 1000**3, 'gib': 1024**3}
+
+
+def parse_size(text: str) -> int:
+  """Parses ``16MiB``, ``10MB``, ``1048576`` ... into bytes."""
+  match = _SIZE_RE.match(text)
+  if not match:
+    raise argparse.ArgumentTypeError(
+        f'{text!r} is not a size; use e.g. 16MiB, 500KB or 1048576.')
+  return int(match.group(1)) * _SIZE_UNITS[match.group(2).lower()]
+
+
+def _port(text: str) -> int:
+  value = int(text)
+  if not 0 <= value <= 65535:
+    raise argparse.ArgumentTypeError(f'port {value} is not in 0..65535')
+  return value
+
+
+def add_commands(subparsers) -> None:
+  """Registers ``serve``, ``deploy`` (``tf-serving``) and ``predict``.
+
+  Args:
+    subparsers: the main parser's ``add_subparsers()`` result.
+  """
+  serve_parser = subparsers.add_parser(
+      'serve', help='Serve pushed models over TF Serving\'s REST and gRPC '
+      'APIs.', description=(
+          'Serves <base>/<model>/<version>/ (SavedModel or model.tflite) with '
+          "TF Serving's REST API v1 and gRPC PredictionService/ModelService. "
+          'New versions are picked up by polling; SIGTERM stops gracefully.'))
+  serve_parser.add_argument(
+      '--model-base-path', help='The pushed base directory '
+      '(<base>/<model>/<version>/); with --model-name, that model\'s '
+      'directory or its parent.')
+  serve_parser.add_argument('--model-name',
+                            help='Serve only this model.')
+  serve_parser.add_argument(
+      '--model-config-file',
+      help='A TF Serving models.config (ModelServerConfig text proto) '
+      'listing several models; replaces --model-base-path.')
+  serve_parser.add_argument('--rest-port', type=_port, default=8501,
+                            help='REST port (0 = any free port).')
+  serve_parser.add_argument('--grpc-port', type=_port, default=8500,
+                            help='gRPC port (0 = any free port).')
+  serve_parser.add_argument('--host', default='127.0.0.1',
+                            help='Address to bind (default 127.0.0.1).')
+  serve_parser.add_argument('--enable-batching', action='store_true',
+                            help='Merge concurrent predict requests.')
+  serve_parser.add_argument(
+      '--batching-parameters-file',
+      help='A BatchingParameters text proto (TF Serving\'s format).')
+  serve_parser.add_argument(
+      '--file-system-poll-wait-seconds', type=float, default=1.0,
+      help='Seconds between polls for new versions (0 = once at start).')
+  serve_parser.add_argument('--max-body-bytes', type=parse_size,
+                            default='16MiB',
+                            help='Largest request body (default 16MiB).')
+  serve_parser.add_argument(
+      '--request-timeout-s', type=float, default=30.0,
+      help='Socket timeout and queueing deadline per request (default 30).')
+  serve_parser.add_argument(
+      '--max-num-load-retries', type=int, default=5,
+      help='Retries of a failing version before it is given up (default 5).')
+  serve_parser.set_defaults(func=serve)
+
+  deploy_parser = subparsers.add_parser(
+      'deploy', help='Write deployment files for a model server.')
+  targets = deploy_parser.add_subparsers(dest='deploy_target', metavar='TARGET')
+  targets.required = True
+  tf_serving = targets.add_parser(
+      'tf-serving', help='models.config, batching parameters, docker run and '
+      'Kubernetes YAML for tensorflow/serving.')
+  tf_serving.add_argument('--model-base-path', required=True,
+                          help='The pushed base directory.')
+  tf_serving.add_argument('--out', required=True,
+                          help='Directory to write the files to.')
+  tf_serving.add_argument('--model-name', action='append', default=[],
+                          help='Deploy only this model (repeatable).')
+  tf_serving.add_argument('--no-batching', action='store_true',
+                          help='Leave --enable_batching off.')
+  tf_serving.add_argument('--max-batch-size', type=int, default=32)
+  tf_serving.add_argument('--batch-timeout-micros', type=int, default=0)
+  tf_serving.add_argument('--num-batch-threads', type=int, default=2)
+  tf_serving.add_argument('--replicas', type=int, default=1)
+  tf_serving.add_argument(
+      '--pvc', help='Mount this PersistentVolumeClaim instead of a hostPath '
+      'of --model-base-path.')
+  tf_serving.set_defaults(func=deploy_tf_serving)
+
+  predict_parser = subparsers.add_parser(
+      'predict', help='Send a predict request to a model server.')
+  predict_parser.add_argument('--host', default='127.0.0.1')
+  predict_parser.add_argument('--rest-port', type=_port, default=8501)
+  predict_parser.add_argument('--grpc-port', type=_port, default=8500)
+  predict_parser.add_argument('--model', required=True)
+  predict_parser.add_argument('--version', type=int)
+  predict_parser.add_argument('--label')
+  predict_parser.add_argument(
+      '--json', required=True, dest='json_file', metavar='FILE',
+      help='A TF Serving REST predict body: {"instances": ...} or '
+      '{"inputs": ...}, optional "signature_name". "-" reads stdin.')
+  predict_parser.add_argument('--grpc', action='store_true',
+                              help='Use gRPC instead of REST.')
+  predict_parser.add_argument('--timeout-s', type=float, default=30.0)
+  predict_parser.set_defaults(func=predict)
+
+
+def _fail(error: Exception) -> int:
+  print(f'leantfx: {error}', file=sys.stderr)
+  return getattr(error, 'exit_code', 2)
+
+
+def _configure_logging() -> None:
+  if not logging.getLogger().handlers:
+    logging.basicConfig(level=logging.INFO,
+                        format='%(asctime)s %(levelname)s %(name)s: '
+                        '%(message)s')
+
+
+def build_server(args: argparse.Namespace):
+  """Returns the ModelServer that ``serve`` args describe (not started).
+
+  Raises:
+    LeantfxError: the options are inconsistent or a file is invalid.
+  """
+  from leantfx.errors import ConfigError  # pylint: disable=g-import-not-at-top
+  from leantfx.serving import batching_parameters  # pylint: disable=g-import-not-at-top
+  from leantfx.serving import model_config  # pylint: disable=g-import-not-at-top
+  from leantfx.serving import server as server_lib  # pylint: disable=g-import-not-at-top
+  from leantfx.serving import server_config  # pylint: disable=g-import-not-at-top
+  if args.model_config_file:
+    if args.model_base_path or args.model_name:
+      raise ConfigError('Pass --model-config-file or --model-base-path '
+                        '(with --model-name), not both.')
+    models = model_config.read_model_config_file(args.model_config_file)
+    source = models
+  elif args.model_base_path:
+    base, name = args.model_base_path, args.model_name
+    model_config.models_from_base_path(base, name)  # Fails early if empty.
+    if name:
+      source = model_config.models_from_base_path(base, name)
+    else:
+      # Re-scanned at every poll: new model directories start serving.
+      source = lambda: model_config.models_from_base_path(base)
+  else:
+    raise ConfigError('serve needs --model-base-path or --model-config-file.')
+  batching = batching_parameters.BatchingConfig()
+  if args.batching_parameters_file:
+    batching = batching_parameters.read_batching_parameters_file(
+        args.batching_parameters_file)
+  config = server_config.ServerConfig(
+      host=args.host, rest_port=args.rest_port, grpc_port=args.grpc_port,
+      max_body_bytes=args.max_body_bytes,
+      request_timeout_s=args.request_timeout_s,
+      file_system_poll_wait_seconds=args.file_system_poll_wait_seconds,
+      max_num_load_retries=args.max_num_load_retries,
+      enable_batching=args.enable_batching or bool(
+          args.batching_parameters_file),
+      batching=batching)
+  return server_lib.ModelServer(source, config)
+
+
+def serve(args: argparse.Namespace) -> int:
+  """Runs the model server until SIGTERM/SIGINT. Returns the exit code."""
+  _configure_logging()
+  try:
+    server = build_server(args)
+    server.start()
+  except (LeantfxError, OSError) as e:
+    return _fail(e)
+  server.install_signal_handlers()
+  print(f'leantfx serve: REST http://{args.host}:{server.rest_port} '
+        f'gRPC {args.host}:{server.grpc_port} models '
+        f'{json.dumps(server.manager.serving_versions())}', flush=True)
+  while not server.wait(1.0):
+    pass
+  return 0
+
+
+def deploy_tf_serving(args: argparse.Namespace) -> int:
+  """Writes TF Serving deployment files. Returns the exit code."""
+  from leantfx.serving import batching_parameters  # pylint: disable=g-import-not-at-top
+  from leantfx.serving import deploy  # pylint: disable=g-import-not-at-top
+  try:
+    config = deploy.TfServingDeployConfig(
+        model_base_path=args.model_base_path, out_dir=args.out,
+        model_names=tuple(args.model_name),
+        enable_batching=not args.no_batching,
+        batching=batching_parameters.BatchingConfig(
+            max_batch_size=args.max_batch_size,
+            batch_timeout_micros=args.batch_timeout_micros,
+            num_batch_threads=args.num_batch_threads),
+        replicas=args.replicas, pvc_name=args.pvc)
+    written = deploy.write_tf_serving_deploy(config)
+  except LeantfxError as e:
+    return _fail(e)
+  for name, path in written.items():
+    print(f'wrote {path}')
+  print(f'run: sh {written[deploy.DOCKER_RUN]}   or   kubectl apply -f '
+        f'{written[deploy.KUBERNETES_YAML]}')
+  return 0
+
+
+def _read_json_file(path: str) -> bytes:
+  if path == '-':
+    return sys.stdin.buffer.read()
+  with open(path, 'rb') as f:
+    return f.read()
+
+
+def predict(args: argparse.Namespace) -> int:
+  """Sends one predict request (REST or gRPC) and prints the JSON answer."""
+  from leantfx.serving import client  # pylint: disable=g-import-not-at-top
+  try:
+    body = _read_json_file(args.json_file)
+  except OSError as e:
+    return _fail(e)
+  if not args.grpc:
+    rest = client.RestClient(args.host, args.rest_port, args.timeout_s)
+    try:
+      result = rest.predict_raw(args.model, body, args.version, args.label)
+    except client.RestError as e:
+      return _fail(e)
+    except OSError as e:
+      return _fail(OSError(f'Cannot reach {rest.base_url}: {e}'))
+    print(json.dumps(result, indent=2))
+    return 0
+  return _predict_grpc(args, body)
+
+
+def _predict_grpc(args: argparse.Namespace, body: bytes) -> Optional[int]:
+  import grpc  # pylint: disable=g-import-not-at-top
+  from leantfx.serving import client  # pylint: disable=g-import-not-at-top
+  from leantfx.serving import json_tensor  # pylint: disable=g-import-not-at-top
+  from leantfx.serving import signature as signature_lib  # pylint: disable=g-import-not-at-top
+  from leantfx.serving import status  # pylint: disable=g-import-not-at-top
+  with client.GrpcClient(args.host, args.grpc_port, args.timeout_s) as stub:
+    try:
+      doc = json_tensor.parse_json_object(body)
+      signature_name = json_tensor.signature_name_of(doc)
+      _, signature_defs = stub.metadata(args.model, args.version, args.label)
+
+      def input_dtypes(name):
+        key = name or signature_lib.DEFAULT_SIGNATURE
+        if key not in signature_defs:
+          raise status.invalid_argument(
+              f'Serving signature name: "{key}" not found in signature def')
+        return signature_lib.signature_from_def(
+            key, signature_defs[key]).input_dtypes
+
+      inputs, request_format = json_tensor.predict_inputs_from_json(
+          doc, signature_name, input_dtypes)
+      result = stub.predict(args.model, inputs, signature_name, args.version,
+                            args.label)
+    except status.ServingError as e:
+      return _fail(ValueError(e.message))
+    except grpc.RpcError as e:
+      return _fail(ValueError(f'{e.code().name}: {e.details()}'))
+  print(f'# model {result.model_name} version {result.version} signature '
+        f'{result.signature_name}', file=sys.stderr)
+  print(json_tensor.predict_outputs_to_json(result.outputs,
+                                            request_format).decode('utf-8'))
+  return 0
