@@ -67,22 +67,9 @@ def _eval_config(
       ])
 
 
-def create_pipeline(config: config_lib.PipelineConfig) -> tfx.dsl.Pipeline:
-  """Builds the pipeline.
-
-  Args:
-    config: the whole pipeline configuration, paths already resolved.
-
-  Returns:
-    A tfx.dsl.Pipeline ready for LocalDagRunner, BeamDagRunner or the
-    Kubeflow V2 compiler.
-  """
-  spec = config.dataset
-  custom_config = {
-      'dataset': config_lib.to_json_dict(spec),
-      'training': config_lib.to_json_dict(config.training),
-      'code_fingerprint': _code_fingerprint(),
-  }
+def _ingest(config: config_lib.PipelineConfig,
+            nodes: List[tfx.types.BaseNode]) -> tfx.types.BaseChannel:
+  """Adds ExampleGen (the newest span, split 4:1); returns its examples."""
   example_gen = tfx.components.CsvExampleGen(
       input_base=config.data_root,
       input_config=tfx.proto.Input(splits=[
@@ -93,10 +80,18 @@ def create_pipeline(config: config_lib.PipelineConfig) -> tfx.dsl.Pipeline:
               tfx.proto.SplitConfig.Split(name='train', hash_buckets=4),
               tfx.proto.SplitConfig.Split(name='eval', hash_buckets=1),
           ])))
-  statistics_gen = tfx.components.StatisticsGen(
-      examples=example_gen.outputs['examples'])
-  if spec.schema_file:
-    schema_gen = tfx.components.ImportSchemaGen(schema_file=spec.schema_file)
+  nodes.append(example_gen)
+  return example_gen.outputs['examples']
+
+
+def _validate(config: config_lib.PipelineConfig,
+              examples: tfx.types.BaseChannel,
+              nodes: List[tfx.types.BaseNode]) -> tfx.types.BaseChannel:
+  """Adds statistics, schema and validation; returns the schema channel."""
+  statistics_gen = tfx.components.StatisticsGen(examples=examples)
+  if config.dataset.schema_file:
+    schema_gen = tfx.components.ImportSchemaGen(
+        schema_file=config.dataset.schema_file)
   else:
     schema_gen = tfx.components.SchemaGen(
         statistics=statistics_gen.outputs['statistics'],
@@ -104,19 +99,41 @@ def create_pipeline(config: config_lib.PipelineConfig) -> tfx.dsl.Pipeline:
   example_validator = tfx.components.ExampleValidator(
       statistics=statistics_gen.outputs['statistics'],
       schema=schema_gen.outputs['schema'])
+  nodes.extend([statistics_gen, schema_gen, example_validator])
+  return schema_gen.outputs['schema']
+
+
+def _train(config: config_lib.PipelineConfig, examples: tfx.types.BaseChannel,
+           schema: tfx.types.BaseChannel,
+           nodes: List[tfx.types.BaseNode]) -> tfx.types.BaseChannel:
+  """Adds Transform and Trainer; returns the trained model channel."""
+  custom_config = {
+      'dataset': config_lib.to_json_dict(config.dataset),
+      'training': config_lib.to_json_dict(config.training),
+      'code_fingerprint': _code_fingerprint(),
+  }
   transform = tfx.components.Transform(
-      examples=example_gen.outputs['examples'],
-      schema=schema_gen.outputs['schema'],
+      examples=examples,
+      schema=schema,
       preprocessing_fn=PREPROCESSING_FN,
       custom_config=custom_config)
   trainer = tfx.components.Trainer(
       run_fn=RUN_FN,
       examples=transform.outputs['transformed_examples'],
       transform_graph=transform.outputs['transform_graph'],
-      schema=schema_gen.outputs['schema'],
+      schema=schema,
       train_args=tfx.proto.TrainArgs(num_steps=config.training.train_steps),
       eval_args=tfx.proto.EvalArgs(num_steps=config.training.eval_steps),
       custom_config=custom_config)
+  nodes.extend([transform, trainer])
+  return trainer.outputs['model']
+
+
+def _evaluate_and_push(config: config_lib.PipelineConfig,
+                       examples: tfx.types.BaseChannel,
+                       model: tfx.types.BaseChannel,
+                       nodes: List[tfx.types.BaseNode]) -> None:
+  """Adds the baseline resolver, the Evaluator gate and the Pusher."""
   model_resolver = tfx.dsl.Resolver(
       strategy_class=tfx.dsl.experimental.LatestBlessedModelStrategy,
       model=tfx.dsl.Channel(type=tfx.types.standard_artifacts.Model),
@@ -124,22 +141,35 @@ def create_pipeline(config: config_lib.PipelineConfig) -> tfx.dsl.Pipeline:
           type=tfx.types.standard_artifacts.ModelBlessing)).with_id(
               'latest_blessed_model_resolver')
   evaluator = tfx.components.Evaluator(
-      examples=example_gen.outputs['examples'],
-      model=trainer.outputs['model'],
+      examples=examples,
+      model=model,
       baseline_model=model_resolver.outputs['model'],
       example_splits=['eval'],
       eval_config=_eval_config(config.evaluation))
   pusher = versioned_pusher.VersionedPusher(
-      model=trainer.outputs['model'],
+      model=model,
       model_blessing=evaluator.outputs['blessing'],
       push_destination=tfx.proto.PushDestination(
           filesystem=tfx.proto.PushDestination.Filesystem(
               base_directory=config.serving_model_dir))).with_id('Pusher')
+  nodes.extend([model_resolver, evaluator, pusher])
 
-  components: List[tfx.types.BaseNode] = [
-      example_gen, statistics_gen, schema_gen, example_validator, transform,
-      trainer, model_resolver, evaluator, pusher
-  ]
+
+def create_pipeline(config: config_lib.PipelineConfig) -> tfx.dsl.Pipeline:
+  """Builds the pipeline.
+
+  Args:
+    config: the whole pipeline configuration, paths already resolved.
+
+  Returns:
+    A tfx.dsl.Pipeline ready for LocalDagRunner, BeamDagRunner or the
+    Kubeflow V2 compiler.
+  """
+  nodes: List[tfx.types.BaseNode] = []
+  examples = _ingest(config, nodes)
+  schema = _validate(config, examples, nodes)
+  model = _train(config, examples, schema, nodes)
+  _evaluate_and_push(config, examples, model, nodes)
   metadata_config = None
   if config.metadata_path:
     metadata_config = tfx.orchestration.metadata.sqlite_metadata_connection_config(
@@ -147,7 +177,7 @@ def create_pipeline(config: config_lib.PipelineConfig) -> tfx.dsl.Pipeline:
   return tfx.dsl.Pipeline(
       pipeline_name=config.pipeline_name,
       pipeline_root=config.pipeline_root,
-      components=components,
+      components=nodes,
       enable_cache=config.enable_cache,
       metadata_connection_config=metadata_config,
       beam_pipeline_args=list(config.beam_pipeline_args))

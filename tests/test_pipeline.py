@@ -1,0 +1,48 @@
+"""create_pipeline builds the expected graph from a config (no run)."""
+import dataclasses
+
+import pytest
+
+from leantfx import cli
+from leantfx import config as config_lib
+from leantfx import datasets
+from leantfx.pipeline import pipeline
+
+pytestmark = pytest.mark.unit
+
+
+def _config(tmp_path, **dataset_changes):
+  spec = dataclasses.replace(datasets.BUNDLED['penguins'], **dataset_changes)
+  return config_lib.PipelineConfig(
+      pipeline_name='leantfx-test',
+      pipeline_root=str(tmp_path / 'root'),
+      data_root=str(tmp_path / 'data'),
+      serving_model_dir=str(tmp_path / 'serving'),
+      dataset=spec,
+      metadata_path=str(tmp_path / 'm.sqlite'),
+      beam_pipeline_args=('--direct_num_workers=2',))
+
+
+def test_graph_with_curated_schema(tmp_path):
+  built = pipeline.create_pipeline(
+      _config(tmp_path, schema_file=cli.bundled_schema('penguins')))
+  ids = {c.id for c in built.components}
+  assert ids == {
+      'CsvExampleGen', 'StatisticsGen', 'ImportSchemaGen', 'ExampleValidator',
+      'Transform', 'Trainer', 'latest_blessed_model_resolver', 'Evaluator',
+      'Pusher'
+  }
+  assert built.beam_pipeline_args == ['--direct_num_workers=2']
+  assert built.enable_cache
+
+
+def test_graph_infers_schema_without_curated_one(tmp_path):
+  built = pipeline.create_pipeline(_config(tmp_path, schema_file=None))
+  assert 'SchemaGen' in {c.id for c in built.components}
+
+
+def test_pusher_is_gated_on_the_evaluator_blessing(tmp_path):
+  built = pipeline.create_pipeline(_config(tmp_path))
+  pusher = next(c for c in built.components if c.id == 'Pusher')
+  evaluator = next(c for c in built.components if c.id == 'Evaluator')
+  assert pusher.inputs['model_blessing'].producer_component_id == evaluator.id
