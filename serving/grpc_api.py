@@ -15,18 +15,12 @@ import grpc
 
 from leantfx.serving import inference
 from leantfx.serving import metrics as metrics_lib
-from leantfx.serving import model_manager as model_manager_lib
 from leantfx.serving import prediction_service
 from leantfx.serving import status
 from leantfx.serving import tensor_proto
 
 _GRPC_CODES = {code.value[0]: code for code in grpc.StatusCode}
 _SIGNATURE_DEF = 'signature_def'
-_STATE_ENUM = {
-    model_manager_lib.START: 1, model_manager_lib.LOADING: 2,
-    model_manager_lib.AVAILABLE: 3, model_manager_lib.UNLOADING: 4,
-    model_manager_lib.END: 5,
-}
 
 T = TypeVar('T')
 
@@ -191,7 +185,9 @@ class ModelServicer(_Servicer):
       response = get_model_status_pb2.GetModelStatusResponse()
       for state in states:
         entry = response.model_version_status.add(
-            version=state.version, state=_STATE_ENUM[state.state])
+            version=state.version,
+            state=get_model_status_pb2.ModelVersionStatus.State.Value(
+                state.state))
         entry.status.error_code = int(state.error_code)
         entry.status.error_message = state.error_message
       return response
