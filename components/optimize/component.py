@@ -1,0 +1,64 @@
+"""ModelOptimizer: builds optimized TFLite variants, gates them, pushes the chosen one."""
+from typing import Optional
+
+from tfx import types
+from tfx.dsl.components.base import base_component
+from tfx.dsl.components.base import executor_spec
+from tfx.types import standard_artifacts
+
+from leantfx.components.optimize import executor
+from leantfx.components.optimize import spec as spec_lib
+from leantfx.components.optimize.config import OptimizationConfig
+
+
+class ModelOptimizer(base_component.BaseComponent):
+  """Runs the configured technique chains and ships the best variant in budget.
+
+  For each candidate chain (e.g. pruning, then prune-preserving QAT) it
+  fine-tunes the trained Keras model, exports every configured TFLite mode,
+  measures each variant in the TFLite interpreter, blesses the variants
+  within the budget, selects one by the policy and pushes it to
+  ``<tflite_push_base>/<model_name>/<version>/``. When nothing is blessed it
+  still writes the report, marks the blessing ``blessed=0`` and pushes
+  nothing; the run does not fail.
+
+  Outputs:
+    optimized_model: Model holding Format-TFLite/model.tflite and
+      manifest.json of the selected variant (empty when nothing is blessed).
+    blessing: ModelBlessing with custom property blessed = 1 or 0.
+    report: OptimizationReport with report.html, report.md, the plots,
+      variants.json and every variant's .tflite.
+  """
+
+  SPEC_CLASS = spec_lib.OptimizeSpec
+  EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(executor.Executor)
+
+  def __init__(self,
+               model: types.BaseChannel,
+               transformed_examples: types.BaseChannel,
+               transform_graph: types.BaseChannel,
+               tflite_push_base: str,
+               model_name: str,
+               optimization_config: Optional[OptimizationConfig] = None):
+    """Builds the component.
+
+    Args:
+      model: the Trainer's Model (its Format-Keras SavedModel is optimized).
+      transformed_examples: Transform's Examples with 'train' and 'eval'.
+      transform_graph: Transform's TransformGraph (parses the examples).
+      tflite_push_base: directory under which versions are pushed.
+      model_name: the model's directory name under tflite_push_base.
+      optimization_config: what to run; None = OptimizationConfig().
+    """
+    config = optimization_config or OptimizationConfig()
+    component_spec = spec_lib.OptimizeSpec(
+        model=model,
+        transformed_examples=transformed_examples,
+        transform_graph=transform_graph,
+        optimization_config=config.to_json(),
+        tflite_push_base=tflite_push_base,
+        model_name=model_name,
+        optimized_model=types.Channel(type=standard_artifacts.Model),
+        blessing=types.Channel(type=standard_artifacts.ModelBlessing),
+        report=types.Channel(type=spec_lib.OptimizationReport))
+    super().__init__(spec=component_spec)

@@ -1,0 +1,279 @@
+"""OptimizationConfig: which candidates the ModelOptimizer builds and how it gates them.
+
+A candidate is a chain of technique steps applied one after the other to the
+trained model (e.g. pruning, then prune-preserving QAT), and the TFLite modes
+to export the result in. Each (candidate, mode) pair is one variant; every
+variant is measured, gated against the ``Budget`` and one is selected by the
+policy. The config travels to the component as JSON (``to_json``/
+``from_json``) and validates itself, technique configs included, when built.
+
+The techniques are looked up by name; each lives in its own module with one
+function ``(model, train_ds, config, eval_ds=None) -> OptimizationResult``
+whose ``config`` annotation names its config dataclass.
+"""
+import dataclasses
+import importlib
+import json
+import typing
+from typing import Any, Callable, Dict, Mapping, Optional, Tuple
+
+from leantfx.components.optimize import tflite_export
+from leantfx.components.optimize.selection import Budget
+from leantfx.components.optimize.selection import POLICIES
+from leantfx.errors import ConfigError
+
+# technique name -> (module, function).
+TECHNIQUES: Dict[str, Tuple[str, str]] = {
+    'pruning': ('leantfx.components.optimize.pruning', 'prune'),
+    'qat': ('leantfx.components.optimize.quantization',
+            'quantization_aware_train'),
+    'distillation': ('leantfx.components.optimize.distillation', 'distill'),
+    'low_rank': ('leantfx.components.optimize.low_rank', 'factorize'),
+    'clustering': ('leantfx.components.optimize.clustering', 'cluster'),
+}
+# A QAT model keeps its quantization wrappers (the converter reads the ranges
+# from them), so no other technique can run after it.
+_MUST_BE_LAST = ('qat',)
+BASELINE = 'baseline'
+
+
+def technique_function(technique: str) -> Callable:
+  """The technique's function, imported on first use.
+
+  Raises:
+    ConfigError: unknown technique, or its module is not installed.
+  """
+  if technique not in TECHNIQUES:
+    raise ConfigError(f'Unknown optimization technique {technique!r}; use one '
+                      f'of {sorted(TECHNIQUES)}.')
+  module_name, function_name = TECHNIQUES[technique]
+  try:
+    module = importlib.import_module(module_name)
+  except ImportError as e:
+    raise ConfigError(
+        f'Optimization technique {technique!r} is not available: importing '
+        f'{module_name} failed ({e}). Remove it from the optimization '
+        'config or install what it needs.') from e
+  return getattr(module, function_name)
+
+
+def technique_config_class(technique: str) -> type:
+  """The config dataclass the technique's function takes (its annotation)."""
+  function = technique_function(technique)
+  return typing.get_type_hints(function)['config']
+
+
+@dataclasses.dataclass(frozen=True)
+class TechniqueStep:
+  """One technique in a chain, with its own validated config.
+
+  Attributes:
+    technique: a key of TECHNIQUES.
+    config: that technique's config object (None: its defaults).
+  """
+  technique: str
+  config: Any = None
+
+  def __post_init__(self):
+    config_class = technique_config_class(self.technique)
+    if self.config is None:
+      object.__setattr__(self, 'config', config_class())
+    elif isinstance(self.config, Mapping):
+      object.__setattr__(self, 'config', config_class.from_dict(self.config))
+    elif not isinstance(self.config, config_class):
+      raise ConfigError(
+          f'The {self.technique!r} step needs a {config_class.__name__}, got '
+          f'{type(self.config).__name__}.')
+
+  def to_dict(self) -> Dict[str, Any]:
+    return {'technique': self.technique, 'config': self.config.to_dict()}
+
+  @classmethod
+  def from_dict(cls, values: Mapping[str, Any]) -> 'TechniqueStep':
+    _reject_unknown(cls, values)
+    if 'technique' not in values:
+      raise ConfigError(f'A technique step needs a "technique" (one of '
+                        f'{sorted(TECHNIQUES)}); got {dict(values)}.')
+    return cls(technique=values['technique'], config=values.get('config'))
+
+
+@dataclasses.dataclass(frozen=True)
+class Candidate:
+  """A chain of techniques and the TFLite modes to export its result in.
+
+  Attributes:
+    steps: techniques in order; empty = the trained model as it is.
+    tflite_modes: modes of tflite_export.MODES.
+    name: unique name; defaults to the techniques joined by '+', or
+      'baseline' when there are none.
+  """
+  steps: Tuple[TechniqueStep, ...] = ()
+  tflite_modes: Tuple[str, ...] = (tflite_export.FLOAT32, tflite_export.INT8)
+  name: Optional[str] = None
+
+  def __post_init__(self):
+    object.__setattr__(self, 'steps', tuple(self.steps))
+    object.__setattr__(self, 'tflite_modes', tuple(self.tflite_modes))
+    if self.name is None:
+      object.__setattr__(
+          self, 'name',
+          '+'.join(s.technique for s in self.steps) or BASELINE)
+    if not self.name or '/' in self.name or self.name.startswith('.'):
+      raise ConfigError(f'Candidate name {self.name!r} must be non-empty, '
+                        'without "/" and not start with ".".')
+    for step in self.steps[:-1]:
+      if step.technique in _MUST_BE_LAST:
+        raise ConfigError(
+            f'Candidate {self.name!r} runs {step.technique!r} before other '
+            'techniques; a quantization-aware model keeps its quantization '
+            'wrappers, so it must be the last step (use '
+            'QatConfig.preserve_sparsity after pruning for PQAT).')
+    if not self.tflite_modes:
+      raise ConfigError(f'Candidate {self.name!r} exports no TFLite mode; '
+                        f'give at least one of {tflite_export.MODES}.')
+    unknown = [m for m in self.tflite_modes if m not in tflite_export.MODES]
+    if unknown:
+      raise ConfigError(f'Candidate {self.name!r} has unknown TFLite mode(s) '
+                        f'{unknown}; use {tflite_export.MODES}.')
+    if len(set(self.tflite_modes)) != len(self.tflite_modes):
+      raise ConfigError(f'Candidate {self.name!r} lists a TFLite mode twice.')
+
+  def to_dict(self) -> Dict[str, Any]:
+    return {
+        'name': self.name,
+        'steps': [s.to_dict() for s in self.steps],
+        'tflite_modes': list(self.tflite_modes),
+    }
+
+  @classmethod
+  def from_dict(cls, values: Mapping[str, Any]) -> 'Candidate':
+    _reject_unknown(cls, values)
+    return cls(
+        steps=tuple(TechniqueStep.from_dict(s) for s in values.get('steps', ())),
+        tflite_modes=tuple(values.get('tflite_modes', cls.tflite_modes)),
+        name=values.get('name'))
+
+
+def _step(technique: str, **config) -> TechniqueStep:
+  """A step whose config changes only the named fields of the defaults."""
+  defaults = technique_config_class(technique)().to_dict()
+  defaults.update(config)
+  return TechniqueStep(technique, defaults)
+
+
+def default_candidates() -> Tuple[Candidate, ...]:
+  """Every technique once, on the technique defaults (digits-sized models).
+
+  The baseline in every mode; pruning (80% sparsity) as float and int8;
+  pruning then prune-preserving QAT; QAT; weight clustering; distillation
+  into a smaller student; low-rank factorization.
+  """
+  int8_and_float = (tflite_export.FLOAT32, tflite_export.INT8)
+  return (
+      Candidate((), (tflite_export.FLOAT32, tflite_export.FLOAT16,
+                     tflite_export.DYNAMIC_RANGE, tflite_export.INT8,
+                     tflite_export.INT16X8)),
+      Candidate((_step('pruning'),), int8_and_float),
+      Candidate((_step('pruning'), _step('qat', preserve_sparsity=True)),
+                (tflite_export.INT8,), name='pruning+pqat'),
+      Candidate((_step('qat'),), (tflite_export.INT8,)),
+      Candidate((_step('clustering'),), int8_and_float),
+      Candidate((_step('distillation'),), int8_and_float),
+      Candidate((_step('low_rank'),), int8_and_float),
+  )
+
+
+@dataclasses.dataclass(frozen=True)
+class OptimizationConfig:
+  """What the ModelOptimizer runs, and how it measures, gates and selects.
+
+  Attributes:
+    candidates: the chains to build (None: default_candidates()).
+    budget: what a variant may cost (default: at most 1 point of accuracy).
+    policy: 'smallest', 'fastest' or 'most_accurate'.
+    batch_size: batch size of the train/eval datasets fed to the techniques.
+    latency_runs: timed batch-1 runs per variant.
+    warmup_runs: untimed runs first.
+    num_threads: TFLite interpreter threads (1: comparable across machines).
+    calibration_samples: train examples used to calibrate 'int8'/'int16x8'.
+  """
+  candidates: Optional[Tuple[Candidate, ...]] = None
+  budget: Budget = Budget(max_accuracy_drop=0.01)
+  policy: str = 'smallest'
+  batch_size: int = 32
+  latency_runs: int = 200
+  warmup_runs: int = 20
+  num_threads: int = 1
+  calibration_samples: int = tflite_export.DEFAULT_CALIBRATION_SAMPLES
+
+  def __post_init__(self):
+    if self.candidates is None:
+      object.__setattr__(self, 'candidates', default_candidates())
+    object.__setattr__(self, 'candidates', tuple(self.candidates))
+    if not self.candidates:
+      raise ConfigError('OptimizationConfig has no candidates; list at least '
+                        'one (a candidate without steps is the baseline).')
+    names = [c.name for c in self.candidates]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+      raise ConfigError(f'Candidate names must be unique; {duplicates} '
+                        'appear more than once. Give them distinct "name"s.')
+    if not isinstance(self.budget, Budget):
+      raise ConfigError('OptimizationConfig.budget must be a Budget.')
+    if self.policy not in POLICIES:
+      raise ConfigError(f'Unknown selection policy {self.policy!r}; use one '
+                        f'of {POLICIES}.')
+    for field, minimum in (('batch_size', 1), ('latency_runs', 1),
+                           ('warmup_runs', 0), ('num_threads', 1),
+                           ('calibration_samples', 1)):
+      value = getattr(self, field)
+      if isinstance(value, bool) or not isinstance(value, int) or (
+          value < minimum):
+        raise ConfigError(f'OptimizationConfig.{field} must be an integer >= '
+                          f'{minimum}, got {value!r}.')
+
+  def to_dict(self) -> Dict[str, Any]:
+    return {
+        'candidates': [c.to_dict() for c in self.candidates],
+        'budget': self.budget.to_dict(),
+        'policy': self.policy,
+        'batch_size': self.batch_size,
+        'latency_runs': self.latency_runs,
+        'warmup_runs': self.warmup_runs,
+        'num_threads': self.num_threads,
+        'calibration_samples': self.calibration_samples,
+    }
+
+  @classmethod
+  def from_dict(cls, values: Mapping[str, Any]) -> 'OptimizationConfig':
+    if not isinstance(values, Mapping):
+      raise ConfigError('The optimization config must be a JSON object, got '
+                        f'{type(values).__name__}.')
+    _reject_unknown(cls, values)
+    kwargs = dict(values)
+    if kwargs.get('candidates') is not None:
+      kwargs['candidates'] = tuple(
+          Candidate.from_dict(c) for c in kwargs['candidates'])
+    if 'budget' in kwargs:
+      kwargs['budget'] = Budget.from_dict(kwargs['budget'])
+    return cls(**kwargs)
+
+  def to_json(self) -> str:
+    return json.dumps(self.to_dict(), sort_keys=True)
+
+  @classmethod
+  def from_json(cls, text: str) -> 'OptimizationConfig':
+    try:
+      values = json.loads(text)
+    except (TypeError, ValueError) as e:
+      raise ConfigError(f'The optimization config is not valid JSON: {e}.'
+                       ) from e
+    return cls.from_dict(values)
+
+
+def _reject_unknown(cls, values: Mapping[str, Any]) -> None:
+  names = {f.name for f in dataclasses.fields(cls)}
+  unknown = sorted(set(values) - names)
+  if unknown:
+    raise ConfigError(f'Unknown {cls.__name__} field(s) {unknown}; known: '
+                      f'{sorted(names)}.')

@@ -1,0 +1,441 @@
+"""ModelOptimizer's executor: validate every input, then run the pure steps.
+
+``Executor.Do`` only resolves artifacts and properties, checks them (the model
+is a loadable Keras SavedModel, the 'train' and 'eval' splits hold files, the
+transform graph knows the label and every model input) and then calls
+``optimize``, which builds the variants, measures, gates, selects, pushes and
+reports. Every step below is a module-level function so it can be tested on
+its own.
+"""
+import dataclasses
+import glob
+import json
+import os
+import shutil
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+
+from absl import logging
+import tensorflow as tf
+import tf_keras
+from tfx import types
+from tfx.dsl.components.base import base_executor
+from tfx.types import artifact_utils
+
+from leantfx.components.optimize import config as config_lib
+from leantfx.components.optimize import measure
+from leantfx.components.optimize import push
+from leantfx.components.optimize import report
+from leantfx.components.optimize import selection
+from leantfx.components.optimize import spec
+from leantfx.components.optimize import tflite_export
+from leantfx.components.optimize.types import KERAS_MODEL_DIR
+from leantfx.errors import ConfigError
+from leantfx.errors import InputDataError
+from leantfx.models import features
+
+VARIANTS_DIR = 'variants'
+BLESSED_FILE = 'BLESSED'
+NOT_BLESSED_FILE = 'NOT_BLESSED'
+_SHUFFLE_SEED = 0
+
+
+@dataclasses.dataclass
+class Outcome:
+  """What one optimizer run produced.
+
+  Attributes:
+    baseline: metrics of the trained model served by TensorFlow.
+    decisions: one gate decision per variant.
+    selected: the chosen decision, or None ("no variant blessed").
+    pushed: where the selected variant was pushed (None if nothing was).
+    report_paths: the files report.write_report wrote.
+  """
+  baseline: measure.VariantMetrics
+  decisions: List[selection.GateDecision]
+  selected: Optional[selection.GateDecision]
+  pushed: Optional[push.PushResult]
+  report_paths: Dict[str, Any]
+
+
+# ---------------------------------------------------------------- checks ---
+
+
+def keras_model_dir(model_uri: str) -> str:
+  """The Format-Keras SavedModel directory of a Model artifact, checked.
+
+  Raises:
+    InputDataError: the directory is missing or holds no SavedModel.
+  """
+  path = os.path.join(model_uri, KERAS_MODEL_DIR)
+  if not os.path.isdir(path):
+    raise InputDataError(
+        f'The model artifact at {model_uri} has no {KERAS_MODEL_DIR}/ '
+        'directory; ModelOptimizer needs the bare tf_keras model that '
+        "leantfx's run_fn saves there (see optimize/types.py). Point it at "
+        "the Trainer's model output.")
+  if not tf.saved_model.contains_saved_model(path):
+    raise InputDataError(
+        f'{path} is not a SavedModel (no saved_model.pb); found '
+        f'{sorted(os.listdir(path))[:10]}. The Trainer must save the Keras '
+        "model there with model.save(path, save_format='tf').")
+  return path
+
+
+def load_keras_model(path: str) -> tf_keras.Model:
+  """Loads the Format-Keras model, turning load failures into a clear error.
+
+  Raises:
+    InputDataError: the SavedModel is corrupt or not a tf_keras model.
+  """
+  try:
+    model = tf_keras.models.load_model(path, compile=False)
+  except Exception as e:  # pylint: disable=broad-except
+    # load_model raises many types (DecodeError, OSError, ValueError,
+    # KeyError...) for a damaged directory; each means the same to the user.
+    raise InputDataError(
+        f'Cannot load the tf_keras model in {path}: {type(e).__name__}: {e}. '
+        'The directory is damaged or was not written by tf_keras '
+        "model.save(..., save_format='tf'); re-run the Trainer.") from e
+  if not isinstance(model, tf_keras.Model) or not model.inputs:
+    raise InputDataError(
+        f'{path} holds a SavedModel but not a functional tf_keras model '
+        f'(loaded a {type(model).__name__}); the optimizer needs the Keras '
+        'model with named inputs.')
+  return model
+
+
+def split_files(examples: types.Artifact, split: str) -> List[str]:
+  """The files of one split of an Examples artifact, checked.
+
+  Raises:
+    InputDataError: the split is not listed or its directory has no files.
+  """
+  names = json.loads(examples.split_names) if examples.split_names else None
+  if names is not None and split not in names:
+    raise InputDataError(
+        f'The transformed examples at {examples.uri} have splits {names} but '
+        f'no {split!r} split; ModelOptimizer trains on "train" and measures '
+        'on "eval". Configure ExampleGen to output both.')
+  directory = os.path.join(examples.uri, f'Split-{split}')
+  files = sorted(f for f in glob.glob(os.path.join(directory, '*'))
+                 if os.path.isfile(f))
+  if not files:
+    raise InputDataError(
+        f'The {split!r} split of the transformed examples has no files in '
+        f'{directory}; expected gzipped TFRecords of tf.Example written by '
+        'Transform.')
+  return files
+
+
+def transformed_feature_spec(transform_graph_uri: str,
+                             model_inputs: Sequence[str],
+                             label_key: str = features.LABEL_KEY
+                            ) -> Dict[str, Any]:
+  """The parsing spec of the label and the model's inputs, checked.
+
+  Raises:
+    InputDataError: the transform graph is unreadable, or lacks the label or
+      a model input.
+  """
+  import tensorflow_transform as tft  # pylint: disable=g-import-not-at-top
+  try:
+    full_spec = tft.TFTransformOutput(
+        transform_graph_uri).transformed_feature_spec()
+  except Exception as e:  # pylint: disable=broad-except
+    raise InputDataError(
+        f'Cannot read the transform graph at {transform_graph_uri}: '
+        f'{type(e).__name__}: {e}. Point transform_graph at the Transform '
+        "component's transform_graph output.") from e
+  wanted = [label_key] + list(model_inputs)
+  missing = [name for name in wanted if name not in full_spec]
+  if missing:
+    raise InputDataError(
+        f'The transformed features at {transform_graph_uri} lack {missing} '
+        f'(they have {sorted(full_spec)}); the model needs its inputs and '
+        f'the label {label_key!r}. Train and transform with the same '
+        'preprocessing_fn.')
+  return {name: full_spec[name] for name in wanted}
+
+
+def model_input_names(model: tf_keras.Model) -> List[str]:
+  return list(tflite_export.serving_input_specs(model))
+
+
+def make_dataset(files: Sequence[str],
+                 feature_spec: Mapping[str, Any],
+                 label_key: str,
+                 batch_size: int,
+                 shuffle: bool = False) -> tf.data.Dataset:
+  """A finite dataset of (features dict, label) batches from gzipped TFRecords.
+
+  Raises:
+    InputDataError: the files cannot be read or parsed (checked on the first
+      batch).
+  """
+  # The serialized records are cached in memory (the techniques pass over
+  # the data several times and digits-sized splits are small); shuffling
+  # after the cache gives every epoch a new order.
+  dataset = tf.data.TFRecordDataset(
+      list(files), compression_type='GZIP').cache()
+  if shuffle:
+    dataset = dataset.shuffle(10_000, seed=_SHUFFLE_SEED)
+
+  def parse(serialized):
+    parsed = tf.io.parse_example(serialized, feature_spec)
+    label = parsed.pop(label_key)
+    return parsed, tf.reshape(label, [-1])
+
+  dataset = dataset.batch(batch_size).map(parse)
+  try:
+    next(iter(dataset))
+  except StopIteration as e:
+    raise InputDataError(f'{files[0]} (and siblings) hold no examples.') from e
+  except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as e:
+    raise InputDataError(
+        f'Cannot read transformed examples from {list(files)[:3]}: '
+        f'{e.message.splitlines()[0]}. They must be gzipped TFRecords of '
+        'tf.Example matching the transform graph.') from e
+  return dataset
+
+
+# ----------------------------------------------------------- pure steps ---
+
+
+def _chain_details(results) -> Dict[str, Any]:
+  history = {}
+  for result in results:
+    for key, values in (result.details.get('history') or {}).items():
+      history[f'{result.technique}/{key}'] = values
+  return {
+      'technique_chain': [r.technique for r in results],
+      'steps': [{'technique': r.technique, 'details': r.details}
+                for r in results],
+      'history': history,
+  }
+
+
+def build_variants(model: tf_keras.Model,
+                   train_ds: tf.data.Dataset,
+                   eval_ds: tf.data.Dataset,
+                   eval_data: measure.LabeledData,
+                   config: config_lib.OptimizationConfig,
+                   variants_dir: str) -> List[measure.VariantMetrics]:
+  """Runs every candidate chain, exports each mode and measures it.
+
+  Args:
+    model: the trained Keras model (never modified).
+    train_ds: train batches for fine-tuning and calibration.
+    eval_ds: eval batches the techniques report accuracy on.
+    eval_data: the same eval set in memory, for measuring.
+    config: candidates and measurement settings.
+    variants_dir: where <candidate>/<mode>.tflite files go.
+
+  Returns:
+    One VariantMetrics per (candidate, mode), in config order.
+  """
+  variants = []
+  for candidate in config.candidates:
+    current, results = model, []
+    for step in candidate.steps:
+      logging.info('Candidate %s: running %s', candidate.name, step.technique)
+      result = config_lib.technique_function(step.technique)(
+          current, train_ds, step.config, eval_ds)
+      results.append(result)
+      current = result.model
+    chain = '+'.join(r.technique for r in results) or config_lib.BASELINE
+    details = _chain_details(results)
+    out_dir = os.path.join(variants_dir, candidate.name)
+    os.makedirs(out_dir, exist_ok=True)
+    for mode in candidate.tflite_modes:
+      path = os.path.join(out_dir, f'{mode}.tflite')
+      tflite_export.export_tflite(
+          current, mode, train_ds, output_path=path,
+          num_calibration_samples=config.calibration_samples)
+      metrics = measure.measure_tflite(
+          path, eval_data, name=f'{candidate.name}/{mode}', technique=chain,
+          tflite_mode=mode, num_threads=config.num_threads,
+          latency_runs=config.latency_runs, warmup_runs=config.warmup_runs,
+          keras_model=current, details=details)
+      logging.info('Variant %s: accuracy %.4f, %d bytes, p99 %.3f ms',
+                   metrics.name, metrics.accuracy, metrics.size_bytes,
+                   metrics.latency_p99_ms)
+      variants.append(metrics)
+  return variants
+
+
+def _manifest_metrics(decision: selection.GateDecision,
+                      baseline: measure.VariantMetrics) -> Dict[str, Any]:
+  v = decision.variant
+  return {
+      'accuracy': v.accuracy,
+      'baseline_accuracy': baseline.accuracy,
+      'accuracy_drop': decision.accuracy_drop,
+      'eval_examples': v.num_examples,
+      'size_bytes': v.size_bytes,
+      'gzipped_bytes': v.gzipped_bytes,
+      'latency_p50_ms': v.latency_p50_ms,
+      'latency_p99_ms': v.latency_p99_ms,
+      'latency_runs': v.latency_runs,
+      'num_threads': v.num_threads,
+      'params': v.params,
+      'sparsity': v.sparsity,
+      'gate_reasons': list(decision.reasons),
+  }
+
+
+def optimize(model: tf_keras.Model,
+             model_dir: str,
+             source_model_uri: str,
+             train_ds: tf.data.Dataset,
+             eval_ds: tf.data.Dataset,
+             config: config_lib.OptimizationConfig,
+             report_dir: str,
+             push_base: str,
+             model_name: str,
+             optimized_model_dir: Optional[str] = None) -> Outcome:
+  """Builds, measures, gates and selects variants; pushes and reports.
+
+  Args:
+    model: the trained Keras model.
+    model_dir: its SavedModel directory (the baseline, measured in TF).
+    source_model_uri: the Model artifact's uri (recorded in the manifest).
+    train_ds: train batches.
+    eval_ds: eval batches.
+    config: the optimization config.
+    report_dir: where the report, variants.json and variant files go.
+    push_base: push base directory.
+    model_name: the model's directory name under push_base.
+    optimized_model_dir: if given, the selected model.tflite and its
+      manifest are copied into <dir>/Format-TFLite/.
+
+  Returns:
+    The Outcome; nothing is pushed when no variant is blessed.
+  """
+  eval_data = measure.LabeledData.from_dataset(eval_ds)
+  baseline = measure.measure_saved_model(
+      model_dir, eval_data, name=f'{config_lib.BASELINE}/savedmodel',
+      latency_runs=config.latency_runs, warmup_runs=config.warmup_runs,
+      keras_model=model)
+  variants = build_variants(model, train_ds, eval_ds, eval_data, config,
+                            os.path.join(report_dir, VARIANTS_DIR))
+  decisions = selection.gate(baseline, variants, config.budget)
+  selected = selection.select(decisions, config.policy)
+  pushed = None
+  if selected is None:
+    logging.warning('ModelOptimizer: %s; nothing pushed.',
+                    report.NO_VARIANT_BLESSED)
+  else:
+    v = selected.variant
+    chain = [] if v.technique == config_lib.BASELINE else v.technique.split(
+        '+')
+    pushed = push.push_tflite(
+        v.path, push_base, model_name, source_model_uri=source_model_uri,
+        technique_chain=chain, tflite_mode=v.tflite_mode,
+        metrics=_manifest_metrics(selected, baseline))
+    logging.info('ModelOptimizer: pushed %s as version %d to %s', v.name,
+                 pushed.version, pushed.directory)
+    if optimized_model_dir:
+      out = os.path.join(optimized_model_dir, spec.TFLITE_MODEL_DIR)
+      os.makedirs(out, exist_ok=True)
+      shutil.copyfile(pushed.model_path, os.path.join(out, push.MODEL_FILE))
+      shutil.copyfile(
+          os.path.join(pushed.directory, push.MANIFEST_FILE),
+          os.path.join(out, push.MANIFEST_FILE))
+  report_paths = report.write_report(
+      report_dir, baseline, decisions, selected, budget=config.budget,
+      policy=config.policy, source_model_uri=source_model_uri,
+      pushed_to=pushed.directory if pushed else None)
+  return Outcome(baseline=baseline, decisions=decisions, selected=selected,
+                 pushed=pushed, report_paths=report_paths)
+
+
+# -------------------------------------------------------------- executor ---
+
+
+def _parse_properties(exec_properties: Mapping[str, Any]
+                     ) -> Tuple[config_lib.OptimizationConfig, str, str]:
+  text = exec_properties.get(spec.OPTIMIZATION_CONFIG_KEY)
+  if not text:
+    raise ConfigError(f'ModelOptimizer needs the {spec.OPTIMIZATION_CONFIG_KEY!r}'
+                      ' execution property (OptimizationConfig JSON).')
+  config = config_lib.OptimizationConfig.from_json(text)
+  push_base = exec_properties.get(spec.TFLITE_PUSH_BASE_KEY) or ''
+  if not push_base:
+    raise ConfigError(f'ModelOptimizer needs {spec.TFLITE_PUSH_BASE_KEY!r}: the '
+                      'directory TFLite versions are pushed under.')
+  model_name = exec_properties.get(spec.MODEL_NAME_KEY) or ''
+  if not push._NAME_RE.match(model_name):  # pylint: disable=protected-access
+    raise ConfigError(
+        f'{spec.MODEL_NAME_KEY} {model_name!r} is not usable as a directory '
+        'name: use letters, digits, "_" or "-", starting with a letter.')
+  return config, push_base, model_name
+
+
+def _write_blessing(blessing: types.Artifact,
+                    selected: Optional[selection.GateDecision]) -> None:
+  os.makedirs(blessing.uri, exist_ok=True)
+  marker = BLESSED_FILE if selected else NOT_BLESSED_FILE
+  with open(os.path.join(blessing.uri, marker), 'w', encoding='utf-8'):
+    pass
+  blessing.set_int_custom_property(spec.BLESSED_PROPERTY, int(bool(selected)))
+  if selected:
+    blessing.set_string_custom_property(spec.SELECTED_VARIANT_PROPERTY,
+                                        selected.variant.name)
+  else:
+    blessing.set_string_custom_property('reason', report.NO_VARIANT_BLESSED)
+
+
+class Executor(base_executor.BaseExecutor):
+  """Validates the inputs, then runs ``optimize``."""
+
+  def Do(self, input_dict: Dict[str, List[types.Artifact]],
+         output_dict: Dict[str, List[types.Artifact]],
+         exec_properties: Dict[str, Any]) -> None:
+    """Optimizes the model; see ModelOptimizer for inputs and outputs.
+
+    Raises:
+      ConfigError: invalid execution properties.
+      InputDataError: the model, examples or transform graph are unusable.
+    """
+    self._log_startup(input_dict, output_dict, exec_properties)
+    config, push_base, model_name = _parse_properties(exec_properties)
+    model_artifact = artifact_utils.get_single_instance(
+        input_dict[spec.MODEL_KEY])
+    examples = artifact_utils.get_single_instance(
+        input_dict[spec.TRANSFORMED_EXAMPLES_KEY])
+    transform_graph = artifact_utils.get_single_instance(
+        input_dict[spec.TRANSFORM_GRAPH_KEY])
+    optimized_model = artifact_utils.get_single_instance(
+        output_dict[spec.OPTIMIZED_MODEL_KEY])
+    blessing = artifact_utils.get_single_instance(
+        output_dict[spec.BLESSING_KEY])
+    report_artifact = artifact_utils.get_single_instance(
+        output_dict[spec.REPORT_KEY])
+
+    # Every check that needs no TensorFlow work first, then the model.
+    model_dir = keras_model_dir(model_artifact.uri)
+    train_files = split_files(examples, spec.TRAIN_SPLIT)
+    eval_files = split_files(examples, spec.EVAL_SPLIT)
+    model = load_keras_model(model_dir)
+    feature_spec = transformed_feature_spec(transform_graph.uri,
+                                            model_input_names(model))
+    train_ds = make_dataset(train_files, feature_spec, features.LABEL_KEY,
+                            config.batch_size, shuffle=True)
+    eval_ds = make_dataset(eval_files, feature_spec, features.LABEL_KEY,
+                           config.batch_size)
+
+    os.makedirs(optimized_model.uri, exist_ok=True)
+    outcome = optimize(model, model_dir, model_artifact.uri, train_ds, eval_ds,
+                       config, report_artifact.uri, push_base, model_name,
+                       optimized_model_dir=optimized_model.uri)
+
+    _write_blessing(blessing, outcome.selected)
+    optimized_model.set_int_custom_property(spec.BLESSED_PROPERTY,
+                                            int(bool(outcome.selected)))
+    if outcome.selected:
+      optimized_model.set_string_custom_property(
+          spec.SELECTED_VARIANT_PROPERTY, outcome.selected.variant.name)
+      optimized_model.set_int_custom_property(spec.PUSHED_VERSION_PROPERTY,
+                                              outcome.pushed.version)
+      optimized_model.set_string_custom_property(
+          spec.PUSHED_DESTINATION_PROPERTY, outcome.pushed.directory)
