@@ -155,6 +155,7 @@ class PrettyWriter:
 # TF Serving leaves large values whole (a TODO in json_tensor.cc); leantfx
 # truncates them so a 16 MiB request cannot come back as a 16 MiB error.
 _MAX_VALUE_CHARS = 1000
+_FLOAT_MAX = float(np.finfo(np.float32).max)
 
 
 def _write_value(writer: PrettyWriter, value: Any):
@@ -191,7 +192,11 @@ def value_to_string(value: Any) -> str:
   ``WriteDecimal``), cut to 1000 characters.
   """
   if isinstance(value, float):
-    text = format_decimal(value, single_precision=np.float32(value) == value)
+    # JsonValueToString writes a float through WriteDecimal<float> when the
+    # double converts to float exactly (rapidjson's IsFloat()).
+    single = (not math.isfinite(value) or
+              (abs(value) <= _FLOAT_MAX and float(np.float32(value)) == value))
+    text = format_decimal(value, single_precision=single)
   else:
     writer = PrettyWriter()
     _write_value(writer, value)

@@ -13,6 +13,9 @@ graph that does not parse, a failing warmup record) is logged, retried at the
 next polls up to ``max_num_load_retries`` times, then left in state END with
 its error; it never replaces a working version. It is tried again only if its
 directory changes (a new inode or mtime, e.g. a fixed copy renamed into place).
+With the latest-version policy, a version given up no longer counts: the newest
+loadable one below it is served instead (TF Serving would serve nothing after
+a restart whose newest version is broken; leantfx serves the one before it).
 """
 import dataclasses
 import logging
@@ -201,24 +204,53 @@ class ModelManager:
           _log.exception('Polling model %s failed; it keeps its versions.',
                          model.config.name)
 
+  def _given_up(self, state: Optional[VersionState],
+                signature: Tuple[int, int]) -> bool:
+    return (state is not None and state.state == END and
+            state.servable is None and state.error_code != status.Code.OK and
+            state.dir_signature == signature)
+
+  def _desired(self, model: _Model, on_disk: Mapping[int, str],
+               signatures: Mapping[int, Tuple[int, int]]) -> set:
+    policy = model.config.version_policy
+    if policy.kind != model_config_lib.POLICY_LATEST:
+      return set(policy.select(sorted(on_disk)))
+    # The newest versions that have not been given up: when the newest is
+    # broken, the next one down is wanted instead (availability first).
+    desired = set()
+    for version in sorted(on_disk, reverse=True):
+      if not self._given_up(model.versions.get(version), signatures[version]):
+        desired.add(version)
+        if len(desired) == policy.num_versions:
+          break
+    return desired
+
   def _reconcile(self, model: _Model) -> None:
     config = model.config
     on_disk = model_config_lib.list_versions(config.base_path)
-    desired = config.version_policy.select(sorted(on_disk))
-    for version in sorted(desired, reverse=True):
-      path = on_disk[version]
-      signature = _dir_signature(path)
-      state = model.versions.get(version)
-      if state is None or (state.state == END and state.servable is None and
-                           state.error_code != status.Code.OK and
-                           state.dir_signature != signature):
-        if state is None:
-          _log.info('Found model %s version %d at %s', config.name, version,
-                    path)
-        state = VersionState(version, path, detected_at=time.monotonic())
-        model.versions[version] = state
-      if state.state in (START, LOADING):
-        state.dir_signature = signature
+    signatures = {v: _dir_signature(p) for v, p in on_disk.items()}
+    attempted = set()
+    while True:
+      desired = self._desired(model, on_disk, signatures)
+      todo = []
+      for version in sorted(desired - attempted, reverse=True):
+        state = model.versions.get(version)
+        if state is None or (state.state == END and state.servable is None and
+                             state.error_code != status.Code.OK and
+                             state.dir_signature != signatures[version]):
+          if state is None:
+            _log.info('Found model %s version %d at %s', config.name,
+                      version, on_disk[version])
+          state = VersionState(version, on_disk[version],
+                               detected_at=time.monotonic())
+          model.versions[version] = state
+        if state.state in (START, LOADING):
+          todo.append(state)
+      if not todo:
+        break
+      for state in todo:
+        attempted.add(state.version)
+        state.dir_signature = signatures[state.version]
         self._try_load(model, state)
 
     available = {v for v, s in model.versions.items()
