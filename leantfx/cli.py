@@ -21,11 +21,14 @@ from typing import List, Optional, Sequence
 from leantfx import config as config_lib
 from leantfx import datasets
 from leantfx.errors import ConfigError, LeantfxError
+from leantfx.pipeline import beam_presets
 
 EXIT_NOT_BLESSED = 4
 # Modules that add their own subcommands: each has add_commands(subparsers),
 # and every parser it adds sets func=<handler(args) -> exit code>.
 COMMAND_MODULES = (
+    'leantfx.kubeflow.cli',
+    'leantfx.pipeline.watch',
 )
 DEFAULT_OUTPUT = 'leantfx-output'
 BEAM_MODES = ('in_memory', 'multi_threading', 'multi_processing')
@@ -104,7 +107,8 @@ def resolve_dataset(args: argparse.Namespace, output: str):
         spec.label,
         numeric_columns=spec.numeric_features + spec.image_features,
         categorical_columns=spec.categorical_features,
-        required_columns=spec.feature_columns)
+        required_columns=spec.feature_columns,
+        span=getattr(args, 'span', None))
     unknown = sorted(set(profile.label_values) - set(spec.classes))
     if unknown:
       raise ConfigError(
@@ -120,7 +124,8 @@ def resolve_dataset(args: argparse.Namespace, output: str):
         f'--data-root {args.data_root} needs --label COLUMN: the column that '
         'holds the class to predict.')
   profile = input_checks.profile_csv_data_root(
-      args.data_root, args.label, categorical_columns=args.categorical)
+      args.data_root, args.label, categorical_columns=args.categorical,
+      span=getattr(args, 'span', None))
   spec = config_lib.DatasetSpec(
       name=args.name or _name_from_path(args.data_root),
       label=args.label,
@@ -195,9 +200,12 @@ def cmd_run(args: argparse.Namespace) -> int:
           max_accuracy_drop=args.max_accuracy_drop),
       metadata_path=os.path.join(output, 'metadata.sqlite'),
       beam_pipeline_args=tuple(
-          beam_pipeline_args(args.beam_mode, args.beam_workers,
-                             args.beam_arg)),
-      enable_cache=not args.no_cache)
+          beam_presets.beam_pipeline_args(args.beam_runner, args.beam_mode,
+                                          args.beam_workers, args.beam_arg)),
+      enable_cache=not args.no_cache,
+      orchestration=config_lib.OrchestrationConfig(
+          span=args.span, span_window=args.span_window,
+          warm_start=args.warm_start))
   os.makedirs(os.path.join(output, 'logs'), exist_ok=True)
   log_path = os.path.join(
       output, 'logs', time.strftime('run-%Y%m%d-%H%M%S.log'))
@@ -275,6 +283,9 @@ def build_parser() -> argparse.ArgumentParser:
   run.add_argument('--runner', choices=('local', 'beam'), default='local',
                    help='LocalDagRunner (default) or BeamDagRunner')
   beam = run.add_argument_group('beam')
+  beam.add_argument('--beam-runner', choices=beam_presets.RUNNERS,
+                    default='direct', help='direct (default) or a documented '
+                    'cluster preset; see pipeline/beam_presets.py')
   beam.add_argument('--beam-mode', choices=BEAM_MODES, default='in_memory',
                     help='DirectRunner running mode (default in_memory)')
   beam.add_argument('--beam-workers', type=_positive_int, default=1,
@@ -296,6 +307,15 @@ def build_parser() -> argparse.ArgumentParser:
                     default=config_lib.EvaluationConfig().max_accuracy_drop,
                     help='how far below the last blessed model a new one may '
                     'fall')
+  retrain = run.add_argument_group('continuous retraining')
+  retrain.add_argument('--span', type=_positive_int, metavar='N',
+                       help='ingest span N instead of the newest (the watcher '
+                       'pins each run to the span it saw complete)')
+  retrain.add_argument('--span-window', type=_positive_int, default=1,
+                       metavar='K', help='train on the newest K spans '
+                       '(default 1: the newest span only)')
+  retrain.add_argument('--warm-start', action='store_true',
+                       help='start training from the latest blessed model')
   run.add_argument('--no-cache', action='store_true',
                    help='re-run every component')
   run.add_argument('--verbose', action='store_true',

@@ -148,6 +148,36 @@ class EvaluationConfig:
 
 
 @dataclasses.dataclass(frozen=True)
+class OrchestrationConfig:
+  """How runs build on earlier runs (continuous retraining).
+
+  Attributes:
+    span: the span ExampleGen ingests (a static range of one span); None
+      means the newest span-<N>/ folder.
+    span_window: Transform and Trainer see the newest ``span_window`` spans
+      (a Resolver with SpanRangeStrategy over every span ExampleGen has
+      ingested); 1 trains on the newest span only.
+    warm_start: the Trainer starts from the weights of the latest blessed
+      model (its ``base_model``) when one exists and its layers match.
+    runtime_parameters: expose the data root and train steps as
+      RuntimeParameters (the Kubeflow compile sets it; values here become
+      their defaults).
+  """
+  span: Optional[int] = None
+  span_window: int = 1
+  warm_start: bool = False
+  runtime_parameters: bool = False
+
+  def __post_init__(self):
+    _check(
+        isinstance(self.span_window, int) and 1 <= self.span_window <= 1000,
+        f'span_window must be a whole number from 1 to 1000, got '
+        f'{self.span_window!r}.')
+    _check(self.span is None or (isinstance(self.span, int) and self.span >= 1),
+           f'span must be a span number >= 1, got {self.span!r}.')
+
+
+@dataclasses.dataclass(frozen=True)
 class PipelineConfig:
   """Everything create_pipeline needs; paths are resolved by the runner.
 
@@ -163,6 +193,7 @@ class PipelineConfig:
       provides metadata (Kubeflow).
     beam_pipeline_args: passed to every Beam-based component.
     enable_cache: reuse outputs of executions with identical inputs.
+    orchestration: span window, warm start, runtime parameters.
   """
   pipeline_name: str
   pipeline_root: str
@@ -174,6 +205,7 @@ class PipelineConfig:
   metadata_path: Optional[str] = None
   beam_pipeline_args: Tuple[str, ...] = ()
   enable_cache: bool = True
+  orchestration: OrchestrationConfig = OrchestrationConfig()
 
   def __post_init__(self):
     _check(bool(_NAME_RE.match(self.pipeline_name)),

@@ -84,11 +84,14 @@ class CsvProfile:
   missing_by_column: Mapping[str, int] = dataclasses.field(hash=False)
 
 
-def latest_span(data_root: str) -> Tuple[int, str]:
+def latest_span(data_root: str,
+                span: Optional[int] = None) -> Tuple[int, str]:
   """Finds the span CsvExampleGen ingests: the span-<N>/ folder with highest N.
 
   Args:
     data_root: the folder holding span-<N>/ folders (N = 1, 2, ...).
+    span: a pinned span number (``leantfx run --span N``) instead of the
+      highest.
 
   Returns:
     (N, absolute path of the span-<N> folder).
@@ -161,7 +164,12 @@ def latest_span(data_root: str) -> Tuple[int, str]:
         '"span-" is not a number, so move those folders out of the data root '
         '(or rename them span-<N> if they hold a span).')
 
-  span = max(spans)
+  if span is not None and span not in spans:
+    raise InputDataError(
+        f'Data root {root!r} has no folder for span {span} (--span): it has '
+        f'spans {sorted(spans)}. Pass one of those, or drop --span to use the '
+        'newest.')
+  span = max(spans) if span is None else span
   if len(spans[span]) > 1:
     raise InputDataError(
         f'Data root {root!r} has {len(spans[span])} folders for span {span}: '
@@ -175,7 +183,8 @@ def profile_csv_data_root(data_root: str,
                           *,
                           numeric_columns: Optional[Sequence[str]] = None,
                           categorical_columns: Sequence[str] = (),
-                          required_columns: Sequence[str] = ()) -> CsvProfile:
+                          required_columns: Sequence[str] = (),
+                          span: Optional[int] = None) -> CsvProfile:
   """Checks the latest span of a CSV data root and describes its columns.
 
   Args:
@@ -188,6 +197,7 @@ def profile_csv_data_root(data_root: str,
     categorical_columns: feature columns that are categorical even when their
       values look numeric (the CLI's --categorical).
     required_columns: columns that must be in the header besides the label.
+    span: profile this span instead of the latest (``--span``).
 
   Returns:
     A CsvProfile of the latest span.
@@ -202,7 +212,7 @@ def profile_csv_data_root(data_root: str,
   categorical_given = tuple(categorical_columns)
   _check_arguments(label, numeric_given, categorical_given)
 
-  span, span_dir = latest_span(data_root)
+  span, span_dir = latest_span(data_root, span)
   root = os.path.dirname(span_dir)
   files = _span_csv_files(span, span_dir)
 

@@ -21,6 +21,7 @@ from tfx_bsl.public import tfxio
 from leantfx import config as config_lib
 from leantfx.components.optimize import types as optimize_types
 from leantfx.models import features
+from leantfx.models import warm_start
 
 
 def _input_fn(file_pattern: List[str],
@@ -196,6 +197,9 @@ def run_fn(fn_args: tfx.components.FnArgs) -> None:
                       tf_transform_output, global_batch, training.seed)
   with strategy.scope():
     model = build_model(spec, training, vocabulary_sizes)
+    # Continuous retraining (issue 7): start from the latest blessed model.
+    warm_start.load_base_weights(model, fn_args.base_model,
+                                 fn_args.serving_model_dir)
   model.summary(print_fn=logging.info)
 
   steps_per_epoch = max(1, fn_args.train_steps // training.epochs)

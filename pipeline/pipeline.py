@@ -21,6 +21,7 @@ from leantfx.components.versioned_pusher import component as versioned_pusher
 from leantfx.models import features
 from leantfx.models import model as model_module
 from leantfx.models import preprocessing as preprocessing_module
+from leantfx.pipeline import retraining
 
 # CsvExampleGen reads the newest span-<N>/ folder; only *.csv files in it.
 SPAN_PATTERN = 'span-{SPAN}/*.csv'
@@ -71,7 +72,8 @@ def _ingest(config: config_lib.PipelineConfig,
             nodes: List[tfx.types.BaseNode]) -> tfx.types.BaseChannel:
   """Adds ExampleGen (the newest span, split 4:1); returns its examples."""
   example_gen = tfx.components.CsvExampleGen(
-      input_base=config.data_root,
+      input_base=retraining.data_root(config),
+      range_config=retraining.span_range(config),
       input_config=tfx.proto.Input(splits=[
           tfx.proto.Input.Split(name='single_split', pattern=SPAN_PATTERN)
       ]),
@@ -112,6 +114,8 @@ def _train(config: config_lib.PipelineConfig, examples: tfx.types.BaseChannel,
       'training': config_lib.to_json_dict(config.training),
       'code_fingerprint': _code_fingerprint(),
   }
+  # The newest K spans (orchestration.span_window); the newest one if K == 1.
+  examples = retraining.span_window_examples(config, examples, nodes)
   transform = tfx.components.Transform(
       examples=examples,
       schema=schema,
@@ -122,7 +126,8 @@ def _train(config: config_lib.PipelineConfig, examples: tfx.types.BaseChannel,
       examples=transform.outputs['transformed_examples'],
       transform_graph=transform.outputs['transform_graph'],
       schema=schema,
-      train_args=tfx.proto.TrainArgs(num_steps=config.training.train_steps),
+      train_args=retraining.train_args(config),
+      base_model=retraining.warm_start_model(config, nodes),
       eval_args=tfx.proto.EvalArgs(num_steps=config.training.eval_steps),
       custom_config=custom_config)
   nodes.extend([transform, trainer])

@@ -1,0 +1,401 @@
+"""Compiles create_pipeline(...) for Kubeflow Pipelines with KubeflowV2DagRunner.
+
+The very same ``pipeline.create_pipeline`` the local runner uses is compiled,
+with ``OrchestrationConfig.runtime_parameters`` on, so one spec serves every
+run: ``data_root`` (ExampleGen's input base), ``range_config`` (the span to
+ingest, '' for the newest) and ``train_steps`` are pipeline parameters whose
+defaults are the values given here. ML Metadata is the cluster's (no
+connection config is compiled in).
+
+What TFX 1.16's KubeflowV2DagRunner cannot express is added afterwards to the
+PipelineSpec, a plain protobuf (``kfp.pipeline_spec.pipeline_spec_pb2``):
+  * a retry policy on every task (count, backoff, factor, cap);
+  * CPU / memory requests and limits on every container, a GPU for Trainer;
+  * caching switched off for chosen components.
+
+Output: ``.yaml``/``.yml`` is the bare PipelineSpec that ``kfp.Client``
+uploads; ``.json`` is the PipelineJob (spec + runtime config) that Vertex AI
+and ``kfp`` JSON tooling take. Both are written with sorted keys, so the same
+input gives the same bytes. The stamped fields, which change only with the
+installed versions, are ``sdkVersion`` (``tfx-<version>``), ``schemaVersion``
+and, in the JSON job, ``labels`` (TFX telemetry: tfx and Python versions).
+
+The rolling span window (a Resolver with SpanRangeStrategy) is not
+compilable: TFX 1.16's Kubeflow V2 step builder supports only the
+LatestArtifact and LatestBlessedModel resolver strategies, so
+``span_window > 1`` is refused with that explanation.
+"""
+import dataclasses
+import json
+import os
+import re
+import tempfile
+from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
+
+from leantfx import config as config_lib
+from leantfx.errors import ConfigError
+from leantfx.pipeline import retraining
+
+FORMATS = ('spec-yaml', 'job-json')
+_IMAGE_RE = re.compile(r'^[a-z0-9][a-z0-9._\-/:@]*$')
+_DURATION_RE = re.compile(r'^[0-9]+s$')
+# Kubernetes-style quantities as kfp-pipeline-spec 0.2.2 takes them: CPU in
+# cores (double), memory in GB (double).
+_MEMORY_RE = re.compile(r'^([0-9]+(?:\.[0-9]+)?)(G|Gi|M|Mi)$')
+_MEMORY_FACTOR_GB = {'G': 1.0, 'Gi': 1.073741824, 'M': 0.001,
+                     'Mi': 0.001048576}
+
+
+@dataclasses.dataclass(frozen=True)
+class Resources:
+  """Requests (and limits) of one component's container.
+
+  Attributes:
+    cpu: CPU cores requested (and the limit).
+    memory_gb: memory in GB requested (and the limit).
+    gpu_type: accelerator type, e.g. 'nvidia.com/gpu' or 'NVIDIA_TESLA_T4';
+      '' for none.
+    gpu_count: number of accelerators.
+  """
+  cpu: float = 1.0
+  memory_gb: float = 2.0
+  gpu_type: str = ''
+  gpu_count: int = 0
+
+  def __post_init__(self):
+    if not 0 < self.cpu <= 512:
+      raise ConfigError(f'CPU must be in (0, 512] cores, got {self.cpu}.')
+    if not 0 < self.memory_gb <= 4096:
+      raise ConfigError(
+          f'Memory must be in (0, 4096] GB, got {self.memory_gb}.')
+    if bool(self.gpu_type) != (self.gpu_count > 0):
+      raise ConfigError('A GPU needs both a type and a count >= 1 '
+                        '(e.g. --trainer-gpu nvidia.com/gpu:1).')
+
+
+@dataclasses.dataclass(frozen=True)
+class RetryPolicy:
+  """How KFP retries a failed task.
+
+  Attributes:
+    max_retries: retries after the first failure (0 = none).
+    backoff: first wait, as a protobuf duration ('60s').
+    backoff_factor: each wait is the previous one times this.
+    backoff_max: the longest wait.
+  """
+  max_retries: int = 2
+  backoff: str = '60s'
+  backoff_factor: float = 2.0
+  backoff_max: str = '3600s'
+
+  def __post_init__(self):
+    if not 0 <= self.max_retries <= 10:
+      raise ConfigError(
+          f'--retries must be from 0 to 10, got {self.max_retries}.')
+    for value in (self.backoff, self.backoff_max):
+      if not _DURATION_RE.match(value):
+        raise ConfigError(
+            f'Backoff {value!r} is not a duration in seconds like "60s".')
+    if self.backoff_factor < 1:
+      raise ConfigError('backoff_factor must be >= 1.')
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskOptions:
+  """What is applied to the compiled tasks after compilation.
+
+  Attributes:
+    retry: the retry policy of every task.
+    default_resources: resources of every component's container.
+    component_resources: per component id, replacing the default.
+    no_cache: component ids whose tasks never use KFP's cache.
+  """
+  retry: RetryPolicy = RetryPolicy()
+  default_resources: Resources = Resources()
+  component_resources: Tuple[Tuple[str, Resources], ...] = (
+      ('Transform', Resources(cpu=2.0, memory_gb=4.0)),
+      ('Trainer', Resources(cpu=2.0, memory_gb=4.0)),
+      ('Evaluator', Resources(cpu=2.0, memory_gb=4.0)),
+  )
+  no_cache: Tuple[str, ...] = ()
+
+  def resources_of(self, component_id: str) -> Resources:
+    return dict(self.component_resources).get(component_id,
+                                               self.default_resources)
+
+
+def parse_memory(text: str) -> float:
+  """'4G', '512Mi', ... -> GB (float). Raises ConfigError if malformed."""
+  match = _MEMORY_RE.match(text.strip())
+  if not match:
+    raise ConfigError(
+        f'Memory {text!r} is not a quantity like 4G, 4Gi or 512Mi.')
+  return float(match.group(1)) * _MEMORY_FACTOR_GB[match.group(2)]
+
+
+def parse_gpu(text: str) -> Tuple[str, int]:
+  """'nvidia.com/gpu:1' or 'NVIDIA_TESLA_T4' -> (type, count)."""
+  kind, _, count = text.rpartition(':') if ':' in text else (text, '', '1')
+  try:
+    number = int(count)
+  except ValueError:
+    number = 0
+  if not kind or number < 1:
+    raise ConfigError(
+        f'--trainer-gpu {text!r} is not TYPE or TYPE:COUNT, e.g. '
+        'nvidia.com/gpu:1 (Kubeflow) or NVIDIA_TESLA_T4:1 (Vertex AI).')
+  return kind, number
+
+
+def check_image(image: str) -> str:
+  """Returns the image reference, or raises ConfigError if malformed."""
+  if not image or not _IMAGE_RE.match(image):
+    raise ConfigError(
+        f'--image {image!r} is not a container image reference such as '
+        'registry.example.com/team/leantfx:1.0 (lowercase, no spaces). Build '
+        'it from kubeflow/Dockerfile and push it where the cluster pulls.')
+  return image
+
+
+def _component_id(task_name: str) -> str:
+  # The latest blessed model resolver compiles into two tasks named
+  # '<id>-model-blessing-resolver' and '<id>-model-resolver'.
+  return re.sub(r'-model(-blessing)?-resolver$', '', task_name)
+
+
+def apply_task_options(pipeline_spec: Dict[str, Any],
+                       options: TaskOptions) -> None:
+  """Adds retries, resources and caching to a PipelineSpec dict in place.
+
+  Args:
+    pipeline_spec: the PipelineSpec as a JSON dict (camelCase keys).
+    options: what to apply.
+
+  Raises:
+    ConfigError: when an option names a component the pipeline lacks.
+  """
+  tasks = pipeline_spec['root']['dag']['tasks']
+  components = pipeline_spec['components']
+  executors = pipeline_spec['deploymentSpec']['executors']
+  ids = {_component_id(name) for name in tasks}
+  named = set(options.no_cache) | {c for c, _ in options.component_resources}
+  unknown = sorted(named - ids)
+  if unknown:
+    raise ConfigError(
+        f'No component named {unknown} in the pipeline; its components are '
+        f'{sorted(ids)}.')
+  retry = options.retry
+  for name, task in tasks.items():
+    component_id = _component_id(name)
+    if retry.max_retries:
+      task['retryPolicy'] = {
+          'maxRetryCount': retry.max_retries,
+          'backoffDuration': retry.backoff,
+          'backoffFactor': retry.backoff_factor,
+          'backoffMaxDuration': retry.backoff_max,
+      }
+    if component_id in options.no_cache:
+      task['cachingOptions'] = {'enableCache': False}
+    executor_label = components[task['componentRef']['name']].get(
+        'executorLabel')
+    container = executors.get(executor_label, {}).get('container')
+    if container is None:
+      continue  # Resolvers and importers run no container.
+    resources = options.resources_of(component_id)
+    spec = {
+        'cpuRequest': resources.cpu,
+        'cpuLimit': resources.cpu,
+        'memoryRequest': resources.memory_gb,
+        'memoryLimit': resources.memory_gb,
+    }
+    if resources.gpu_count:
+      spec['accelerator'] = {
+          'type': resources.gpu_type,
+          'count': str(resources.gpu_count)
+      }
+    container['resources'] = spec
+
+
+def set_parameter_defaults(job: Dict[str, Any],
+                           defaults: Mapping[str, str]) -> None:
+  """Writes the runtime parameters' defaults into the compiled job.
+
+  TFX 1.16 declares each parameter's type but drops its default; KFP needs the
+  default in root.inputDefinitions to start a run that does not set it.
+
+  Args:
+    job: the PipelineJob dict from KubeflowV2DagRunner.run.
+    defaults: parameter name -> default (all strings here).
+
+  Raises:
+    ConfigError: if the compiled parameters differ from the expected ones.
+  """
+  declared = job['pipelineSpec']['root'].get('inputDefinitions',
+                                             {}).get('parameters', {})
+  if set(declared) != set(defaults):
+    raise ConfigError(
+        f'The compiled pipeline declares parameters {sorted(declared)}, '
+        f'expected {sorted(defaults)}: pipeline/retraining.py and the '
+        'compiler disagree.')
+  for name, value in defaults.items():
+    declared[name]['defaultValue'] = value
+  job.setdefault('runtimeConfig', {})['parameterValues'] = dict(defaults)
+
+
+def relocate_strings(value: Any, mapping: Mapping[str, str]) -> Any:
+  """Returns value with every occurrence of a mapping key in its strings
+  replaced (also inside JSON-encoded parameters such as custom_config)."""
+  if isinstance(value, str):
+    for old, new in mapping.items():
+      value = value.replace(old, new)
+    return value
+  if isinstance(value, dict):
+    return {k: relocate_strings(v, mapping) for k, v in value.items()}
+  if isinstance(value, list):
+    return [relocate_strings(v, mapping) for v in value]
+  return value
+
+
+def kubeflow_pipeline_config(config: config_lib.PipelineConfig,
+                             pipeline_root: str) -> config_lib.PipelineConfig:
+  """The local config turned into the Kubeflow one.
+
+  Args:
+    config: a resolved PipelineConfig (dataset, training, evaluation, ...).
+    pipeline_root: where components write on the cluster (gs://, s3://,
+      minio://, or a mounted path).
+
+  Returns:
+    The same config with the cluster's pipeline root, no local ML Metadata,
+    runtime parameters on, and the ValidationGate's drift check off (its
+    baseline Resolver uses a custom strategy the V2 compiler cannot compile;
+    anomaly checks against the schema still run).
+
+  Raises:
+    ConfigError: for a span window > 1 (see the module docstring).
+  """
+  if config.orchestration.span_window > 1:
+    raise ConfigError(
+        f'--span-window {config.orchestration.span_window} cannot be compiled '
+        'for Kubeflow: the window is a Resolver with SpanRangeStrategy, and '
+        'TFX 1.16\'s Kubeflow V2 compiler supports only the LatestArtifact '
+        'and LatestBlessedModel resolver strategies. Compile with '
+        '--span-window 1 (each run trains on the span it ingests; warm start '
+        'carries what earlier spans taught), or run the window locally with '
+        '`leantfx run/watch --span-window K`.')
+  validation = getattr(config, 'validation', None)
+  if validation is not None and getattr(validation, 'check_drift', False):
+    # The drift baseline is a Resolver with a custom strategy (issue 3's
+    # ValidationGate), which the V2 compiler rejects like SpanRangeStrategy.
+    config = dataclasses.replace(
+        config, validation=dataclasses.replace(validation, check_drift=False))
+  return dataclasses.replace(
+      config,
+      pipeline_root=pipeline_root,
+      metadata_path=None,
+      orchestration=dataclasses.replace(
+          config.orchestration, runtime_parameters=True))
+
+
+def compile_pipeline(config: config_lib.PipelineConfig,
+                     image: str,
+                     out: str,
+                     fmt: Optional[str] = None,
+                     options: TaskOptions = TaskOptions(),
+                     relocate: Optional[Mapping[str, str]] = None
+                    ) -> Dict[str, Any]:
+  """Compiles the pipeline and writes it to ``out``.
+
+  Args:
+    config: a Kubeflow config (see kubeflow_pipeline_config).
+    image: the container image every component runs in.
+    out: output file.
+    fmt: 'spec-yaml' or 'job-json'; None picks it from out's extension.
+    options: retries, resources and caching to apply.
+    relocate: local path -> path inside the image, for parameters that name
+      files shipped in the image (the curated schema).
+
+  Returns:
+    The PipelineJob dict (its 'pipelineSpec' is what was post-processed).
+
+  Raises:
+    ConfigError: for a bad image, format or option.
+  """
+  check_image(image)
+  if fmt is None:
+    fmt = 'job-json' if out.endswith('.json') else 'spec-yaml'
+  if fmt not in FORMATS:
+    raise ConfigError(f'Unknown format {fmt!r}; use one of {FORMATS}.')
+  if fmt == 'spec-yaml' and not out.endswith(('.yaml', '.yml')):
+    raise ConfigError(
+        f'--out {out} must end in .yaml or .yml for a PipelineSpec (kfp.Client '
+        'reads the format from the extension), or in .json for a PipelineJob.')
+  # pylint: disable=g-import-not-at-top
+  from tfx import v1 as tfx
+  from leantfx.pipeline import pipeline as pipeline_lib
+  # pylint: enable=g-import-not-at-top
+  runner = tfx.orchestration.experimental.KubeflowV2DagRunner(
+      config=tfx.orchestration.experimental.KubeflowV2DagRunnerConfig(
+          default_image=image, use_pipeline_spec_2_1=True))
+  try:
+    job = runner.run(pipeline_lib.create_pipeline(config), write_out=False)
+  except TypeError as e:
+    raise ConfigError(f'The pipeline cannot be compiled for Kubeflow: {e}')
+  set_parameter_defaults(job, retraining.runtime_parameter_defaults(config))
+  apply_task_options(job['pipelineSpec'], options)
+  if relocate:
+    job = relocate_strings(job, relocate)
+  write_compiled(job, out, fmt)
+  return job
+
+
+def write_compiled(job: Mapping[str, Any], out: str, fmt: str) -> None:
+  """Writes the PipelineSpec YAML or the PipelineJob JSON, atomically."""
+  import yaml  # pylint: disable=g-import-not-at-top
+  if fmt == 'spec-yaml':
+    text = yaml.safe_dump(job['pipelineSpec'], sort_keys=True,
+                          default_flow_style=False)
+  else:
+    text = json.dumps(job, sort_keys=True, indent=2) + '\n'
+  directory = os.path.dirname(os.path.abspath(out))
+  try:
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix='.compile-')
+    with os.fdopen(fd, 'w', encoding='utf-8') as f:
+      f.write(text)
+    os.chmod(tmp, 0o644)
+    os.replace(tmp, out)
+  except OSError as e:
+    raise ConfigError(
+        f'Cannot write the compiled pipeline to {out}: {e.strerror}. Pass a '
+        '--out path in a writable folder.') from e
+
+
+def load_spec(path: str):
+  """Parses a compiled file into kfp's PipelineSpec proto (for checks)."""
+  import yaml  # pylint: disable=g-import-not-at-top
+  from google.protobuf import json_format  # pylint: disable=g-import-not-at-top
+  from kfp.pipeline_spec import pipeline_spec_pb2  # pylint: disable=g-import-not-at-top
+  with open(path, encoding='utf-8') as f:
+    if path.endswith('.json'):
+      job = json_format.ParseDict(json.load(f),
+                                  pipeline_spec_pb2.PipelineJob())
+      spec = pipeline_spec_pb2.PipelineSpec()
+      json_format.ParseDict(
+          json_format.MessageToDict(job.pipeline_spec), spec)
+      return spec
+    return json_format.ParseDict(yaml.safe_load(f),
+                                 pipeline_spec_pb2.PipelineSpec())
+
+
+def parameters_of(spec) -> Dict[str, Any]:
+  """Pipeline parameter name -> default, from a parsed PipelineSpec."""
+  from google.protobuf import json_format  # pylint: disable=g-import-not-at-top
+  params = {}
+  for name, p in spec.root.input_definitions.parameters.items():
+    params[name] = json_format.MessageToDict(p).get('defaultValue')
+  return params
+
+
+def task_names(spec) -> Sequence[str]:
+  return sorted(spec.root.dag.tasks)

@@ -1,0 +1,159 @@
+"""Graph pieces for continuous retraining, used by pipeline.create_pipeline.
+
+Kept apart from pipeline.py so that file stays a readable list of stages:
+  * a rolling window of the newest K spans for Transform and Trainer: every
+    run's ExampleGen ingests only the newest span, and a Resolver with
+    SpanRangeStrategy collects the K newest spans ExampleGen has ever ingested
+    (from ML Metadata);
+  * warm start: a Resolver of the latest blessed model feeds the Trainer's
+    ``base_model`` (models/warm_start.py loads its weights);
+  * RuntimeParameters for the data root, the pinned span and the train steps,
+    so one compiled Kubeflow spec serves every run (their defaults are the
+    config's values).
+"""
+import json
+from typing import Dict, List, Optional, Union
+
+from tfx import v1 as tfx
+from tfx.proto import range_config_pb2
+
+from leantfx import config as config_lib
+
+SPAN_WINDOW_RESOLVER_ID = 'span_window_resolver'
+WARM_START_RESOLVER_ID = 'warm_start_model_resolver'
+DATA_ROOT_PARAMETER = 'data_root'
+# TrainArgs JSON, e.g. '{"num_steps": 1000}': TFX's Kubeflow V2 compiler
+# only turns a RuntimeParameter into a pipeline parameter when it is the whole
+# execution property, not a field inside the train_args proto.
+TRAIN_ARGS_PARAMETER = 'train_args'
+# RangeConfig JSON for ExampleGen ('' = the newest span); the Kubeflow
+# watcher pins each run to its span with it.
+RANGE_CONFIG_PARAMETER = 'range_config'
+
+
+def data_root(
+    config: config_lib.PipelineConfig
+) -> Union[str, tfx.dsl.experimental.RuntimeParameter]:
+  """ExampleGen's input_base: the data root, or a runtime parameter of it."""
+  if not config.orchestration.runtime_parameters:
+    return config.data_root
+  return tfx.dsl.experimental.RuntimeParameter(
+      name=DATA_ROOT_PARAMETER, ptype=str, default=config.data_root)
+
+
+def pinned_span_json(span: Optional[int]) -> str:
+  """The RangeConfig JSON that pins ExampleGen to one span ('' for newest)."""
+  if span is None:
+    return ''
+  return json.dumps({
+      'static_range': {
+          'start_span_number': span,
+          'end_span_number': span
+      }
+  }, sort_keys=True)
+
+
+def span_range(
+    config: config_lib.PipelineConfig
+) -> Union[None, range_config_pb2.RangeConfig,
+           tfx.dsl.experimental.RuntimeParameter]:
+  """ExampleGen's range_config: the pinned span, or None for the newest."""
+  span = config.orchestration.span
+  if config.orchestration.runtime_parameters:
+    # TFX accepts a string parameter for a proto field and the Kubeflow V2
+    # ExampleGen driver parses it as JSON; '' means no range (newest span).
+    return tfx.dsl.experimental.RuntimeParameter(
+        name=RANGE_CONFIG_PARAMETER, ptype=str,
+        default=pinned_span_json(span))
+  if span is None:
+    return None
+  return range_config_pb2.RangeConfig(
+      static_range=range_config_pb2.StaticRange(
+          start_span_number=span, end_span_number=span))
+
+
+def train_args_json(train_steps: int) -> str:
+  """The TrainArgs JSON the train_args parameter takes."""
+  return json.dumps({'num_steps': int(train_steps)}, sort_keys=True)
+
+
+def train_args(
+    config: config_lib.PipelineConfig
+) -> Union[tfx.proto.TrainArgs, tfx.dsl.experimental.RuntimeParameter]:
+  """The Trainer's train_args; a runtime parameter (JSON) if asked."""
+  steps = config.training.train_steps
+  if not config.orchestration.runtime_parameters:
+    return tfx.proto.TrainArgs(num_steps=steps)
+  return tfx.dsl.experimental.RuntimeParameter(
+      name=TRAIN_ARGS_PARAMETER, ptype=str, default=train_args_json(steps))
+
+
+def runtime_parameter_defaults(
+    config: config_lib.PipelineConfig) -> Dict[str, str]:
+  """Name -> default of every runtime parameter create_pipeline declares."""
+  return {
+      DATA_ROOT_PARAMETER: config.data_root,
+      RANGE_CONFIG_PARAMETER: pinned_span_json(config.orchestration.span),
+      TRAIN_ARGS_PARAMETER: train_args_json(config.training.train_steps),
+  }
+
+
+def span_window_examples(config: config_lib.PipelineConfig,
+                         examples: tfx.types.BaseChannel,
+                         nodes: List[tfx.types.BaseNode]
+                        ) -> tfx.types.BaseChannel:
+  """Returns the examples of the newest K spans (adds a Resolver if K > 1).
+
+  Args:
+    config: the pipeline configuration (orchestration.span_window is K).
+    examples: ExampleGen's output channel (the newest span).
+    nodes: the pipeline's node list; the Resolver is appended to it.
+
+  Returns:
+    ``examples`` itself when K == 1, else the Resolver's examples channel.
+  """
+  window = config.orchestration.span_window
+  if window <= 1:
+    return examples
+  producer_id = examples.producer_component_id
+  producer = next(n for n in nodes if n.id == producer_id)
+  resolver = tfx.dsl.Resolver(
+      strategy_class=tfx.dsl.experimental.SpanRangeStrategy,
+      config={
+          'range_config':
+              range_config_pb2.RangeConfig(
+                  rolling_range=range_config_pb2.RollingRange(
+                      num_spans=window))
+      },
+      examples=tfx.dsl.Channel(
+          type=tfx.types.standard_artifacts.Examples,
+          producer_component_id=producer_id)).with_id(SPAN_WINDOW_RESOLVER_ID)
+  # Resolve only after this run's ExampleGen has registered the newest span.
+  resolver.add_upstream_node(producer)
+  nodes.append(resolver)
+  return resolver.outputs['examples']
+
+
+def warm_start_model(
+    config: config_lib.PipelineConfig,
+    nodes: List[tfx.types.BaseNode]) -> Optional[tfx.types.BaseChannel]:
+  """Returns the latest blessed model channel for base_model, or None.
+
+  Args:
+    config: the pipeline configuration (orchestration.warm_start).
+    nodes: the pipeline's node list; the Resolver is appended to it.
+
+  Returns:
+    None when warm start is off; else the Resolver's model channel (empty on
+    the first run, when nothing is blessed yet: the Trainer starts cold).
+  """
+  if not config.orchestration.warm_start:
+    return None
+  resolver = tfx.dsl.Resolver(
+      strategy_class=tfx.dsl.experimental.LatestBlessedModelStrategy,
+      model=tfx.dsl.Channel(type=tfx.types.standard_artifacts.Model),
+      model_blessing=tfx.dsl.Channel(
+          type=tfx.types.standard_artifacts.ModelBlessing)).with_id(
+              WARM_START_RESOLVER_ID)
+  nodes.append(resolver)
+  return resolver.outputs['model']
