@@ -327,7 +327,7 @@ def _plot_sparsity(path, decisions) -> bool:
 
 
 def _plot_history(path, decisions) -> bool:
-  """Loss and accuracy per epoch for each technique chain with a history."""
+  """Loss and accuracy per epoch: one row of two panels per technique chain."""
   histories = {}
   for d in decisions:
     history = d.variant.details.get('history') or {}
@@ -335,23 +335,43 @@ def _plot_history(path, decisions) -> bool:
       histories.setdefault(d.variant.technique, history)
   if not histories:
     return False
-  figure = _figure(10, 4)
-  loss_ax = figure.add_subplot(1, 2, 1)
-  acc_ax = figure.add_subplot(1, 2, 2)
-  for technique, history in histories.items():
-    for key, values in history.items():
-      if not values:
-        continue
+  figure = _figure(10, 2.4 * len(histories) + 0.6)
+  for row, (technique, history) in enumerate(histories.items()):
+    loss_ax = figure.add_subplot(len(histories), 2, 2 * row + 1)
+    acc_ax = figure.add_subplot(len(histories), 2, 2 * row + 2)
+    for key, values, first_epoch in _epochs_in_sequence(history):
+      # Distillation's loss is on the T^2-scaled soft-target scale, so each
+      # chain gets its own axes rather than one shared scale.
       ax = loss_ax if 'loss' in key else acc_ax if 'acc' in key else None
       if ax is not None:
-        ax.plot(range(1, len(values) + 1), values, marker='.',
-                label=f'{technique}: {key}')
-  for ax, name in ((loss_ax, 'loss'), (acc_ax, 'accuracy')):
-    ax.set_xlabel('epoch')
-    ax.set_ylabel(name)
-    ax.grid(True, alpha=0.3)
-    if ax.lines:
-      ax.legend(fontsize=6)
+        ax.plot(range(first_epoch, first_epoch + len(values)), values,
+                marker='.', label=key)
+    for ax, name in ((loss_ax, 'loss'), (acc_ax, 'accuracy')):
+      ax.set_title(f'{technique}: {name}', fontsize=8)
+      ax.set_xlabel('epoch (a chain\'s steps in sequence)', fontsize=7)
+      ax.tick_params(labelsize=7)
+      ax.grid(True, alpha=0.3)
+      if ax.lines:
+        ax.legend(fontsize=6)
   figure.tight_layout()
   figure.savefig(path)
   return True
+
+
+def _epochs_in_sequence(history: Mapping[str, Sequence[float]]):
+  """Yields (key, values, first epoch): a chain's steps follow one another.
+
+  Keys are '<step technique>/<metric>' (e.g. 'pruning/loss', 'pqat/loss');
+  the second step's epochs start after the first step's last epoch.
+  """
+  lengths: Dict[str, int] = {}
+  for key, values in history.items():
+    step = key.split('/')[0] if '/' in key else ''
+    lengths[step] = max(lengths.get(step, 0), len(values or ()))
+  starts, epoch = {}, 1
+  for step, length in lengths.items():
+    starts[step] = epoch
+    epoch += length
+  for key, values in history.items():
+    if values:
+      yield key, values, starts[key.split('/')[0] if '/' in key else '']

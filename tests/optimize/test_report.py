@@ -136,3 +136,11 @@ def test_regenerate_without_variants_json_is_a_config_error(tmp_path):
   (tmp_path / 'variants.json').write_text('{"title": "x"}')
   with pytest.raises(ConfigError, match='not a leantfx optimization report'):
     report.regenerate(str(tmp_path))
+
+
+def test_a_chains_steps_are_plotted_one_after_the_other():
+  history = {'pruning/loss': [0.3, 0.2], 'pruning/accuracy': [0.9, 0.95],
+             'pqat/loss': [0.25]}
+  starts = {key: first for key, _, first in
+            report._epochs_in_sequence(history)}
+  assert starts == {'pruning/loss': 1, 'pruning/accuracy': 1, 'pqat/loss': 3}
