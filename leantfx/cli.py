@@ -19,6 +19,7 @@ import time
 from typing import List, Optional, Sequence
 
 from leantfx import config as config_lib
+from leantfx import data_options
 from leantfx import datasets
 from leantfx.errors import ConfigError, LeantfxError
 from leantfx.pipeline import beam_presets
@@ -91,6 +92,12 @@ def resolve_dataset(args: argparse.Namespace, output: str):
   from leantfx import input_checks  # pylint: disable=g-import-not-at-top
   if args.dataset is None and args.data_root is None:
     args.dataset = datasets.DEFAULT_DATASET
+  # TFRecord and image data roots have their own checks (issue 3).
+  args.resolved_format = data_options.data_format(args)
+  if args.resolved_format != 'csv':
+    return data_options.resolve_dataset(
+        args, output, args.resolved_format, datasets.BUNDLED,
+        datasets.prepare, _schema_dir(), _name_from_path)
   if args.dataset is not None:
     spec = datasets.BUNDLED[args.dataset]
     if args.label and args.label != spec.label:
@@ -178,6 +185,8 @@ def _print_summary(summary, config: config_lib.PipelineConfig, seconds: float,
   else:
     print('  pushed: nothing (the model did not pass the Evaluator gate; the '
           'serving directory is unchanged)')
+  for line in data_options.summary_lines(summary):
+    print(line)
   print(f'  log: {log_path}')
   return 0 if summary.pushed else EXIT_NOT_BLESSED
 
@@ -188,6 +197,7 @@ def cmd_run(args: argparse.Namespace) -> int:
   started = time.monotonic()
   output = input_checks.check_output_dir(args.output)
   data_root, spec, profile = resolve_dataset(args, output)
+  spec = data_options.with_noisy_rows(args, spec)
   config = config_lib.PipelineConfig(
       pipeline_name=f'leantfx-{spec.name}',
       pipeline_root=os.path.join(output, 'tfx'),
@@ -205,7 +215,8 @@ def cmd_run(args: argparse.Namespace) -> int:
       enable_cache=not args.no_cache,
       orchestration=config_lib.OrchestrationConfig(
           span=args.span, span_window=args.span_window,
-          warm_start=args.warm_start))
+          warm_start=args.warm_start),
+      **data_options.pipeline_fields(args, spec))
   os.makedirs(os.path.join(output, 'logs'), exist_ok=True)
   log_path = os.path.join(
       output, 'logs', time.strftime('run-%Y%m%d-%H%M%S.log'))
@@ -224,7 +235,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_data_prepare(args: argparse.Namespace) -> int:
   """Handler of ``leantfx data prepare``."""
-  path = datasets.prepare(args.dataset, args.data_root, args.span)
+  path = datasets.prepare(args.dataset, args.data_root, args.span,
+                          args.data_format)
   print(f'wrote {path}')
   return 0
 
@@ -316,6 +328,7 @@ def build_parser() -> argparse.ArgumentParser:
                        '(default 1: the newest span only)')
   retrain.add_argument('--warm-start', action='store_true',
                        help='start training from the latest blessed model')
+  data_options.add_run_arguments(run)
   run.add_argument('--no-cache', action='store_true',
                    help='re-run every component')
   run.add_argument('--verbose', action='store_true',
@@ -332,6 +345,10 @@ def build_parser() -> argparse.ArgumentParser:
                        default=datasets.DEFAULT_DATASET)
   prepare.add_argument('--data-root', required=True)
   prepare.add_argument('--span', type=_positive_int, default=1)
+  prepare.add_argument('--format', choices=config_lib.DATA_FORMATS,
+                       default='csv', dest='data_format',
+                       help='csv, tfrecord (tf.Examples) or images (digits '
+                       'only: span-N/<digit>/*.png)')
   prepare.set_defaults(func=cmd_data_prepare)
   for module_name in COMMAND_MODULES:
     importlib.import_module(module_name).add_commands(sub)

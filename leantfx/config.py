@@ -13,6 +13,11 @@ from leantfx.errors import ConfigError
 
 _NAME_RE = re.compile(r'^[A-Za-z][A-Za-z0-9_-]{0,62}$')
 MODEL_KINDS = ('mlp', 'cnn')
+NOISY_ROW_POLICIES = ('impute', 'drop')
+DATA_FORMATS = ('csv', 'tfrecord', 'images')
+BAD_IMAGE_POLICIES = ('fail', 'skip')
+OVERSAMPLING_METHODS = ('none', 'random', 'smote')
+CLASS_WEIGHT_MODES = ('none', 'auto')
 
 
 def _check(condition: bool, message: str) -> None:
@@ -35,6 +40,13 @@ class DatasetSpec:
     image_max_value: the largest pixel value; pixels are divided by it.
     model: 'mlp' for tabular data, 'cnn' for images.
     schema_file: a curated schema.pbtxt to import, or None to infer one.
+    image_key: the feature holding one encoded PNG/JPEG image per example
+      (the images format), instead of pixel columns; image_shape is the size
+      the image is decoded and resized to.
+    noisy_rows: what training does with a row that has a missing or
+      out-of-domain value (schema domains): 'impute' (numbers take the mean,
+      categories the OOV bucket) or 'drop' (the Augment step removes it from
+      the train split). Counted and reported either way.
   """
   name: str
   label: str
@@ -46,6 +58,8 @@ class DatasetSpec:
   image_max_value: float = 255.0
   model: str = 'mlp'
   schema_file: Optional[str] = None
+  image_key: Optional[str] = None
+  noisy_rows: str = 'impute'
 
   def __post_init__(self):
     _check(bool(_NAME_RE.match(self.name)),
@@ -64,7 +78,17 @@ class DatasetSpec:
            f'Dataset {self.name!r} names a feature column twice.')
     _check(self.label not in features,
            f'The label {self.label!r} is also listed as a feature.')
-    if self.model == 'cnn' or self.image_features:
+    _check(self.noisy_rows in NOISY_ROW_POLICIES,
+           f'Unknown noisy-row policy {self.noisy_rows!r}; use one of '
+           f'{NOISY_ROW_POLICIES}.')
+    if self.image_key:
+      _check(not self.image_features and len(self.image_shape) == 3 and
+             all(d >= 1 for d in self.image_shape) and
+             self.image_shape[2] in (1, 3),
+             f'Dataset {self.name!r} reads encoded images from '
+             f'{self.image_key!r}: it needs image_shape (height, width, 1 or '
+             f'3 channels) and no pixel columns, got {self.image_shape}.')
+    elif self.model == 'cnn' or self.image_features:
       _check(
           len(self.image_shape) == 3 and
           _product(self.image_shape) == len(self.image_features),
@@ -74,8 +98,9 @@ class DatasetSpec:
 
   @property
   def feature_columns(self) -> Tuple[str, ...]:
+    image = (self.image_key,) if self.image_key else ()
     return (self.numeric_features + self.categorical_features +
-            self.image_features)
+            self.image_features + image)
 
 
 def _product(values) -> int:
@@ -178,6 +203,130 @@ class OrchestrationConfig:
 
 
 @dataclasses.dataclass(frozen=True)
+class IngestionConfig:
+  """How ExampleGen reads the span folders (issue 3).
+
+  Attributes:
+    data_format: 'csv' (CsvExampleGen), 'tfrecord' (ImportExampleGen, files of
+      serialized tf.Examples) or 'images' (span-N/<class name>/*.png|jpg).
+    bad_images: for the images format, what a file that does not decode or has
+      the wrong channel count does: 'fail' stops the run before anything is
+      trained, 'skip' leaves it out; both count and name them.
+  """
+  data_format: str = 'csv'
+  bad_images: str = 'fail'
+
+  def __post_init__(self):
+    _check(self.data_format in DATA_FORMATS,
+           f'Unknown data format {self.data_format!r}; use one of '
+           f'{DATA_FORMATS}.')
+    _check(self.bad_images in BAD_IMAGE_POLICIES,
+           f'Unknown bad-image policy {self.bad_images!r}; use one of '
+           f'{BAD_IMAGE_POLICIES}.')
+
+
+@dataclasses.dataclass(frozen=True)
+class ValidationConfig:
+  """The validation gate between ExampleValidator and Transform (issue 3).
+
+  Attributes:
+    allow_anomalies: anomaly kinds (tensorflow_metadata AnomalyInfo.Type
+      names, e.g. ENUM_TYPE_UNEXPECTED_STRING_VALUES) that are reported but do
+      not stop the run. Recorded as an execution property in ML Metadata.
+    check_drift: compare the span with the previous validated span through
+      the schema's drift comparators.
+  """
+  allow_anomalies: Tuple[str, ...] = ()
+  check_drift: bool = True
+
+  def __post_init__(self):
+    from tensorflow_metadata.proto.v0 import anomalies_pb2  # pylint: disable=g-import-not-at-top
+    known = set(anomalies_pb2.AnomalyInfo.Type.keys()) | set(
+        EXTRA_ANOMALY_KINDS)
+    unknown = [k for k in self.allow_anomalies if k not in known]
+    _check(not unknown,
+           f'--allow-anomalies names unknown anomaly kind(s) {unknown}. Use '
+           'the kind printed in the validation report (e.g. '
+           'ENUM_TYPE_UNEXPECTED_STRING_VALUES, FEATURE_TYPE_LOW_FRACTION_'
+           'PRESENT, COMPARATOR_L_INFTY_HIGH).')
+
+
+# Kinds the validation gate reports besides TFDV's AnomalyInfo.Type names.
+EXTRA_ANOMALY_KINDS = ('EMPTY_SPLIT',)
+
+
+@dataclasses.dataclass(frozen=True)
+class AugmentConfig:
+  """The Augment component: image augmentation and minority oversampling.
+
+  Only the train split changes; the eval split is copied byte for byte. Image
+  parameters apply to image datasets (pixel columns or encoded images),
+  oversampling to any dataset (SMOTE needs numeric features).
+
+  Attributes:
+    copies: augmented copies per train image (0: images are not augmented).
+    rotation_degrees: rotation drawn uniformly from [-r, r].
+    shift_fraction: shift in each axis, a fraction of the side, from [-s, s].
+    zoom_fraction: scale drawn from [1 - z, 1 + z].
+    brightness: added offset, a fraction of the pixel range, from [-b, b].
+    contrast: contrast factor drawn from [1 - c, 1 + c] around the mean.
+    noise_stddev: Gaussian noise, a fraction of the pixel range.
+    horizontal_flip: flip left-right with probability 1/2 (off: a flipped 2
+      is no 2).
+    vertical_flip: flip upside down with probability 1/2.
+    oversample: 'none', 'random' (duplicates) or 'smote' (interpolation
+      between an example and a same-class neighbour, numeric features).
+    target_ratio: oversampling raises every class to at least this share of
+      the largest class.
+    smote_neighbors: neighbours SMOTE chooses from.
+    jitter_stddev: Gaussian jitter on numeric features of oversampled rows, in
+      units of the class's standard deviation of that feature (0: none).
+    seed: the seed; the output is the same for a seed whatever the number of
+      Beam workers.
+  """
+  copies: int = 0
+  rotation_degrees: float = 10.0
+  shift_fraction: float = 0.1
+  zoom_fraction: float = 0.1
+  brightness: float = 0.1
+  contrast: float = 0.1
+  noise_stddev: float = 0.02
+  horizontal_flip: bool = False
+  vertical_flip: bool = False
+  oversample: str = 'none'
+  target_ratio: float = 1.0
+  smote_neighbors: int = 5
+  jitter_stddev: float = 0.0
+  seed: int = 42
+
+  def __post_init__(self):
+    _check(isinstance(self.copies, int) and 0 <= self.copies <= 100,
+           f'augmentation copies must be a whole number from 0 to 100, got '
+           f'{self.copies!r}.')
+    _check(0.0 <= self.rotation_degrees <= 180.0,
+           f'rotation must be in [0, 180] degrees, got '
+           f'{self.rotation_degrees}.')
+    for name in ('shift_fraction', 'zoom_fraction', 'brightness', 'contrast'):
+      value = getattr(self, name)
+      _check(0.0 <= value < 1.0, f'{name} must be in [0, 1), got {value}.')
+    _check(0.0 <= self.noise_stddev <= 1.0,
+           f'noise_stddev must be in [0, 1], got {self.noise_stddev}.')
+    _check(self.oversample in OVERSAMPLING_METHODS,
+           f'Unknown oversampling {self.oversample!r}; use one of '
+           f'{OVERSAMPLING_METHODS}.')
+    _check(0.0 < self.target_ratio <= 1.0,
+           f'target_ratio must be in (0, 1], got {self.target_ratio}.')
+    _check(1 <= self.smote_neighbors <= 100,
+           f'smote_neighbors must be in [1, 100], got {self.smote_neighbors}.')
+    _check(0.0 <= self.jitter_stddev <= 10.0,
+           f'jitter_stddev must be in [0, 10], got {self.jitter_stddev}.')
+
+  @property
+  def changes_anything(self) -> bool:
+    return self.copies > 0 or self.oversample != 'none'
+
+
+@dataclasses.dataclass(frozen=True)
 class PipelineConfig:
   """Everything create_pipeline needs; paths are resolved by the runner.
 
@@ -194,6 +343,11 @@ class PipelineConfig:
     beam_pipeline_args: passed to every Beam-based component.
     enable_cache: reuse outputs of executions with identical inputs.
     orchestration: span window, warm start, runtime parameters.
+    ingestion: data format and bad-image policy (issue 3).
+    validation: the validation gate's options (issue 3).
+    augment: the Augment component's options (issue 3).
+    class_weights: 'auto' weighs the loss by inverse class frequency of the
+      train split (an alternative to oversampling), 'none' does not.
   """
   pipeline_name: str
   pipeline_root: str
@@ -206,8 +360,15 @@ class PipelineConfig:
   beam_pipeline_args: Tuple[str, ...] = ()
   enable_cache: bool = True
   orchestration: OrchestrationConfig = OrchestrationConfig()
+  ingestion: IngestionConfig = IngestionConfig()
+  validation: ValidationConfig = ValidationConfig()
+  augment: AugmentConfig = AugmentConfig()
+  class_weights: str = 'none'
 
   def __post_init__(self):
+    _check(self.class_weights in CLASS_WEIGHT_MODES,
+           f'Unknown class-weights mode {self.class_weights!r}; use one of '
+           f'{CLASS_WEIGHT_MODES}.')
     _check(bool(_NAME_RE.match(self.pipeline_name)),
            f'Pipeline name {self.pipeline_name!r} is not valid: use letters, '
            'digits, "_" or "-", starting with a letter.')

@@ -108,16 +108,19 @@ def write_atomically(path: str, data: bytes) -> bool:
   return True
 
 
-def prepare(name: str, data_root: str, span: int = 1) -> str:
+def prepare(name: str, data_root: str, span: int = 1,
+            data_format: str = 'csv') -> str:
   """Writes a bundled dataset as ``<data_root>/span-<span>/<name>.csv``.
 
   Args:
     name: 'penguins' or 'digits'.
     data_root: the folder that holds span-<N>/ folders.
     span: span number to write.
+    data_format: 'csv', 'tfrecord' (span-N/<name>.tfrecord of tf.Examples)
+      or 'images' (digits only: span-N/<digit>/<row>.png).
 
   Returns:
-    The CSV path.
+    The CSV or TFRecord path, or the span folder of the images.
 
   Raises:
     ConfigError: for an unknown dataset or a span below 1.
@@ -129,6 +132,14 @@ def prepare(name: str, data_root: str, span: int = 1) -> str:
         '--label COLUMN.')
   if span < 1:
     raise ConfigError(f'Span numbers start at 1, got {span}.')
+  if data_format != 'csv':
+    from leantfx import data_formats  # pylint: disable=g-import-not-at-top
+    data_formats.bundled_spec(name, data_format, BUNDLED[name])  # Checks it.
+    if data_format == 'images':
+      return data_formats.write_digit_images(_ROWS[name](), data_root, span,
+                                             write_atomically)
+    return data_formats.write_tfrecord(name, _ROWS[name](), data_root, span,
+                                       write_atomically)
   path = os.path.join(data_root, f'span-{span}', f'{name}.csv')
   write_atomically(path, _to_csv(_ROWS[name]()))
   return path

@@ -20,6 +20,7 @@ from tfx_bsl.public import tfxio
 
 from leantfx import config as config_lib
 from leantfx.components.optimize import types as optimize_types
+from leantfx.models import data_policy
 from leantfx.models import features
 from leantfx.models import warm_start
 
@@ -67,8 +68,10 @@ def build_model(spec: config_lib.DatasetSpec,
             num_tokens=vocabulary_sizes[column],
             output_mode='one_hot',
             name=f'{column}_one_hot')(inputs[name]))
-  if spec.image_features:
-    size = len(spec.image_features)
+  if spec.image_features or spec.image_key:
+    # Pixel columns, or an encoded image decoded to image_shape (issue 3).
+    size = len(spec.image_features) or int(
+        spec.image_shape[0] * spec.image_shape[1] * spec.image_shape[2])
     inputs[features.IMAGE_KEY] = tf_keras.Input(
         shape=(size,), name=features.IMAGE_KEY, dtype=tf.float32)
     x = tf_keras.layers.Reshape(spec.image_shape)(inputs[features.IMAGE_KEY])
@@ -202,6 +205,12 @@ def run_fn(fn_args: tfx.components.FnArgs) -> None:
                                  fn_args.serving_model_dir)
   model.summary(print_fn=logging.info)
 
+  # Class imbalance (issue 3): inverse-frequency class weights, or None.
+  class_weight = data_policy.class_weights(fn_args.custom_config,
+                                           tf_transform_output,
+                                           len(spec.classes))
+  logging.info('class weights: %s', class_weight)
+
   steps_per_epoch = max(1, fn_args.train_steps // training.epochs)
   model.fit(
       train_ds,
@@ -213,6 +222,7 @@ def run_fn(fn_args: tfx.components.FnArgs) -> None:
           tf_keras.callbacks.TensorBoard(
               log_dir=fn_args.model_run_dir, update_freq='epoch')
       ],
+      class_weight=class_weight,
       verbose=2)
 
   keras_dir = os.path.join(

@@ -12,6 +12,7 @@ import tensorflow as tf
 import tensorflow_transform as tft
 
 from leantfx import config as config_lib
+from leantfx.models import data_policy
 from leantfx.models import features
 
 _MISSING_CATEGORY = ''
@@ -56,29 +57,40 @@ def preprocessing_fn(inputs: Dict[str, Any],
 
   Args:
     inputs: raw features keyed by column name.
-    custom_config: {'dataset': DatasetSpec as a dict}.
+    custom_config: {'dataset': DatasetSpec as a dict, 'domains': schema
+      value domains per column (values outside them are imputed: the
+      noisy-row policy, models/data_policy.py)}.
 
   Returns:
     Transformed features: '<column>_xf' per numeric and categorical column,
     'image_xf' for image datasets, and 'label_xf'.
   """
   spec = config_lib.dataset_from_dict(custom_config['dataset'])
+  domains = custom_config.get('domains', {})
   outputs = {}
   for column in spec.numeric_features:
-    outputs[features.transformed_name(column)] = _numeric(inputs[column])
+    outputs[features.transformed_name(column)] = _numeric(
+        data_policy.numeric_in_domain(inputs[column], domains.get(column)))
   for column in spec.categorical_features:
     values = _to_dense_column(inputs[column], _MISSING_CATEGORY)
     if values.dtype != tf.string:
       values = tf.strings.as_string(values)
+    values = data_policy.categorical_in_domain(values, domains.get(column),
+                                               _MISSING_CATEGORY)
     outputs[features.transformed_name(column)] = (
         tft.compute_and_apply_vocabulary(
             values, num_oov_buckets=1, vocab_filename=column))
   if spec.image_features:
     pixels = [
-        tf.cast(_to_dense_column(inputs[c], 0), tf.float32)
-        for c in spec.image_features
+        data_policy.clip_to_domain(
+            tf.cast(_to_dense_column(inputs[c], 0), tf.float32),
+            domains.get(c)) for c in spec.image_features
     ]
     outputs[features.IMAGE_KEY] = tf.concat(pixels, axis=1) / float(
         spec.image_max_value)
+  if spec.image_key:
+    outputs[features.IMAGE_KEY] = data_policy.decode_images(
+        inputs[spec.image_key], spec.image_shape)
   outputs[features.LABEL_KEY] = _label_ids(inputs[spec.label], spec.classes)
+  data_policy.record_label_counts(outputs[features.LABEL_KEY])
   return outputs

@@ -18,9 +18,11 @@ from tfx import v1 as tfx
 
 from leantfx import config as config_lib
 from leantfx.components.versioned_pusher import component as versioned_pusher
+from leantfx.models import data_policy as data_policy_module
 from leantfx.models import features
 from leantfx.models import model as model_module
 from leantfx.models import preprocessing as preprocessing_module
+from leantfx.pipeline import data_stages
 from leantfx.pipeline import retraining
 
 # CsvExampleGen reads the newest span-<N>/ folder; only *.csv files in it.
@@ -30,7 +32,7 @@ RUN_FN = 'leantfx.models.model.run_fn'
 ACCURACY_METRIC = 'sparse_categorical_accuracy'
 # TFX caches by inputs and parameters, not by the code behind a dotted path:
 # a fingerprint of that code in custom_config makes a code change a cache miss.
-_CODE_MODULES = (preprocessing_module, model_module)
+_CODE_MODULES = (preprocessing_module, model_module, data_policy_module)
 
 
 def _code_fingerprint() -> str:
@@ -71,12 +73,11 @@ def _eval_config(
 def _ingest(config: config_lib.PipelineConfig,
             nodes: List[tfx.types.BaseNode]) -> tfx.types.BaseChannel:
   """Adds ExampleGen (the newest span, split 4:1); returns its examples."""
-  example_gen = tfx.components.CsvExampleGen(
+  # CsvExampleGen, ImportExampleGen or ImageExampleGen by the data format.
+  example_gen = data_stages.example_gen(
+      config,
       input_base=retraining.data_root(config),
       range_config=retraining.span_range(config),
-      input_config=tfx.proto.Input(splits=[
-          tfx.proto.Input.Split(name='single_split', pattern=SPAN_PATTERN)
-      ]),
       output_config=tfx.proto.Output(
           split_config=tfx.proto.SplitConfig(splits=[
               tfx.proto.SplitConfig.Split(name='train', hash_buckets=4),
@@ -88,13 +89,22 @@ def _ingest(config: config_lib.PipelineConfig,
 
 def _validate(config: config_lib.PipelineConfig,
               examples: tfx.types.BaseChannel,
-              nodes: List[tfx.types.BaseNode]) -> tfx.types.BaseChannel:
-  """Adds statistics, schema and validation; returns the schema channel."""
-  statistics_gen = tfx.components.StatisticsGen(examples=examples)
+              nodes: List[tfx.types.BaseNode]):
+  """Adds statistics, schema, validation and the gate.
+
+  Returns:
+    (schema channel, examples to train on: Augment's output, which exists
+    only once the ValidationGate passed).
+  """
   if config.dataset.schema_file:
     schema_gen = tfx.components.ImportSchemaGen(
         schema_file=config.dataset.schema_file)
+    # With the curated schema, categorical INT features (e.g. a digit label)
+    # get category statistics, which the L-infinity drift check needs.
+    statistics_gen = tfx.components.StatisticsGen(
+        examples=examples, schema=schema_gen.outputs['schema'])
   else:
+    statistics_gen = tfx.components.StatisticsGen(examples=examples)
     schema_gen = tfx.components.SchemaGen(
         statistics=statistics_gen.outputs['statistics'],
         infer_feature_shape=True)
@@ -102,7 +112,11 @@ def _validate(config: config_lib.PipelineConfig,
       statistics=statistics_gen.outputs['statistics'],
       schema=schema_gen.outputs['schema'])
   nodes.extend([statistics_gen, schema_gen, example_validator])
-  return schema_gen.outputs['schema']
+  train_examples = data_stages.gate_and_augment(
+      config, examples, statistics_gen.outputs['statistics'],
+      schema_gen.outputs['schema'], example_validator.outputs['anomalies'],
+      nodes)
+  return schema_gen.outputs['schema'], train_examples
 
 
 def _train(config: config_lib.PipelineConfig, examples: tfx.types.BaseChannel,
@@ -114,6 +128,7 @@ def _train(config: config_lib.PipelineConfig, examples: tfx.types.BaseChannel,
       'training': config_lib.to_json_dict(config.training),
       'code_fingerprint': _code_fingerprint(),
   }
+  custom_config.update(data_stages.training_custom_config(config))
   # The newest K spans (orchestration.span_window); the newest one if K == 1.
   examples = retraining.span_window_examples(config, examples, nodes)
   transform = tfx.components.Transform(
@@ -172,8 +187,8 @@ def create_pipeline(config: config_lib.PipelineConfig) -> tfx.dsl.Pipeline:
   """
   nodes: List[tfx.types.BaseNode] = []
   examples = _ingest(config, nodes)
-  schema = _validate(config, examples, nodes)
-  model = _train(config, examples, schema, nodes)
+  schema, train_examples = _validate(config, examples, nodes)
+  model = _train(config, train_examples, schema, nodes)
   _evaluate_and_push(config, examples, model, nodes)
   metadata_config = None
   if config.metadata_path:

@@ -1,0 +1,1 @@
+"""Augment: image augmentation and minority oversampling of the train split."""

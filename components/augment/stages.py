@@ -1,0 +1,207 @@
+"""Augment's Beam stages, module-level so each can be tested alone.
+
+  CleanRows     counts missing / out-of-domain values per feature and drops the
+                noisy rows when the policy is 'drop';
+  Oversample    adds synthetic minority-class rows (random or SMOTE-style);
+  AugmentImages adds N augmented copies of every image example;
+  CountPerClass counts examples per label value.
+
+Every random draw is seeded from the data and the seed, never from worker
+state, so the output multiset is the same for any number of Beam workers.
+"""
+from typing import Dict, Iterable, List, Mapping, Tuple
+
+import apache_beam as beam
+import tensorflow as tf
+
+from leantfx import config as config_lib
+from leantfx.components.augment import examples as examples_lib
+from leantfx.components.augment import images
+from leantfx.components.augment import tabular
+
+PROBLEMS_TAG = 'problems'
+NOISY_TAG = 'noisy'
+DROPPED_TAG = 'dropped'
+KEPT_TAG = 'kept'
+
+
+def checked_columns(spec: config_lib.DatasetSpec) -> Tuple[str, ...]:
+  """The columns whose values the noisy-row policy looks at (label included)."""
+  return spec.feature_columns + (spec.label,)
+
+
+class _CleanRowsFn(beam.DoFn):
+  """Tags each noisy value; drops a noisy train row under the 'drop' policy."""
+
+  def __init__(self, spec: config_lib.DatasetSpec,
+               domains: Mapping[str, examples_lib.Domain], drop: bool):
+    super().__init__()
+    self._spec = spec
+    self._domains = dict(domains)
+    self._drop = drop
+    self._columns = checked_columns(spec)
+
+  def process(self, serialized: bytes):
+    example = tf.train.Example.FromString(serialized)
+    problems = examples_lib.row_problems(example, self._columns, self._domains)
+    for problem in problems:
+      yield beam.pvalue.TaggedOutput(PROBLEMS_TAG, problem)
+    if problems:
+      yield beam.pvalue.TaggedOutput(NOISY_TAG, 1)
+    # A row without a usable label cannot be trained on under any policy.
+    label_bad = any(f == self._spec.label for f, _ in problems)
+    if problems and (self._drop or label_bad):
+      yield beam.pvalue.TaggedOutput(DROPPED_TAG, 1)
+      return
+    yield serialized
+
+
+class CleanRows(beam.PTransform):
+  """bytes -> {'kept': bytes, 'problems': (feature, kind), 'noisy': 1, 'dropped': 1}."""
+
+  def __init__(self, spec: config_lib.DatasetSpec,
+               domains: Mapping[str, examples_lib.Domain], drop: bool):
+    super().__init__()
+    self._fn = _CleanRowsFn(spec, domains, drop)
+
+  def expand(self, pcoll):
+    outputs = pcoll | beam.ParDo(self._fn).with_outputs(
+        PROBLEMS_TAG, NOISY_TAG, DROPPED_TAG, main=KEPT_TAG)
+    return {
+        KEPT_TAG: outputs[KEPT_TAG],
+        PROBLEMS_TAG: outputs[PROBLEMS_TAG],
+        NOISY_TAG: outputs[NOISY_TAG],
+        DROPPED_TAG: outputs[DROPPED_TAG],
+    }
+
+
+def augmented_copies(serialized: bytes, spec: config_lib.DatasetSpec,
+                     cfg: config_lib.AugmentConfig) -> List[bytes]:
+  """The example itself followed by cfg.copies augmented copies of it."""
+  out = [serialized]
+  if cfg.copies <= 0:
+    return out
+  example = tf.train.Example.FromString(serialized)
+  image = examples_lib.pixels(example, spec)
+  for copy_index in range(cfg.copies):
+    rng = images.example_rng(cfg.seed, serialized, copy_index)
+    new = examples_lib.with_pixels(example, images.augment_image(image, rng, cfg),
+                                   spec)
+    out.append(new.SerializeToString())
+  return out
+
+
+class AugmentImages(beam.PTransform):
+  """bytes -> bytes: each example and cfg.copies augmented copies of it."""
+
+  def __init__(self, spec: config_lib.DatasetSpec,
+               cfg: config_lib.AugmentConfig):
+    super().__init__()
+    self._spec = spec
+    self._cfg = cfg
+
+  def expand(self, pcoll):
+    spec, cfg = self._spec, self._cfg
+    return pcoll | beam.FlatMap(augmented_copies, spec, cfg)
+
+
+def _keyed_by_label(serialized: bytes, label: str) -> Tuple[str, bytes]:
+  return (examples_lib.label_of(tf.train.Example.FromString(serialized),
+                                label), serialized)
+
+
+def _synthetic_for_class(item: Tuple[str, Iterable[bytes]],
+                         needed: Mapping[str, int],
+                         cfg: config_lib.AugmentConfig,
+                         spec: config_lib.DatasetSpec,
+                         domains: Mapping[str, examples_lib.Domain]):
+  label, rows = item
+  synthetic = tabular.oversample_class(label, list(rows), needed.get(label, 0),
+                                       cfg, spec, domains)
+  if cfg.copies > 0 and (spec.image_key or spec.image_features):
+    # Duplicates of an image are themselves augmented, so that they and their
+    # augmented copies differ from the original's.
+    augmented = []
+    for index, serialized in enumerate(synthetic):
+      example = tf.train.Example.FromString(serialized)
+      rng = images.example_rng(cfg.seed, serialized, -2 - index)
+      augmented.append(
+          examples_lib.with_pixels(
+              example,
+              images.augment_image(
+                  examples_lib.pixels(example, spec), rng, cfg),
+              spec).SerializeToString())
+    synthetic = augmented
+  return synthetic
+
+
+class Oversample(beam.PTransform):
+  """bytes -> bytes: the rows plus synthetic rows of the smaller classes."""
+
+  def __init__(self, spec: config_lib.DatasetSpec,
+               cfg: config_lib.AugmentConfig,
+               domains: Mapping[str, examples_lib.Domain]):
+    super().__init__()
+    self._spec = spec
+    self._cfg = cfg
+    self._domains = dict(domains)
+
+  def expand(self, pcoll):
+    if self._cfg.oversample == 'none':
+      return pcoll
+    spec, cfg, domains = self._spec, self._cfg, self._domains
+    keyed = pcoll | 'KeyByLabel' >> beam.Map(_keyed_by_label, spec.label)
+    needed = (
+        keyed
+        | 'CountClasses' >> beam.combiners.Count.PerKey()
+        | 'ToDict' >> beam.combiners.ToDict()
+        | 'Targets' >> beam.Map(tabular.targets, cfg.target_ratio))
+    needed_side = beam.pvalue.AsSingleton(needed)
+    synthetic = (
+        keyed
+        | 'OnlyMinority' >> beam.Filter(
+            lambda kv, need: need.get(kv[0], 0) > 0, need=needed_side)
+        | 'GroupByClass' >> beam.GroupByKey()
+        | 'Synthesize' >> beam.FlatMap(
+            _synthetic_for_class, needed=needed_side, cfg=cfg, spec=spec,
+            domains=domains))
+    return (pcoll, synthetic) | 'WithSynthetic' >> beam.Flatten()
+
+
+class CountPerClass(beam.PTransform):
+  """bytes -> (label value, count)."""
+
+  def __init__(self, label: str):
+    super().__init__()
+    self._label = label
+
+  def expand(self, pcoll):
+    label = self._label
+    return (pcoll
+            | 'Label' >> beam.Map(lambda s: _keyed_by_label(s, label)[0])
+            | 'Count' >> beam.combiners.Count.PerElement())
+
+
+def counts_to_report(entries: List[Tuple[str, str, object, int]]
+                    ) -> Dict[str, Dict[str, object]]:
+  """Folds ('split', 'what', key, n) entries into the per-split report dict."""
+  report: Dict[str, Dict[str, object]] = {}
+  for split, what, key, count in entries:
+    section = report.setdefault(split, {
+        'class_counts_before': {}, 'class_counts_after': {}, 'problems': {},
+        'noisy_rows': 0, 'dropped_rows': 0,
+    })
+    if what in ('class_counts_before', 'class_counts_after'):
+      section[what][key] = section[what].get(key, 0) + count
+    elif what == 'problems':
+      feature, kind = key
+      per_feature = section['problems'].setdefault(
+          feature, {'missing': 0, 'out_of_domain': 0})
+      per_feature[kind] += count
+    else:
+      section[what] += count
+  for section in report.values():
+    for what in ('class_counts_before', 'class_counts_after'):
+      section[what] = dict(sorted(section[what].items()))
+    section['problems'] = dict(sorted(section['problems'].items()))
+  return report

@@ -1,0 +1,1 @@
+"""ImageExampleGen: folders of images (span-N/<class name>/*.png|jpg) -> Examples."""

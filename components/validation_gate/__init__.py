@@ -1,0 +1,1 @@
+"""ValidationGate: stops the run before Transform when the data has anomalies."""

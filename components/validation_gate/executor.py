@@ -1,0 +1,165 @@
+"""ValidationGate's executor: checks its inputs, then fails or passes the span.
+
+It reads ExampleValidator's anomalies of every split, adds drift against the
+previous validated span (when one exists) and empty splits, writes
+report.txt / report.json into its output artifact and, when any anomaly is
+not allowed, raises so that nothing downstream (Augment, Transform, Trainer,
+Pusher) runs. A span that passes also keeps its statistics in the artifact:
+the next span's run compares against them.
+"""
+import json
+import os
+from typing import Any, Dict, List
+
+from absl import logging
+from tfx import types
+from tfx.components.statistics_gen import stats_artifact_utils
+from tfx.dsl.components.base import base_executor
+from tfx.dsl.io import fileio
+from tfx.types import artifact_utils
+from tfx.utils import io_utils
+
+import tensorflow_data_validation as tfdv
+from tensorflow_metadata.proto.v0 import anomalies_pb2
+
+from leantfx.components.validation_gate import checks
+from leantfx.components.validation_gate import spec as spec_lib
+from leantfx.errors import InputDataError
+
+_ANOMALIES_FILE = 'SchemaDiff.pb'  # ExampleValidator's file per split.
+
+
+def parse_allowed(value: Any) -> List[str]:
+  """The allow_anomalies execution property: a JSON list of kind names."""
+  if not value:
+    return []
+  kinds = json.loads(value)
+  if not isinstance(kinds, list) or not all(isinstance(k, str) for k in kinds):
+    raise ValueError(
+        f'allow_anomalies must be a JSON list of anomaly kind names, got '
+        f'{value!r}.')
+  return kinds
+
+
+def _load_anomalies(artifact: types.Artifact,
+                    split: str) -> anomalies_pb2.Anomalies:
+  path = os.path.join(
+      artifact_utils.get_split_uri([artifact], split), _ANOMALIES_FILE)
+  if not fileio.exists(path):
+    raise ValueError(f'ExampleValidator wrote no {_ANOMALIES_FILE} for split '
+                     f'{split!r} (looked for {path}).')
+  return anomalies_pb2.Anomalies.FromString(io_utils.read_bytes_file(path))
+
+
+def artifact_span(examples: types.Artifact) -> int:
+  """The span ExampleGen recorded (a custom property in TFX 1.16)."""
+  if examples.has_custom_property('span'):
+    return int(examples.get_int_custom_property('span'))
+  return int(examples.span or 0)
+
+
+def failed_report_dir(report_uri: str) -> str:
+  """<pipeline root>/<gate id>/failed_reports/<execution id> for a report URI."""
+  component_dir = os.path.dirname(os.path.dirname(report_uri.rstrip('/')))
+  return os.path.join(component_dir, spec_lib.FAILED_REPORTS_DIR,
+                      os.path.basename(report_uri.rstrip('/')))
+
+
+def _previous_candidates(reports: List[types.Artifact]):
+  candidates = []
+  for report in reports:
+    path = os.path.join(report.uri, spec_lib.STATISTICS_FILE)
+    if (report.has_custom_property(spec_lib.SPAN_PROPERTY) and
+        fileio.exists(path)):
+      candidates.append(
+          (report.get_int_custom_property(spec_lib.SPAN_PROPERTY),
+           report.id or 0, path))
+  return candidates
+
+
+class Executor(base_executor.BaseExecutor):
+  """Fails the run on anomalies; publishes the report when the span passes."""
+
+  def Do(self, input_dict: Dict[str, List[types.Artifact]],
+         output_dict: Dict[str, List[types.Artifact]],
+         exec_properties: Dict[str, Any]) -> None:
+    allowed = parse_allowed(exec_properties.get(spec_lib.ALLOW_ANOMALIES_KEY))
+    check_drift = bool(exec_properties.get(spec_lib.CHECK_DRIFT_KEY, 1))
+    statistics = artifact_utils.get_single_instance(
+        input_dict[spec_lib.STATISTICS_KEY])
+    anomalies = artifact_utils.get_single_instance(
+        input_dict[spec_lib.ANOMALIES_KEY])
+    schema = io_utils.SchemaReader().read(
+        io_utils.get_only_uri_in_dir(
+            artifact_utils.get_single_uri(input_dict[spec_lib.SCHEMA_KEY])))
+    report = artifact_utils.get_single_instance(
+        output_dict[spec_lib.REPORT_KEY])
+    stats_splits = artifact_utils.decode_split_names(statistics.split_names)
+    anomaly_splits = artifact_utils.decode_split_names(anomalies.split_names)
+    if spec_lib.DRIFT_SPLIT not in stats_splits:
+      raise ValueError(
+          f'The statistics have splits {stats_splits}; the gate needs a '
+          f'{spec_lib.DRIFT_SPLIT!r} split.')
+    missing = [s for s in anomaly_splits if s not in stats_splits]
+    if missing:
+      raise ValueError(f'ExampleValidator validated splits {missing} that the '
+                       f'statistics ({stats_splits}) do not have.')
+    span = artifact_span(
+        artifact_utils.get_single_instance(input_dict[spec_lib.EXAMPLES_KEY]))
+
+    rows: List[checks.AnomalyRow] = []
+    num_examples = {}
+    stats_by_split = {}
+    for split in stats_splits:
+      stats_by_split[split] = stats_artifact_utils.load_statistics(
+          statistics, split).proto()
+      datasets = stats_by_split[split].datasets
+      num_examples[split] = int(datasets[0].num_examples) if datasets else 0
+    rows += checks.empty_split_rows(num_examples, span, allowed)
+    for split in anomaly_splits:
+      rows += checks.anomaly_rows(
+          _load_anomalies(anomalies, split), span, split, allowed)
+      rows += checks.missing_value_rows(stats_by_split[split], schema, span,
+                                        split, allowed)
+
+    baseline = None
+    if check_drift:
+      baseline = checks.choose_baseline(
+          _previous_candidates(
+              input_dict.get(spec_lib.PREVIOUS_REPORTS_KEY, [])), span)
+    baseline_span = None
+    if baseline is not None:
+      baseline_span = baseline[0]
+      previous = tfdv.load_stats_binary(baseline[2])
+      rows += checks.drift_rows(stats_by_split[spec_lib.DRIFT_SPLIT],
+                                previous, schema, span, spec_lib.DRIFT_SPLIT,
+                                baseline_span, allowed)
+
+    stopping = checks.blocking(rows)
+    # TFX deletes a failed execution's outputs: a failing report goes where
+    # it stays.
+    report_dir = failed_report_dir(report.uri) if stopping else report.uri
+    text_path = os.path.join(report_dir, spec_lib.REPORT_TEXT_FILE)
+    fileio.makedirs(report_dir)
+    io_utils.write_string_file(
+        text_path,
+        checks.format_report(rows, span, baseline_span, allowed, check_drift))
+    io_utils.write_string_file(
+        os.path.join(report_dir, spec_lib.REPORT_JSON_FILE),
+        checks.report_json(rows, span, baseline_span, allowed))
+    report.set_int_custom_property(spec_lib.SPAN_PROPERTY, span)
+    report.set_int_custom_property(spec_lib.PASSED_PROPERTY, int(not stopping))
+    report.set_int_custom_property(spec_lib.BLOCKING_COUNT_PROPERTY,
+                                   len(stopping))
+    report.set_int_custom_property(spec_lib.ALLOWED_COUNT_PROPERTY,
+                                   len(rows) - len(stopping))
+    report.set_int_custom_property(
+        spec_lib.BASELINE_SPAN_PROPERTY,
+        -1 if baseline_span is None else baseline_span)
+    logging.info('Validation report of span %d written to %s', span, text_path)
+    if stopping:
+      raise InputDataError(checks.failure_message(rows, span, text_path))
+    # Kept for the next span's drift check (only passing spans publish this).
+    io_utils.write_bytes_file(
+        os.path.join(report.uri, spec_lib.STATISTICS_FILE),
+        stats_by_split[spec_lib.DRIFT_SPLIT].SerializeToString())

@@ -1,0 +1,68 @@
+"""ValidationGate's ComponentSpec: artifact keys, parameters and the report type."""
+from tfx import types
+from tfx.types import standard_artifacts
+from tfx.types.component_spec import ChannelParameter
+from tfx.types.component_spec import ExecutionParameter
+
+# Inputs.
+EXAMPLES_KEY = 'examples'
+STATISTICS_KEY = 'statistics'
+SCHEMA_KEY = 'schema'
+ANOMALIES_KEY = 'anomalies'
+PREVIOUS_REPORTS_KEY = 'previous_reports'
+# Outputs.
+REPORT_KEY = 'report'
+# Execution properties (they land in ML Metadata with the execution).
+ALLOW_ANOMALIES_KEY = 'allow_anomalies'
+CHECK_DRIFT_KEY = 'check_drift'
+
+# Drift is measured on this split of the current and of the previous span.
+DRIFT_SPLIT = 'train'
+# Files inside the report artifact.
+REPORT_TEXT_FILE = 'report.txt'
+REPORT_JSON_FILE = 'report.json'
+# A failed execution's output artifact is deleted by TFX, so a failing report
+# is also written to <pipeline root>/<gate id>/failed_reports/<execution>/.
+FAILED_REPORTS_DIR = 'failed_reports'
+# The drift split's statistics of a span that passed, kept for the next span.
+STATISTICS_FILE = 'statistics.pb'
+# Custom properties of the report artifact.
+SPAN_PROPERTY = 'span'
+PASSED_PROPERTY = 'passed'
+BLOCKING_COUNT_PROPERTY = 'blocking_anomalies'
+ALLOWED_COUNT_PROPERTY = 'allowed_anomalies'
+BASELINE_SPAN_PROPERTY = 'drift_baseline_span'
+
+
+class DataValidationReport(types.Artifact):
+  """report.txt / report.json of one validation, and the statistics it passed.
+
+  Only a span that passed is published; the Resolver of the next run finds the
+  previous span's statistics through these artifacts.
+  """
+  TYPE_NAME = 'leantfx.DataValidationReport'
+
+
+class ValidationGateSpec(types.ComponentSpec):
+  """ValidationGate: anomalies + statistics (+ previous span) -> pass or stop."""
+
+  PARAMETERS = {
+      ALLOW_ANOMALIES_KEY: ExecutionParameter(type=str),
+      CHECK_DRIFT_KEY: ExecutionParameter(type=int),
+  }
+  INPUTS = {
+      # Read for its span only (ExampleGen records it as a custom property).
+      EXAMPLES_KEY:
+          ChannelParameter(type=standard_artifacts.Examples),
+      STATISTICS_KEY:
+          ChannelParameter(type=standard_artifacts.ExampleStatistics),
+      SCHEMA_KEY:
+          ChannelParameter(type=standard_artifacts.Schema),
+      ANOMALIES_KEY:
+          ChannelParameter(type=standard_artifacts.ExampleAnomalies),
+      PREVIOUS_REPORTS_KEY:
+          ChannelParameter(type=DataValidationReport, optional=True),
+  }
+  OUTPUTS = {
+      REPORT_KEY: ChannelParameter(type=DataValidationReport),
+  }

@@ -1,0 +1,126 @@
+"""Graph pieces for the data side of the pipeline (issue 3), used by pipeline.py.
+
+  * ExampleGen by format: CsvExampleGen, ImportExampleGen (TFRecord files of
+    tf.Examples) or ImageExampleGen (span-N/<class>/*.png|jpg);
+  * the ValidationGate after ExampleValidator, with a Resolver of the reports
+    of earlier spans that passed (the drift baseline);
+  * Augment between the gate and Transform: Transform only runs once the gate
+    passed, and trains on the augmented, rebalanced train split;
+  * what Transform and Trainer need from the schema and the options (value
+    domains for the noisy-row policy, class weights), through custom_config.
+"""
+from typing import Any, Dict, List, Union
+
+from tfx import v1 as tfx
+
+from leantfx import config as config_lib
+from leantfx.components.augment import component as augment_component
+from leantfx.components.image_example_gen import component as image_gen
+from leantfx.components.image_example_gen import decode as image_decode
+from leantfx.components.validation_gate import component as gate_component
+
+CSV_PATTERN = 'span-{SPAN}/*.csv'
+# ImportExampleGen reads every file of the newest span folder as TFRecord
+# (gzip when the name ends in .gz).
+TFRECORD_PATTERN = 'span-{SPAN}/*'
+PREVIOUS_REPORTS_RESOLVER_ID = 'previous_validation_resolver'
+GATE_ID = 'ValidationGate'
+AUGMENT_ID = 'Augment'
+
+
+def image_settings(config: config_lib.PipelineConfig
+                  ) -> image_decode.ImageSettings:
+  """ImageExampleGen's settings from the DatasetSpec and ingestion options."""
+  spec = config.dataset
+  height, width, channels = spec.image_shape
+  return image_decode.ImageSettings(
+      height=height, width=width, channels=channels,
+      image_feature=spec.image_key, label_feature=spec.label,
+      bad_images=config.ingestion.bad_images)
+
+
+def example_gen(config: config_lib.PipelineConfig,
+                input_base: Union[str, Any],
+                output_config: tfx.proto.Output,
+                range_config: Any = None) -> tfx.types.BaseNode:
+  """The ExampleGen of the configured data format (newest span)."""
+  data_format = config.ingestion.data_format
+  if data_format == 'images':
+    return image_gen.ImageExampleGen(
+        input_base=input_base, settings=image_settings(config),
+        output_config=output_config, range_config=range_config)
+  pattern = CSV_PATTERN if data_format == 'csv' else TFRECORD_PATTERN
+  cls = (tfx.components.CsvExampleGen if data_format == 'csv' else
+         tfx.components.ImportExampleGen)
+  return cls(
+      input_base=input_base,
+      input_config=tfx.proto.Input(splits=[
+          tfx.proto.Input.Split(name='single_split', pattern=pattern)
+      ]),
+      output_config=output_config,
+      range_config=range_config)
+
+
+def gate_and_augment(config: config_lib.PipelineConfig,
+                     examples: tfx.types.BaseChannel,
+                     statistics: tfx.types.BaseChannel,
+                     schema: tfx.types.BaseChannel,
+                     anomalies: tfx.types.BaseChannel,
+                     nodes: List[tfx.types.BaseNode]) -> tfx.types.BaseChannel:
+  """Adds the resolver, the gate and Augment; returns the examples to train on.
+
+  Args:
+    config: the pipeline configuration (validation, augment, dataset).
+    examples: ExampleGen's examples.
+    statistics: StatisticsGen's statistics of them.
+    schema: the schema channel.
+    anomalies: ExampleValidator's anomalies.
+    nodes: the pipeline's node list; the new nodes are appended.
+
+  Returns:
+    Augment's examples: eval unchanged, train augmented and rebalanced.
+  """
+  previous = None
+  if config.validation.check_drift:
+    resolver = gate_component.previous_reports_resolver().with_id(
+        PREVIOUS_REPORTS_RESOLVER_ID)
+    nodes.append(resolver)
+    previous = resolver.outputs['reports']
+  gate = gate_component.ValidationGate(
+      examples=examples,
+      statistics=statistics,
+      schema=schema,
+      anomalies=anomalies,
+      previous_reports=previous,
+      allow_anomalies=config.validation.allow_anomalies,
+      check_drift=config.validation.check_drift).with_id(GATE_ID)
+  augment = augment_component.Augment(
+      examples=examples,
+      schema=schema,
+      validation_report=gate.outputs['report'],
+      dataset=config.dataset,
+      augment_config=config.augment).with_id(AUGMENT_ID)
+  nodes.extend([gate, augment])
+  return augment.outputs['augmented_examples']
+
+
+def training_custom_config(
+    config: config_lib.PipelineConfig) -> Dict[str, Any]:
+  """custom_config entries for Transform and Trainer.
+
+  'domains': the schema's value domains of the feature columns (Transform
+  imputes values outside them, the noisy-row policy); 'class_weights': 'auto'
+  or 'none' (the Trainer weighs the loss by inverse class frequency).
+  """
+  domains = {}
+  if config.dataset.schema_file:
+    from tfx.utils import io_utils  # pylint: disable=g-import-not-at-top
+    from leantfx.components.augment import examples as examples_lib  # pylint: disable=g-import-not-at-top
+    schema = io_utils.SchemaReader().read(config.dataset.schema_file)
+    columns = set(config.dataset.feature_columns)
+    domains = {
+        name: domain.to_json()
+        for name, domain in sorted(examples_lib.schema_domains(schema).items())
+        if name in columns
+    }
+  return {'domains': domains, 'class_weights': config.class_weights}
