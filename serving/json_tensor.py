@@ -193,11 +193,18 @@ def _is_int(value: Any, low: int, high: int) -> bool:
 def _check_lossless(value: Any, single_precision: bool):
   max_int = _FLOAT_MAX_INT if single_precision else _DOUBLE_MAX_INT
   limit = _FLOAT_MAX if single_precision else _DOUBLE_MAX
-  if isinstance(value, int) and -2**63 <= value <= 2**64 - 1:
+  target = 'float' if single_precision else 'double'
+  if isinstance(value, int) and -2**63 <= value < 2**64:
     if abs(value) > max_int:
-      raise _lossy_error(value, 'float' if single_precision else 'double')
-  elif math.isfinite(float(value)) and abs(float(value)) > limit:
-    raise _lossy_error(value, 'float' if single_precision else 'double')
+      raise _lossy_error(value, target)
+    return
+  # rapidjson holds larger integers as doubles and range-checks those.
+  try:
+    as_double = float(value)
+  except OverflowError:
+    raise _lossy_error(value, target) from None
+  if math.isfinite(as_double) and abs(as_double) > limit:
+    raise _lossy_error(value, target)
 
 
 def _is_b64_object(value: Any) -> bool:

@@ -359,9 +359,12 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     try:
       with server.in_flight_lock:
         server.in_flight += 1
-      body = self._read_body() if method == 'POST' else b''
+      # Read (and for GET ignore) any body, so keep-alive stays in sync.
+      body = self._read_body()
       if body is None:
         return
+      if method != 'POST':
+        body = b''
       code, payload, content_type = server.api.handle(method, self.path, body,
                                                       started)
       self._send(code, payload, content_type)

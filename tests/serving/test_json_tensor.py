@@ -112,6 +112,8 @@ def test_unpadded_b64_is_accepted():
      'is not of expected type: int64'),
     ({'inputs': [1]}, {'x': dtypes.DT_BOOL},
      'JSON Value: 1 Type: Number is not of expected type: bool'),
+    ({'inputs': [10**400]}, None, 'without loss of precision.'),
+    ({'inputs': [10**20]}, None, None),  # A double to rapidjson: in range.
     ({'inputs': [3.5e38]}, None,
      'Cannot convert JSON value: 3.5e+38 to float without loss of precision.'),
     ({'inputs': [1]}, {'x': dtypes.from_enum(8)},

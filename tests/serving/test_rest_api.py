@@ -445,3 +445,19 @@ def test_keep_alive_serves_several_requests_on_one_connection(server):
     assert response.status == 200
     response.read()
   connection.close()
+
+
+def test_get_with_a_body_keeps_the_connection_in_sync(server):
+  import http.client
+  connection = http.client.HTTPConnection('127.0.0.1', server.rest_port,
+                                          timeout=10)
+  connection.request('GET', '/v1/models/digits', body=b'{"ignored": true}')
+  response = connection.getresponse()
+  assert response.status == 200
+  response.read()
+  connection.request('POST', '/v1/models/digits:predict',
+                     json.dumps({'instances': [DIGIT]}))
+  response = connection.getresponse()
+  assert response.status == 200, response.read()
+  response.read()
+  connection.close()
