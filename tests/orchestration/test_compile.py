@@ -1,0 +1,148 @@
+"""`leantfx compile --target kubeflow`: the real KubeflowV2DagRunner compile.
+
+The compiled files are parsed with kfp's own protos (kfp-pipeline-spec
+0.2.2, `pipeline_spec_pb2`), the way kfp.Client reads a package.
+"""
+import json
+import os
+
+import pytest
+import yaml
+
+from leantfx.kubeflow import compiler
+from tests.helpers import run_cli
+from tests.orchestration.conftest import COMPILE_ARGS, IMAGE
+
+pytestmark = pytest.mark.unit
+
+# create_pipeline's components for a bundled dataset with a curated schema;
+# the LatestBlessedModel resolvers compile into two tasks each.
+COMPONENTS = {'CsvExampleGen', 'StatisticsGen', 'ImportSchemaGen',
+              'ExampleValidator', 'Transform', 'Trainer', 'Evaluator',
+              'Pusher'}
+RESOLVER_TASKS = {
+    f'{r}-{part}' for r in ('latest_blessed_model_resolver',
+                            'warm_start_model_resolver')
+    for part in ('model-blessing-resolver', 'model-resolver')}
+
+
+def _spec(path):
+  return compiler.load_spec(path)
+
+
+def test_compiled_yaml_parses_with_kfp_protos_and_has_every_component(
+    compiled):
+  spec = _spec(compiled['yaml'])
+  tasks = set(spec.root.dag.tasks)
+  assert COMPONENTS <= tasks
+  assert RESOLVER_TASKS <= tasks
+  assert spec.pipeline_info.name == 'leantfx-penguins'
+  assert spec.schema_version == '2.1.0'
+  for name, task in spec.root.dag.tasks.items():
+    label = spec.components[task.component_ref.name].executor_label
+    executor = spec.deployment_spec['executors'][label]
+    if name in RESOLVER_TASKS:
+      assert 'resolver' in executor, name
+      continue
+    container = executor['container']
+    assert container['image'] == IMAGE, name
+    assert list(container['command'])[:3] == [
+        'python', '-m',
+        'tfx.orchestration.kubeflow.v2.container.kubeflow_v2_run_executor']
+  assert f'{len(tasks)} tasks, image {IMAGE}' in compiled['stdout']
+
+
+def test_runtime_parameters_are_declared_with_defaults_and_wired(compiled):
+  spec = _spec(compiled['yaml'])
+  assert compiler.parameters_of(spec) == {
+      'data_root': 'gs://bucket/data',
+      'range_config': '',  # The newest span unless a run pins one.
+      'train_args': '{"num_steps": 500}',  # --train-steps 500
+  }
+  tasks = spec.root.dag.tasks
+  wiring = {
+      ('CsvExampleGen', 'input_base'): 'data_root',
+      ('CsvExampleGen', 'range_config'): 'range_config',
+      ('Trainer', 'train_args'): 'train_args',
+  }
+  for (task, key), param in wiring.items():
+    assert tasks[task].inputs.parameters[key].component_input_parameter == (
+        param)
+  # The curated schema is read inside the image (kubeflow/Dockerfile).
+  schema = tasks['ImportSchemaGen'].inputs.parameters['schema_file']
+  assert schema.runtime_value.constant.string_value == (
+      '/opt/leantfx/schemas/penguins/schema.pbtxt')
+  with open(compiled['yaml']) as f:
+    text = f.read()
+  assert os.path.dirname(os.path.dirname(compiler.__file__)) not in text
+  # Warm start: the Trainer's base_model comes from the blessed-model resolver.
+  base = tasks['Trainer'].inputs.artifacts['base_model']
+  assert base.task_output_artifact.producer_task == (
+      'warm_start_model_resolver-model-resolver')
+
+
+def test_retries_resources_and_caching_are_applied(compiled):
+  spec = _spec(compiled['yaml'])
+  executors = spec.deployment_spec['executors']
+  for name, task in spec.root.dag.tasks.items():
+    assert task.retry_policy.max_retry_count == 3, name  # --retries 3
+    assert task.retry_policy.backoff_duration.seconds == 60
+    # Resolvers must resolve anew each run; --no-cache-component Pusher.
+    cached = name not in RESOLVER_TASKS and name != 'Pusher'
+    assert task.caching_options.enable_cache == cached, name
+  trainer = executors['Trainer_executor']['container']['resources']
+  assert trainer['cpuRequest'] == 2.0 and trainer['memoryRequest'] == 4.0
+  assert dict(trainer['accelerator']) == {'type': 'nvidia.com/gpu',
+                                          'count': '1'}
+  pusher = executors['Pusher_executor']['container']['resources']
+  assert pusher['cpuLimit'] == 1.0 and pusher['memoryLimit'] == 2.0
+  assert 'accelerator' not in pusher
+
+
+def test_compile_is_deterministic_and_json_job_matches(compiled):
+  with open(compiled['yaml'], 'rb') as a, open(compiled['yaml_again'],
+                                               'rb') as b:
+    assert a.read() == b.read()
+  assert _spec(compiled['json']) == _spec(compiled['yaml'])
+  with open(compiled['json']) as f:
+    job = json.load(f)
+  assert job['runtimeConfig']['gcsOutputDirectory'] == 'gs://bucket/root'
+  assert set(job['runtimeConfig']['parameterValues']) == {
+      'data_root', 'range_config', 'train_args'}
+  # The stamped fields named in kubeflow/compiler.py.
+  with open(compiled['yaml']) as f:
+    raw = yaml.safe_load(f)
+  assert raw['sdkVersion'].startswith('tfx-')
+  assert set(job['labels']) == {'tfx_py_version', 'tfx_runner',
+                                'tfx_version'}
+
+
+def test_span_window_cannot_be_compiled_and_says_why(tmp_path):
+  result = run_cli(COMPILE_ARGS + ['--out', str(tmp_path / 'p.yaml'),
+                                   '--span-window', '3'])
+  assert result.returncode == 2, result.stdout + result.stderr
+  assert 'SpanRangeStrategy' in result.stderr
+  assert 'Traceback' not in result.stderr
+  assert not os.path.exists(tmp_path / 'p.yaml')
+
+
+@pytest.mark.parametrize('args, message', [
+    (['--image', 'Bad Image'], 'is not a container image reference'),
+    (['--out', 'pipeline.txt'], 'must end in .yaml'),
+    (['--memory', 'lots'], 'is not a quantity'),
+    (['--trainer-gpu', 'nvidia.com/gpu:0'], 'is not TYPE or TYPE:COUNT'),
+    (['--no-cache-component', 'Trainr'], "No component named ['Trainr']"),
+])
+def test_bad_compile_options(tmp_path, args, message):
+  out = str(tmp_path / 'p.yaml')
+  base = COMPILE_ARGS + ['--out', out]
+  for i in range(0, len(args), 2):
+    flag = args[i]
+    if flag in base:
+      base[base.index(flag) + 1] = args[i + 1]
+    else:
+      base += args[i:i + 2]
+  result = run_cli(base)
+  assert result.returncode == 2, result.stdout + result.stderr
+  assert message in result.stderr, result.stderr
+  assert 'Traceback' not in result.stderr
