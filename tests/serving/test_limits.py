@@ -1,0 +1,69 @@
+"""429 when too many requests are in flight, 504 when a request's deadline
+passes while it waits for a batch; the server keeps serving after both."""
+import json
+import os
+import threading
+import time
+
+import pytest
+
+pytestmark = pytest.mark.e2e
+
+DIGIT = [0.5] * 64
+
+
+def _server(model_base, **overrides):
+  from leantfx.serving import batching_parameters
+  from leantfx.serving import model_config
+  from leantfx.serving import server as server_lib
+  from leantfx.serving import server_config
+  # A 1.5 s batch timeout with a large max batch holds a lone request in the
+  # queue long enough to overlap a second one.
+  settings = dict(
+      rest_port=0, grpc_port=None, file_system_poll_wait_seconds=-1,
+      enable_batching=True,
+      batching=batching_parameters.BatchingConfig(
+          max_batch_size=64, batch_timeout_micros=1_500_000))
+  settings.update(overrides)
+  models = [model_config.ModelConfig(
+      'digits', os.path.join(model_base, 'digits'))]
+  return server_lib.ModelServer(models,
+                                server_config.ServerConfig(**settings)).start()
+
+
+def _predict(port):
+  from leantfx.serving import client
+  return client.RestClient('127.0.0.1', port, timeout_s=20).request(
+      'POST', '/v1/models/digits:predict',
+      json.dumps({'instances': [DIGIT]}).encode())
+
+
+def test_too_many_requests_in_flight_is_429(model_base):
+  server = _server(model_base, max_concurrent_requests=1)
+  try:
+    first = {}
+    thread = threading.Thread(
+        target=lambda: first.update(result=_predict(server.rest_port)))
+    thread.start()
+    time.sleep(0.5)  # The first request now holds the only slot.
+    code, raw = _predict(server.rest_port)
+    assert code == 429, raw
+    assert 'Too many requests in flight (limit 1)' in json.loads(raw)['error']
+    thread.join(20)
+    assert first['result'][0] == 200
+    assert _predict(server.rest_port)[0] == 200
+  finally:
+    server.stop(grace_s=5)
+
+
+def test_deadline_while_queued_is_504(model_base):
+  server = _server(model_base, request_timeout_s=0.5)
+  try:
+    code, raw = _predict(server.rest_port)
+    assert code == 504, raw
+    assert 'timed out waiting for a batch' in json.loads(raw)['error']
+    from leantfx.serving import client
+    status = client.RestClient('127.0.0.1', server.rest_port).status('digits')
+    assert status['model_version_status'][0]['state'] == 'AVAILABLE'
+  finally:
+    server.stop(grace_s=5)
