@@ -125,8 +125,7 @@ class ModelManager:
                model_source: Callable[[], Sequence[model_config_lib.ModelConfig]],
                max_num_load_retries: int = 5,
                enable_warmup: bool = True,
-               loader: Loader = servable_lib.load_servable,
-               on_change: Optional[Callable[[], None]] = None):
+               loader: Loader = servable_lib.load_servable):
     """Creates a manager; nothing loads until poll_once() or start().
 
     Args:
@@ -136,13 +135,11 @@ class ModelManager:
         given up (TF Serving's ``--max_num_load_retries``, default 5).
       enable_warmup: run warmup before a version serves.
       loader: (name, version, path, platform) -> Servable; tests inject one.
-      on_change: called after the set of serving versions changed.
     """
     self._source = model_source
     self._max_retries = max(0, max_num_load_retries)
     self._enable_warmup = enable_warmup
     self._loader = loader
-    self._on_change = on_change
     self._models: Dict[str, _Model] = {}
     self._lock = threading.Lock()
     self._poll_lock = threading.Lock()
@@ -169,6 +166,8 @@ class ModelManager:
     self._stop.set()
     if self._thread is not None:
       self._thread.join(timeout_s)
+    for thread in self._unload_threads:
+      thread.join(timeout_s)
     with self._lock:
       models = list(self._models.values())
       for model in models:
@@ -272,8 +271,6 @@ class ModelManager:
     # Unpublished first (above), then unloaded once idle.
     for version in sorted(available - keep):
       self._unload(model, model.versions[version])
-    if changed and self._on_change is not None:
-      self._on_change()
     self._forget_old(model)
 
   def _try_load(self, model: _Model, state: VersionState) -> None:
