@@ -220,7 +220,7 @@ def test_beam_dag_runner_with_two_worker_processes(tmp_path):
   output = str(tmp_path)
   result = run_cli(['run', '--dataset', 'penguins', '--output', output,
                     '--runner', 'beam', '--beam-mode', 'multi_processing',
-                    '--beam-workers', '2'])
+                    '--beam-workers', '2', '--train-steps', '400'])
   assert result.returncode == 0, result.stdout + result.stderr
   summary = run_summary.summarize(
       os.path.join(output, 'metadata.sqlite'), 'leantfx-penguins')
