@@ -16,7 +16,7 @@ $(STAMP): setup.py pyproject.toml constraints.txt
 	if [ ! -x $(PY) ]; then echo "creating $(VENV) with $$py"; "$$py" -m venv $(VENV) || exit 1; fi; \
 	$(PY) -m pip install --quiet --disable-pip-version-check "pip==24.2" && \
 	echo "installing leantfx and its pinned stack into $(VENV) (about 2 minutes the first time)" && \
-	$(PY) -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[test]' && \
+	$(PY) -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[test,bench]' && \
 	touch $(STAMP)
 
 run: $(STAMP)
@@ -34,15 +34,14 @@ test-e2e: $(STAMP)
 bench: $(STAMP)
 	$(PY) -m benchmarks.run_all $(BENCH_ARGS)
 
-# Re-resolves the stack in a scratch venv and rewrites constraints.txt.
+# Re-resolves the stack in a scratch venv and rewrites constraints.txt,
+# keeping its comment header (which explains the held versions).
 constraints:
 	@py="$$(tools/find_python310.sh)" || exit 1; rm -rf .venv-resolve && \
 	"$$py" -m venv .venv-resolve && .venv-resolve/bin/pip install -q "pip==24.2" && \
-	.venv-resolve/bin/pip install -q -e '.[test]' && \
-	{ echo "# Every package of the resolved stack for Python 3.10 (pip freeze of a fresh install of"; \
-	  echo "# setup.py with the test extra). Regenerate with 'make constraints'."; \
-	  .venv-resolve/bin/pip freeze --exclude-editable | grep -v '^leantfx'; } > constraints.txt && \
-	rm -rf .venv-resolve
+	.venv-resolve/bin/pip install -q -e '.[test,bench]' && \
+	{ grep '^#' constraints.txt; .venv-resolve/bin/pip freeze --exclude-editable | grep -v '^leantfx'; } > constraints.new && \
+	mv constraints.new constraints.txt && rm -rf .venv-resolve
 
 clean:
 	rm -rf $(VENV) leantfx-output build *.egg-info

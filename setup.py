@@ -52,6 +52,10 @@ setuptools.setup(
         'scikit-learn',
         'matplotlib',
     ],
-    extras_require={'test': ['pytest']},
+    extras_require={
+        'test': ['pytest'],
+        # The serving benchmark's baseline is the Flask app most users write.
+        'bench': ['flask'],
+    },
     entry_points={'console_scripts': ['leantfx=leantfx.cli:main']},
 )
