@@ -96,7 +96,7 @@ def rows_to_examples(rows: List[List[str]]) -> List[bytes]:
         feature.float_list.value.append(float(value))
       else:
         feature.bytes_list.value.append(value.encode('utf-8'))
-    out.append(example.SerializeToString())
+    out.append(example.SerializeToString(deterministic=True))
   return out
 
 

@@ -87,7 +87,7 @@ def augmented_copies(serialized: bytes, spec: config_lib.DatasetSpec,
     rng = images.example_rng(cfg.seed, serialized, copy_index)
     new = examples_lib.with_pixels(example, images.augment_image(image, rng, cfg),
                                    spec)
-    out.append(new.SerializeToString())
+    out.append(new.SerializeToString(deterministic=True))
   return out
 
 
@@ -130,7 +130,7 @@ def _synthetic_for_class(item: Tuple[str, Iterable[bytes]],
               example,
               images.augment_image(
                   examples_lib.pixels(example, spec), rng, cfg),
-              spec).SerializeToString())
+              spec).SerializeToString(deterministic=True))
     synthetic = augmented
   return synthetic
 

@@ -113,5 +113,5 @@ def oversample_class(label: str, serialized: Sequence[bytes], needed: int,
           continue
         value += noise[j] * cfg.jitter_stddev * stds[j]
         examples_lib.set_numeric(new, column, _clip(value, domains.get(column)))
-    out.append(new.SerializeToString())
+    out.append(new.SerializeToString(deterministic=True))
   return out

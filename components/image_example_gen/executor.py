@@ -75,7 +75,7 @@ def _to_example(path: str, settings: decode.ImageSettings):
   example.features.feature[settings.image_feature].bytes_list.value.append(png)
   example.features.feature[settings.label_feature].bytes_list.value.append(
       label.encode('utf-8'))
-  yield example.SerializeToString()
+  yield example.SerializeToString(deterministic=True)
 
 
 def _write_report(bad: List, good_count: List[int], path: str) -> None:
