@@ -355,10 +355,12 @@ def steps_per_epoch(dataset: tf.data.Dataset) -> int:
 def fit(model: tf_keras.Model,
         train_ds: tf.data.Dataset,
         epochs: int,
-        eval_ds: Optional[tf.data.Dataset] = None,
         callbacks: Sequence[tf_keras.callbacks.Callback] = ()
        ) -> Dict[str, List[float]]:
   """Trains a compiled model for ``epochs`` passes over ``train_ds``.
+
+  No per-epoch validation: the techniques score the final model with
+  ``accuracy`` instead, which spares tracing an evaluation graph per run.
 
   Returns:
     The Keras history as plain floats (JSON-serialisable); empty when
@@ -367,11 +369,7 @@ def fit(model: tf_keras.Model,
   if epochs == 0:
     return {}
   history = model.fit(
-      train_ds,
-      epochs=epochs,
-      validation_data=eval_ds,
-      callbacks=list(callbacks),
-      verbose=0)
+      train_ds, epochs=epochs, callbacks=list(callbacks), verbose=0)
   return {
       key: [float(v) for v in values]
       for key, values in history.history.items()
@@ -415,9 +413,3 @@ def first_examples(dataset: tf.data.Dataset,
       lambda *parts: np.concatenate(parts)[:max_examples], *feature_batches)
   return features, np.concatenate(label_batches)[:max_examples]
 
-
-def probabilities_layer_output_is_softmax(model: tf_keras.Model) -> bool:
-  """True when the model's last layer is a softmax Activation (the contract)."""
-  last = model.layers[-1]
-  return (isinstance(last, tf_keras.layers.Activation) and
-          getattr(last.activation, '__name__', '') == 'softmax')

@@ -126,7 +126,7 @@ def cluster(model: tf_keras.Model,
       lambda layer: tfmot.clustering.keras.cluster_weights(
           layer, **cluster_args))
   _keras_utils.compile_classifier(wrapped, config.learning_rate)
-  history = _keras_utils.fit(wrapped, train_ds, config.epochs, eval_ds)
+  history = _keras_utils.fit(wrapped, train_ds, config.epochs)
   stripped = tfmot.clustering.keras.strip_clustering(wrapped)
 
   unique_values = _keras_utils.kernel_unique_values(stripped)

@@ -181,15 +181,6 @@ class _Distiller(tf_keras.Model):
     self.compiled_metrics.update_state(labels, probabilities)
     return {m.name: m.result() for m in self.metrics}
 
-  def test_step(self, data):
-    # Validation reports the plain label loss, comparable with scratch runs.
-    features, labels = data
-    probabilities = self.student(features, training=False)
-    self._loss_tracker.update_state(
-        tf_keras.losses.sparse_categorical_crossentropy(labels, probabilities))
-    self.compiled_metrics.update_state(labels, probabilities)
-    return {m.name: m.result() for m in self.metrics}
-
 
 def build_student(teacher: tf_keras.Model, width_divisor: int) -> tf_keras.Model:
   """The teacher's architecture with Dense widths and conv filters divided.
@@ -331,7 +322,7 @@ def distill(teacher: tf_keras.Model,
   distiller.compile(
       optimizer=tf_keras.optimizers.Adam(learning_rate=config.learning_rate),
       metrics=[tf_keras.metrics.SparseCategoricalAccuracy(name='accuracy')])
-  history = _keras_utils.fit(distiller, train_ds, config.epochs, eval_ds)
+  history = _keras_utils.fit(distiller, train_ds, config.epochs)
   details = {
       'config': config.to_dict(),
       **facts,
@@ -375,7 +366,7 @@ def train_from_scratch(teacher: tf_keras.Model,
   """
   student, facts = _seeded_student(teacher, config, student_builder)
   _keras_utils.compile_classifier(student, config.learning_rate)
-  history = _keras_utils.fit(student, train_ds, config.epochs, eval_ds)
+  history = _keras_utils.fit(student, train_ds, config.epochs)
   details = {
       'config': config.to_dict(),
       **facts,

@@ -371,8 +371,7 @@ def factorize(model: tf_keras.Model,
   accuracy_factorized = _keras_utils.accuracy(factorized, eval_ds)
 
   _keras_utils.compile_classifier(factorized, config.learning_rate)
-  history = _keras_utils.fit(factorized, train_ds, config.fine_tune_epochs,
-                             eval_ds)
+  history = _keras_utils.fit(factorized, train_ds, config.fine_tune_epochs)
   details = {
       'config': config.to_dict(),
       'layers': plans,

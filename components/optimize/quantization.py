@@ -127,7 +127,7 @@ def quantization_aware_train(model: tf_keras.Model,
     qat_model = tfmot.quantization.keras.quantize_apply(annotated, scheme)
 
   _keras_utils.compile_classifier(qat_model, config.learning_rate)
-  history = _keras_utils.fit(qat_model, train_ds, config.epochs, eval_ds)
+  history = _keras_utils.fit(qat_model, train_ds, config.epochs)
 
   quantized_layers = [
       _keras_utils.unwrap(layer).name

@@ -1,4 +1,6 @@
 """Tests for leantfx.components.optimize.clustering on the digits CNN fixture."""
+import json
+
 import numpy as np
 import pytest
 import tf_keras
@@ -27,6 +29,7 @@ def test_kernels_keep_at_most_number_of_clusters_values(
                               digits.eval_ds())
 
   assert result.technique == 'clustering'
+  json.dumps(result.details)  # types.py: details are JSON-serialisable
   assert result.details['clustered_layers'] == KERNEL_LAYERS
   for name in KERNEL_LAYERS:
     # Measured here too, not only trusted from the details.
@@ -50,7 +53,7 @@ def test_custom_layer_is_named_in_error_or_skipped(digits):
                        clustering.ClusteringConfig())
 
   result = clustering.cluster(
-      model, digits.train_ds(),
+      model, digits.train_ds().take(5),
       clustering.ClusteringConfig(
           number_of_clusters=4, centroid_init='linear',
           skip_unsupported_layers=True))

@@ -1,4 +1,6 @@
 """Tests for leantfx.components.optimize.low_rank on the digits CNN fixture."""
+import json
+
 import numpy as np
 import pytest
 import tf_keras
@@ -46,6 +48,7 @@ def test_energy_rank_saves_params_within_bound_and_recovers(
                               digits.eval_ds())
 
   assert result.technique == 'low_rank'
+  json.dumps(result.details)  # types.py: details are JSON-serialisable
   plans = {plan['layer']: plan for plan in result.details['layers']}
   assert set(plans) == set(FULL_RANKS)
   # Measured ranks at energy 0.8: conv1x1 8/16, hidden 32/64, logits 7/10.

@@ -1,4 +1,6 @@
 """Tests for leantfx.components.optimize.quantization (QAT and PQAT)."""
+import json
+
 import numpy as np
 import pytest
 import tf_keras
@@ -34,15 +36,18 @@ def half_sparse_teacher(teacher):
 
 
 @pytest.mark.unit
-def test_qat_wraps_every_layer_and_keeps_accuracy(teacher, teacher_accuracy,
-                                                  digits,
-                                                  teacher_weights_unchanged):
+def test_qat_wraps_every_layer_keeps_accuracy_and_regrows_pruned_zeros(
+    half_sparse_teacher, digits):
+  before = _keras_utils.kernel_sparsity(half_sparse_teacher)
+  assert before['overall'] == pytest.approx(0.5, abs=0.01)
+  weights_before = [w.copy() for w in half_sparse_teacher.get_weights()]
   config = quantization.QatConfig(epochs=1, learning_rate=1e-4)
 
-  result = quantization.quantization_aware_train(teacher, digits.train_ds(),
-                                                 config, digits.eval_ds())
+  result = quantization.quantization_aware_train(
+      half_sparse_teacher, digits.train_ds(), config, digits.eval_ds())
 
   assert result.technique == 'qat'
+  json.dumps(result.details)  # types.py: details are JSON-serialisable
   assert result.details['stripped'] is False
   assert result.details['skipped_layers'] == []
   assert result.details['quantized_layers'] == [
@@ -56,39 +61,37 @@ def test_qat_wraps_every_layer_and_keeps_accuracy(teacher, teacher_accuracy,
   }
   assert wrapper_classes == {'QuantizeWrapperV2'}
   assert result.details['params'] == 34186
-  assert abs(result.details['accuracy_after'] -
-             teacher_accuracy) <= ACCURACY_TOLERANCE
+  assert result.details['accuracy_after'] >= (
+      result.details['accuracy_before'] - ACCURACY_TOLERANCE)
   # Outputs are still probabilities.
   features, _ = _keras_utils.first_examples(digits.eval_ds(), 16)
   sums = np.sum(result.model(features).numpy(), axis=-1)
   np.testing.assert_allclose(sums, 1.0, atol=1e-2)
+  # Without the prune-preserving scheme the zeroed weights get gradients and
+  # regrow (Adam moves every weight with a non-zero gradient): measured ~0.16
+  # overall sparsity left, weights into dead ReLUs staying at 0.
+  assert result.details['sparsity_after']['overall'] < 0.25
+  # The caller's model is untouched.
+  assert all(
+      np.array_equal(b, a)
+      for b, a in zip(weights_before, half_sparse_teacher.get_weights()))
 
 
 @pytest.mark.unit
-def test_pqat_keeps_the_zeros_that_plain_qat_regrows(half_sparse_teacher,
-                                                      digits):
-  # A high learning rate makes regrowth obvious within one epoch.
+def test_pqat_keeps_the_zeros_of_a_pruned_model(half_sparse_teacher, digits):
   before = _keras_utils.kernel_sparsity(half_sparse_teacher)
-  assert before['overall'] == pytest.approx(0.5, abs=0.01)
+  config = quantization.QatConfig(
+      epochs=1, learning_rate=1e-4, preserve_sparsity=True)
 
-  pqat = quantization.quantization_aware_train(
-      half_sparse_teacher, digits.train_ds(),
-      quantization.QatConfig(epochs=1, learning_rate=1e-3,
-                             preserve_sparsity=True), digits.eval_ds())
-  qat = quantization.quantization_aware_train(
-      half_sparse_teacher, digits.train_ds(),
-      quantization.QatConfig(epochs=1, learning_rate=1e-3), digits.eval_ds())
+  result = quantization.quantization_aware_train(
+      half_sparse_teacher, digits.train_ds(), config, digits.eval_ds())
 
-  assert pqat.technique == 'pqat'
+  assert result.technique == 'pqat'
   for name in KERNEL_LAYERS:
-    kept = pqat.details['sparsity_after']['per_layer'][name]
+    kept = result.details['sparsity_after']['per_layer'][name]
     assert kept >= before['per_layer'][name] - 1e-6, name
-  # Without the prune-preserving scheme the zeroed weights get gradients and
-  # regrow: measured 0.16 overall sparsity left (weights into dead ReLUs stay
-  # at 0), so "less than half of the zeros survive" is a safe line.
-  assert qat.details['sparsity_after']['overall'] < 0.25
-  assert pqat.details['accuracy_after'] >= (
-      pqat.details['accuracy_before'] - ACCURACY_TOLERANCE)
+  assert result.details['accuracy_after'] >= (
+      result.details['accuracy_before'] - ACCURACY_TOLERANCE)
 
 
 @pytest.mark.unit
@@ -107,7 +110,7 @@ def test_custom_layer_is_named_in_error_or_kept_in_float(digits):
                                           quantization.QatConfig())
 
   result = quantization.quantization_aware_train(
-      model, digits.train_ds(),
+      model, digits.train_ds().take(5),
       quantization.QatConfig(skip_unsupported_layers=True))
   assert result.details['skipped_layers'] == [{
       'name': 'my_scale',
