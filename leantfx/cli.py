@@ -30,6 +30,7 @@ EXIT_NOT_BLESSED = 4
 COMMAND_MODULES = (
     'leantfx.kubeflow.cli',
     'leantfx.pipeline.watch',
+    'leantfx.schema_infer',
 )
 DEFAULT_OUTPUT = 'leantfx-output'
 BEAM_MODES = ('in_memory', 'multi_threading', 'multi_processing')
@@ -187,6 +188,8 @@ def _print_summary(summary, config: config_lib.PipelineConfig, seconds: float,
           'serving directory is unchanged)')
   for line in data_options.summary_lines(summary):
     print(line)
+  for line in data_options.summary_lines(summary):
+    print(line)
   print(f'  log: {log_path}')
   return 0 if summary.pushed else EXIT_NOT_BLESSED
 
@@ -329,6 +332,7 @@ def build_parser() -> argparse.ArgumentParser:
   retrain.add_argument('--warm-start', action='store_true',
                        help='start training from the latest blessed model')
   data_options.add_run_arguments(run)
+  data_options.add_run_arguments(run)
   run.add_argument('--no-cache', action='store_true',
                    help='re-run every component')
   run.add_argument('--verbose', action='store_true',
@@ -345,6 +349,10 @@ def build_parser() -> argparse.ArgumentParser:
                        default=datasets.DEFAULT_DATASET)
   prepare.add_argument('--data-root', required=True)
   prepare.add_argument('--span', type=_positive_int, default=1)
+  prepare.add_argument('--format', choices=config_lib.DATA_FORMATS,
+                       default='csv', dest='data_format',
+                       help='csv, tfrecord (tf.Examples) or images (digits '
+                       'only: span-N/<digit>/*.png)')
   prepare.add_argument('--format', choices=config_lib.DATA_FORMATS,
                        default='csv', dest='data_format',
                        help='csv, tfrecord (tf.Examples) or images (digits '
