@@ -188,8 +188,6 @@ def _print_summary(summary, config: config_lib.PipelineConfig, seconds: float,
           'serving directory is unchanged)')
   for line in data_options.summary_lines(summary):
     print(line)
-  for line in data_options.summary_lines(summary):
-    print(line)
   print(f'  log: {log_path}')
   return 0 if summary.pushed else EXIT_NOT_BLESSED
 
@@ -331,7 +329,6 @@ def build_parser() -> argparse.ArgumentParser:
                        '(default 1: the newest span only)')
   retrain.add_argument('--warm-start', action='store_true',
                        help='start training from the latest blessed model')
-  data_options.add_run_arguments(run)
   data_options.add_run_arguments(run)
   run.add_argument('--no-cache', action='store_true',
                    help='re-run every component')
