@@ -350,10 +350,6 @@ def build_parser() -> argparse.ArgumentParser:
                        default='csv', dest='data_format',
                        help='csv, tfrecord (tf.Examples) or images (digits '
                        'only: span-N/<digit>/*.png)')
-  prepare.add_argument('--format', choices=config_lib.DATA_FORMATS,
-                       default='csv', dest='data_format',
-                       help='csv, tfrecord (tf.Examples) or images (digits '
-                       'only: span-N/<digit>/*.png)')
   prepare.set_defaults(func=cmd_data_prepare)
   for module_name in COMMAND_MODULES:
     importlib.import_module(module_name).add_commands(sub)
