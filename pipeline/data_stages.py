@@ -97,9 +97,11 @@ def gate_and_augment(config: config_lib.PipelineConfig,
   augment = augment_component.Augment(
       examples=examples,
       schema=schema,
-      validation_report=gate.outputs['report'],
       dataset=config.dataset,
       augment_config=config.augment).with_id(AUGMENT_ID)
+  # A task dependency, not a data one: Augment waits for the gate (which
+  # fails the run on anomalies), yet stays cached when only the gate re-ran.
+  augment.add_upstream_node(gate)
   nodes.extend([gate, augment])
   return augment.outputs['augmented_examples']
 

@@ -23,6 +23,10 @@ from leantfx.components.augment import spec as spec_lib
 class Augment(base_beam_component.BaseBeamComponent):
   """Examples -> Examples with an augmented, rebalanced train split.
 
+  The pipeline makes the ValidationGate its upstream node, so it (and
+  Transform after it) runs only once the gate passed, and stays cached when
+  only the gate re-ran.
+
   Outputs:
     augmented_examples: Examples with the same splits, span and version;
       augment_report.json beside the Split-* folders; custom properties
@@ -35,7 +39,6 @@ class Augment(base_beam_component.BaseBeamComponent):
   def __init__(self,
                examples: types.BaseChannel,
                schema: types.BaseChannel,
-               validation_report: types.BaseChannel,
                dataset: config_lib.DatasetSpec,
                augment_config: config_lib.AugmentConfig):
     """Builds the component.
@@ -43,15 +46,12 @@ class Augment(base_beam_component.BaseBeamComponent):
     Args:
       examples: ExampleGen's Examples ('train' is augmented).
       schema: the Schema (domains for the noisy-row policy and clipping).
-      validation_report: the ValidationGate's report: Augment runs only
-        after the gate passed.
       dataset: the DatasetSpec (label, feature groups, image layout, policy).
       augment_config: what to do to the train split.
     """
     component_spec = spec_lib.AugmentSpec(
         examples=examples,
         schema=schema,
-        validation_report=validation_report,
         dataset=json.dumps(config_lib.to_json_dict(dataset), sort_keys=True),
         augment_config=json.dumps(
             config_lib.to_json_dict(augment_config), sort_keys=True),

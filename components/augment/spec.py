@@ -4,12 +4,9 @@ from tfx.types import standard_artifacts
 from tfx.types.component_spec import ChannelParameter
 from tfx.types.component_spec import ExecutionParameter
 
-from leantfx.components.validation_gate import spec as gate_spec
-
 # Inputs.
 EXAMPLES_KEY = 'examples'
 SCHEMA_KEY = 'schema'
-VALIDATION_REPORT_KEY = 'validation_report'
 # Outputs.
 AUGMENTED_EXAMPLES_KEY = 'augmented_examples'
 # Execution properties: config dataclasses as JSON.
@@ -38,10 +35,6 @@ class AugmentSpec(types.ComponentSpec):
           ChannelParameter(type=standard_artifacts.Examples),
       SCHEMA_KEY:
           ChannelParameter(type=standard_artifacts.Schema),
-      # Only read for ordering: Augment (and so Transform) runs only after the
-      # validation gate passed.
-      VALIDATION_REPORT_KEY:
-          ChannelParameter(type=gate_spec.DataValidationReport),
   }
   OUTPUTS = {
       AUGMENTED_EXAMPLES_KEY: ChannelParameter(type=standard_artifacts.Examples),

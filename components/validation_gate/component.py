@@ -18,31 +18,39 @@ from tfx.dsl.components.base import executor_spec
 from leantfx.components.validation_gate import executor
 from leantfx.components.validation_gate import spec as spec_lib
 
-# Enough earlier reports to find the previous span after many re-runs.
-_MAX_PREVIOUS_REPORTS = 50
+# The previous span is among the newest spans that passed.
+_MAX_PREVIOUS_SPANS = 20
 
 
 class PassedReportsStrategy(tfx.dsl.experimental.ResolverStrategy):
-  """Resolves the newest reports of spans that passed validation.
+  """Resolves, per span, the first report that passed validation.
 
   Failed gates publish nothing, so every resolved report passed. The gate's
-  executor picks the highest span below the one it validates. Unlike
-  LatestArtifactStrategy it resolves to an empty list (not to nothing) on the
-  first run, so the gate still runs.
+  executor picks the highest span below the one it validates. One report per
+  span (the oldest: a span's statistics do not change between runs) keeps
+  the resolved inputs stable, so a re-run of the same span is a cache hit.
+  Unlike LatestArtifactStrategy it resolves to an empty list (not to
+  nothing) on the first run, so the gate still runs.
   """
 
-  def __init__(self, max_reports: int = _MAX_PREVIOUS_REPORTS):
-    self._max_reports = max_reports
+  def __init__(self, max_spans: int = _MAX_PREVIOUS_SPANS):
+    self._max_spans = max_spans
 
   def resolve_artifacts(
       self, store, input_dict: Dict[str, List[types.Artifact]]
   ) -> Optional[Dict[str, List[types.Artifact]]]:
     del store  # Unused: the channel's artifacts are all it needs.
-    return {
-        key: sorted(artifacts, key=lambda a: a.id,
-                    reverse=True)[:self._max_reports]
-        for key, artifacts in input_dict.items()
-    }
+    result = {}
+    for key, artifacts in input_dict.items():
+      first_per_span = {}
+      for artifact in sorted(artifacts, key=lambda a: a.id):
+        span = (artifact.get_int_custom_property(spec_lib.SPAN_PROPERTY)
+                if artifact.has_custom_property(spec_lib.SPAN_PROPERTY) else
+                -1)
+        first_per_span.setdefault(span, artifact)
+      newest_spans = sorted(first_per_span)[-self._max_spans:]
+      result[key] = [first_per_span[s] for s in newest_spans]
+    return result
 
 
 def previous_reports_resolver() -> tfx.dsl.Resolver:

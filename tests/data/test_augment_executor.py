@@ -15,7 +15,6 @@ from leantfx import config as config_lib
 from leantfx import datasets
 from leantfx.components.augment import executor as executor_lib
 from leantfx.components.augment import spec as spec_lib
-from leantfx.components.validation_gate import spec as gate_spec
 from tests.data import helpers
 
 pytestmark = pytest.mark.unit
@@ -59,8 +58,7 @@ def _run(examples_dir, out_dir, cfg, beam_args=()):
       executor_lib.Executor.Context(beam_pipeline_args=list(beam_args),
                                     tmp_dir=out_dir + '-tmp'))
   executor.Do(
-      {spec_lib.EXAMPLES_KEY: [examples], spec_lib.SCHEMA_KEY: [schema],
-       spec_lib.VALIDATION_REPORT_KEY: [gate_spec.DataValidationReport()]},
+      {spec_lib.EXAMPLES_KEY: [examples], spec_lib.SCHEMA_KEY: [schema]},
       {spec_lib.AUGMENTED_EXAMPLES_KEY: [output]},
       {spec_lib.AUGMENT_CONFIG_KEY: json.dumps(config_lib.to_json_dict(cfg)),
        spec_lib.DATASET_KEY: json.dumps(config_lib.to_json_dict(SPEC))})

@@ -239,3 +239,19 @@ def test_executor_passes_then_catches_drift_against_the_passed_span(
   report = json.loads(open(path.replace('.txt', '.json')).read())
   assert report['drift_baseline_span'] == 1 and not report['passed']
   assert not os.path.exists(os.path.join(second.uri, spec_lib.STATISTICS_FILE))
+
+
+def test_resolver_keeps_the_first_passed_report_per_span():
+  from leantfx.components.validation_gate import component  # pylint: disable=g-import-not-at-top
+  reports = []
+  for artifact_id, span in ((1, 1), (2, 1), (3, 2), (4, 2), (5, 3)):
+    report = spec_lib.DataValidationReport()
+    report.id = artifact_id
+    report.set_int_custom_property(spec_lib.SPAN_PROPERTY, span)
+    reports.append(report)
+  resolved = component.PassedReportsStrategy().resolve_artifacts(
+      None, {'reports': reports[::-1]})
+  # Stable across re-runs of a span: a re-run adds a report that is ignored.
+  assert [r.id for r in resolved['reports']] == [1, 3, 5]
+  assert component.PassedReportsStrategy().resolve_artifacts(
+      None, {'reports': []}) == {'reports': []}

@@ -17,10 +17,12 @@ from tests.helpers import run_cli
 
 pytestmark = pytest.mark.e2e
 
-# CsvExampleGen, StatisticsGen, ImportSchemaGen, ExampleValidator, Transform,
-# Trainer, latest_blessed_model_resolver, Evaluator, Pusher.
+# CsvExampleGen, StatisticsGen, ImportSchemaGen, ExampleValidator, the data
+# gate and Augment (issue 3), Transform, Trainer, the resolvers, Evaluator,
+# Pusher.
 EXPECTED_NODES = {
     'CsvExampleGen', 'StatisticsGen', 'ImportSchemaGen', 'ExampleValidator',
+    'previous_validation_resolver', 'ValidationGate', 'Augment',
     'Transform', 'Trainer', 'latest_blessed_model_resolver', 'Evaluator',
     'Pusher'
 }
@@ -171,8 +173,8 @@ def test_penguins_reruns_are_served_from_cache(penguins_output):
       EXPECTED_NODES)
   states, _ = _states(penguins_output, 'leantfx-penguins')
   assert {s for n, s in states.items()
-          if n != 'latest_blessed_model_resolver'} == {'cached'}
-  assert '8 from cache' in result.stdout
+          if not n.endswith('_resolver')} == {'cached'}
+  assert '10 from cache' in result.stdout
   assert _versions(serving_dir) == before
 
 
