@@ -3,9 +3,9 @@
 The very same ``pipeline.create_pipeline`` the local runner uses is compiled,
 with ``OrchestrationConfig.runtime_parameters`` on, so one spec serves every
 run: ``data_root`` (ExampleGen's input base), ``range_config`` (the span to
-ingest, '' for the newest) and ``train_steps`` are pipeline parameters whose
-defaults are the values given here. ML Metadata is the cluster's (no
-connection config is compiled in).
+ingest, '' for the newest) and ``train_args`` (the train steps, as TrainArgs
+JSON) are pipeline parameters whose defaults are the values given here. ML
+Metadata is the cluster's (no connection config is compiled in).
 
 What TFX 1.16's KubeflowV2DagRunner cannot express is added afterwards to the
 PipelineSpec, a plain protobuf (``kfp.pipeline_spec.pipeline_spec_pb2``):
