@@ -21,7 +21,7 @@ import urllib.parse
 from typing import Any, Dict, Optional, Sequence, Tuple
 
 from leantfx.errors import ConfigError, LeantfxError
-from leantfx.pipeline import retraining
+from leantfx.pipeline import run_parameters as parameters_lib
 
 MAX_CONCURRENCY = 1
 CONNECT_TIMEOUT_S = 5.0  # How long an unreachable host may take to say so.
@@ -193,13 +193,13 @@ def run_parameters(data_root: Optional[str] = None,
   """Pipeline parameters for a run: the named ones plus NAME=VALUE pairs."""
   params: Dict[str, Any] = {}
   if data_root:
-    params[retraining.DATA_ROOT_PARAMETER] = data_root
+    params[parameters_lib.DATA_ROOT_PARAMETER] = data_root
   if span is not None:
-    params[retraining.RANGE_CONFIG_PARAMETER] = retraining.pinned_span_json(
-        span)
+    params[parameters_lib.RANGE_CONFIG_PARAMETER] = (
+        parameters_lib.pinned_span_json(span))
   if train_steps is not None:
-    params[retraining.TRAIN_ARGS_PARAMETER] = retraining.train_args_json(
-        train_steps)
+    params[parameters_lib.TRAIN_ARGS_PARAMETER] = (
+        parameters_lib.train_args_json(train_steps))
   for item in extra:
     name, sep, value = item.partition('=')
     if not sep or not name:

@@ -11,24 +11,22 @@ Kept apart from pipeline.py so that file stays a readable list of stages:
     so one compiled Kubeflow spec serves every run (their defaults are the
     config's values).
 """
-import json
 from typing import Dict, List, Optional, Union
 
 from tfx import v1 as tfx
 from tfx.proto import range_config_pb2
 
 from leantfx import config as config_lib
+from leantfx.pipeline import run_parameters
 
 SPAN_WINDOW_RESOLVER_ID = 'span_window_resolver'
 WARM_START_RESOLVER_ID = 'warm_start_model_resolver'
-DATA_ROOT_PARAMETER = 'data_root'
-# TrainArgs JSON, e.g. '{"num_steps": 1000}': TFX's Kubeflow V2 compiler
-# only turns a RuntimeParameter into a pipeline parameter when it is the whole
-# execution property, not a field inside the train_args proto.
-TRAIN_ARGS_PARAMETER = 'train_args'
-# RangeConfig JSON for ExampleGen ('' = the newest span); the Kubeflow
-# watcher pins each run to its span with it.
-RANGE_CONFIG_PARAMETER = 'range_config'
+# The parameters' names and JSON values live in run_parameters (no TFX).
+DATA_ROOT_PARAMETER = run_parameters.DATA_ROOT_PARAMETER
+RANGE_CONFIG_PARAMETER = run_parameters.RANGE_CONFIG_PARAMETER
+TRAIN_ARGS_PARAMETER = run_parameters.TRAIN_ARGS_PARAMETER
+pinned_span_json = run_parameters.pinned_span_json
+train_args_json = run_parameters.train_args_json
 
 
 def data_root(
@@ -39,18 +37,6 @@ def data_root(
     return config.data_root
   return tfx.dsl.experimental.RuntimeParameter(
       name=DATA_ROOT_PARAMETER, ptype=str, default=config.data_root)
-
-
-def pinned_span_json(span: Optional[int]) -> str:
-  """The RangeConfig JSON that pins ExampleGen to one span ('' for newest)."""
-  if span is None:
-    return ''
-  return json.dumps({
-      'static_range': {
-          'start_span_number': span,
-          'end_span_number': span
-      }
-  }, sort_keys=True)
 
 
 def span_range(
@@ -70,11 +56,6 @@ def span_range(
   return range_config_pb2.RangeConfig(
       static_range=range_config_pb2.StaticRange(
           start_span_number=span, end_span_number=span))
-
-
-def train_args_json(train_steps: int) -> str:
-  """The TrainArgs JSON the train_args parameter takes."""
-  return json.dumps({'num_steps': int(train_steps)}, sort_keys=True)
 
 
 def train_args(

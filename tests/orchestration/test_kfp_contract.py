@@ -15,9 +15,11 @@ import socket
 import threading
 import urllib.parse
 
+from google.protobuf import json_format
+from kfp.pipeline_spec import pipeline_spec_pb2
 import pytest
-import yaml
 
+from leantfx.kubeflow import compiler
 from tests.helpers import run_cli
 
 pytestmark = pytest.mark.unit
@@ -156,8 +158,11 @@ def test_contract_submit_run_sends_spec_and_parameters(kfp_api, compiled):
   body = run['body']
   assert body['experiment_id'] == 'exp-1'
   assert body['display_name'] == 'penguins-span-3'
-  with open(compiled['yaml']) as f:
-    assert body['pipeline_spec'] == yaml.safe_load(f)  # The whole spec.
+  # The whole compiled spec (compared as protos: the client re-serialises
+  # it, dropping false/empty fields such as enableCache: false).
+  sent = json_format.ParseDict(body['pipeline_spec'],
+                               pipeline_spec_pb2.PipelineSpec())
+  assert sent == compiler.load_spec(compiled['yaml'])
   assert body['runtime_config']['parameters'] == {
       'data_root': 'gs://bucket/other',
       'range_config': json.dumps({'static_range': {
@@ -176,7 +181,7 @@ def test_contract_schedule_cron_is_one_at_a_time_without_catchup(
   assert 'recurring run created: recurring-7' in result.stdout
   (recurring,) = _posts(server, '/apis/v2beta1/recurringruns')
   body = recurring['body']
-  assert body['max_concurrency'] == '1' or body['max_concurrency'] == 1
+  assert body['max_concurrency'] == 1
   assert body['no_catchup'] is True
   assert body['mode'] == 'ENABLE'
   assert body['trigger'] == {'cron_schedule': {'cron': '0 30 3 * * *'}}
@@ -192,7 +197,9 @@ def test_contract_schedule_interval(kfp_api, compiled):
   assert result.returncode == 0, result.stdout + result.stderr
   (recurring,) = _posts(server, '/apis/v2beta1/recurringruns')
   assert recurring['body']['trigger'] == {
-      'periodic_schedule': {'interval_second': '3600'}}
+      'periodic_schedule': {'interval_second': 3600}}
+  assert recurring['body']['max_concurrency'] == 1
+  assert recurring['body']['no_catchup'] is True
 
 
 def test_invalid_cron_is_refused_before_any_request(kfp_api, compiled):
@@ -232,3 +239,60 @@ def test_bad_host_url_and_missing_package(tmp_path, compiled):
   result = run_cli(['kfp', 'submit', '--host', 'http://127.0.0.1:9',
                     '--package', str(tmp_path / 'missing.yaml')])
   assert result.returncode == 2 and 'does not exist' in result.stderr
+
+
+def test_contract_kubeflow_watcher_submits_each_span_once(
+    kfp_api, compiled, tmp_path):
+  """`leantfx watch --target kubeflow --once`: one KFP run per new span."""
+  server, host = kfp_api
+  data = tmp_path / 'data'
+  for span in (1, 2):
+    (data / f'span-{span}').mkdir(parents=True)
+    (data / f'span-{span}' / 'p.csv').write_text('a,b\n1,2\n')
+    (data / f'span-{span}' / '_SUCCESS').write_text('')
+  args = ['watch', '--target', 'kubeflow', '--once', '--data-root',
+          str(data), '--host', host, '--package', compiled['yaml'],
+          '--state', str(tmp_path / 'state.json'), '--cluster-data-root',
+          'gs://bucket/data', '--experiment', 'retraining']
+  first = run_cli(args)
+  assert first.returncode == 0, first.stdout + first.stderr
+  again = run_cli(args)  # A repeated trigger submits nothing.
+  assert again.returncode == 0 and 'run started' not in again.stdout
+  runs = _posts(server, '/apis/v2beta1/runs')
+  assert [r['body']['display_name'] for r in runs] == [
+      'pipeline-span-1', 'pipeline-span-2']
+  for span, run in zip((1, 2), runs):
+    params = run['body']['runtime_config']['parameters']
+    assert params['data_root'] == 'gs://bucket/data'
+    assert json.loads(params['range_config']) == {'static_range': {
+        'start_span_number': span, 'end_span_number': span}}
+  with open(tmp_path / 'state.json') as f:
+    spans = json.load(f)['spans']
+  assert {k: (v['status'], v['run_id']) for k, v in spans.items()} == {
+      '1': ('submitted', 'run-42'), '2': ('submitted', 'run-42')}
+
+
+def test_kubeflow_watcher_with_unreachable_host_retries_then_gives_up(
+    tmp_path):
+  with socket.socket() as s:
+    s.bind(('127.0.0.1', 0))
+    port = s.getsockname()[1]
+  package = tmp_path / 'pipeline.yaml'
+  package.write_text('pipelineInfo: {name: x}\n')
+  data = tmp_path / 'data' / 'span-1'
+  data.mkdir(parents=True)
+  (data / 'p.csv').write_text('a\n1\n')
+  (data / '_SUCCESS').write_text('')
+  args = ['watch', '--target', 'kubeflow', '--once', '--data-root',
+          str(tmp_path / 'data'), '--host', f'http://127.0.0.1:{port}',
+          '--package', str(package), '--state', str(tmp_path / 's.json'),
+          '--max-attempts', '2']
+  first = run_cli(args, timeout=60)
+  assert first.returncode == 0, first.stdout + first.stderr
+  assert 'unreachable' in first.stdout and 'retrying' in first.stdout
+  second = run_cli(args, timeout=60)
+  assert second.returncode == 1, second.stdout + second.stderr
+  assert 'gave up after 2 failed attempts' in second.stdout
+  third = run_cli(args, timeout=60)  # Given up: no more attempts, no loop.
+  assert third.returncode == 0 and 'run started' not in third.stdout
+  assert 'Traceback' not in first.stdout + second.stdout + third.stdout
