@@ -16,12 +16,15 @@ import os
 import re
 import sys
 import time
+import warnings
 from typing import List, Optional, Sequence
 
 from leantfx import config as config_lib
 from leantfx import data_options
 from leantfx import datasets
+from leantfx import optimize_options
 from leantfx.errors import ConfigError, LeantfxError
+from leantfx.models.training import cli_options as training_options
 from leantfx.pipeline import beam_presets
 
 EXIT_NOT_BLESSED = 4
@@ -29,8 +32,11 @@ EXIT_NOT_BLESSED = 4
 # and every parser it adds sets func=<handler(args) -> exit code>.
 COMMAND_MODULES = (
     'leantfx.kubeflow.cli',
+    'leantfx.memory_plan',
     'leantfx.pipeline.watch',
     'leantfx.schema_infer',
+    'leantfx.serving.cli',
+    'leantfx.optimize_options',
 )
 DEFAULT_OUTPUT = 'leantfx-output'
 BEAM_MODES = ('in_memory', 'multi_threading', 'multi_processing')
@@ -155,7 +161,8 @@ def _training_config(args: argparse.Namespace,
       epochs=min(args.epochs or defaults.epochs, steps),
       batch_size=args.batch_size or defaults.batch_size,
       learning_rate=args.learning_rate or defaults.learning_rate,
-      seed=defaults.seed if args.seed is None else args.seed)
+      seed=defaults.seed if args.seed is None else args.seed,
+      **training_options.config_kwargs(args))
 
 
 def _print_summary(summary, config: config_lib.PipelineConfig, seconds: float,
@@ -188,6 +195,10 @@ def _print_summary(summary, config: config_lib.PipelineConfig, seconds: float,
           'serving directory is unchanged)')
   for line in data_options.summary_lines(summary):
     print(line)
+  for line in training_options.summary_lines(summary):
+    print(line)  # How the model trained; where its TensorBoard logs are.
+  for line in optimize_options.summary_lines(summary, config):
+    print(line)
   print(f'  log: {log_path}')
   return 0 if summary.pushed else EXIT_NOT_BLESSED
 
@@ -217,7 +228,10 @@ def cmd_run(args: argparse.Namespace) -> int:
       orchestration=config_lib.OrchestrationConfig(
           span=args.span, span_window=args.span_window,
           warm_start=args.warm_start),
-      **data_options.pipeline_fields(args, spec))
+      **data_options.pipeline_fields(args, spec),
+      **optimize_options.pipeline_fields(args, output))
+  # The local Trainer runs here: check its precision/strategy options now.
+  training_options.preflight(config.training)
   os.makedirs(os.path.join(output, 'logs'), exist_ok=True)
   log_path = os.path.join(
       output, 'logs', time.strftime('run-%Y%m%d-%H%M%S.log'))
@@ -312,6 +326,7 @@ def build_parser() -> argparse.ArgumentParser:
   train.add_argument('--batch-size', type=_positive_int)
   train.add_argument('--learning-rate', type=float)
   train.add_argument('--seed', type=int)
+  training_options.add_arguments(train)
   gate = run.add_argument_group('evaluation gate')
   gate.add_argument('--min-accuracy', type=_fraction,
                     default=config_lib.EvaluationConfig().min_accuracy,
@@ -330,6 +345,7 @@ def build_parser() -> argparse.ArgumentParser:
   retrain.add_argument('--warm-start', action='store_true',
                        help='start training from the latest blessed model')
   data_options.add_run_arguments(run)
+  optimize_options.add_arguments(run)
   run.add_argument('--no-cache', action='store_true',
                    help='re-run every component')
   run.add_argument('--verbose', action='store_true',
@@ -360,6 +376,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
   """Entry point of the ``leantfx`` console script."""
   os.environ.setdefault('TF_USE_LEGACY_KERAS', '1')
   os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
+  # google-api-core warns on every import that Python 3.10 support ends; TFX
+  # 1.16 runs only on 3.10, so the warning is noise to a leantfx user.
+  warnings.filterwarnings('ignore', category=FutureWarning,
+                          message='You are using a non-supported Python')
   args = build_parser().parse_args(argv)
   try:
     return args.func(args)

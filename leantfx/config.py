@@ -118,12 +118,42 @@ class TrainingConfig:
     train_steps: optimizer steps in total.
     eval_steps: validation batches per epoch (Keras validation, not TFMA).
     epochs: the steps are split into this many epochs (logging, callbacks).
-    batch_size: global batch size.
-    learning_rate: Adam learning rate.
+    batch_size: examples per replica per (micro-)batch; the global batch is
+      batch_size x replicas (x accumulation_steps per optimizer step).
+    learning_rate: Adam learning rate (the peak, after any warm-up).
     hidden_units: Dense layer widths of the MLP (and of the CNN's head).
     conv_filters: filters per convolution block of the CNN.
     dropout: dropout rate before the output layer.
     seed: seed for initialisation and shuffling.
+    architecture: 'auto' (the dataset's model kind) or one of ARCHITECTURES.
+    width_multiplier: scales layer widths (units, filters; alpha or
+      width_coefficient of the applications).
+    depth_multiplier: scales the number of layers per stage (rounded up).
+    image_size: side in pixels images are resized to for mobilenet_v2 and
+      efficientnet_b0 (0: the data's own size, raised to their 32 px minimum).
+    precision: 'auto' or one of PRECISIONS' policies (see
+      models/training/precision.py).
+    precision_cache: JSON file caching auto's probe decisions (None: the
+      user cache folder, ~/.cache/leantfx/precision_probe.json).
+    strategy: 'auto' or one of STRATEGIES (see
+      models/training/distribution.py).
+    global_batch_size: when set, the global batch per micro-batch step, split
+      across replicas (must divide evenly); batch_size is then ignored.
+    accumulation_steps: micro-batches whose gradients are averaged into one
+      optimizer step.
+    recompute: recompute block activations in the backward pass
+      (tf.recompute_grad) instead of keeping them.
+    l2: L2 weight penalty on Dense/Conv kernels (0: off).
+    early_stopping_patience: epochs without a lower validation loss before
+      training stops, restoring the best weights (0: off).
+    warmup_steps: optimizer steps of linear learning-rate warm-up from 0.
+    lr_decay: after warm-up: 'constant', 'linear' (to 0 at the last step) or
+      'cosine'.
+    tune: run the TFX Tuner first and train with its best hyperparameters.
+    tuner_algorithm: one of TUNER_ALGORITHMS.
+    tuner_trials: the tuner's trial budget.
+    tuner_steps: training steps per trial.
+    tuner_epochs: epochs per trial (Hyperband's max_epochs).
   """
   train_steps: int = 2000
   eval_steps: int = 10
@@ -134,6 +164,25 @@ class TrainingConfig:
   conv_filters: Tuple[int, ...] = (32, 64)
   dropout: float = 0.1
   seed: int = 42
+  architecture: str = 'auto'
+  width_multiplier: float = 1.0
+  depth_multiplier: float = 1.0
+  image_size: int = 0
+  precision: str = 'auto'
+  precision_cache: Optional[str] = None
+  strategy: str = 'auto'
+  global_batch_size: Optional[int] = None
+  accumulation_steps: int = 1
+  recompute: bool = False
+  l2: float = 0.0
+  early_stopping_patience: int = 0
+  warmup_steps: int = 0
+  lr_decay: str = 'constant'
+  tune: bool = False
+  tuner_algorithm: str = 'random'
+  tuner_trials: int = 10
+  tuner_steps: int = 200
+  tuner_epochs: int = 2
 
   def __post_init__(self):
     _check(self.train_steps >= 1, f'train_steps must be >= 1, got '
@@ -150,6 +199,51 @@ class TrainingConfig:
     _check(all(f >= 1 for f in self.conv_filters), 'conv_filters must be >= 1.')
     _check(0.0 <= self.dropout < 1.0, f'dropout must be in [0, 1), got '
            f'{self.dropout}.')
+    _check_training_extensions(self)
+
+
+ARCHITECTURES = ('auto', 'mlp', 'cnn', 'mobilenet_v2', 'efficientnet_b0')
+PRECISIONS = ('auto', 'float32', 'mixed_float16', 'mixed_bfloat16')
+STRATEGIES = ('auto', 'one_device', 'mirrored', 'multi_worker')
+LR_DECAYS = ('constant', 'linear', 'cosine')
+TUNER_ALGORITHMS = ('random', 'hyperband', 'bayesian')
+
+
+def _check_training_extensions(t: 'TrainingConfig') -> None:
+  """Validates the precision, distribution, memory and tuning options."""
+  for field, allowed in (('architecture', ARCHITECTURES),
+                         ('precision', PRECISIONS),
+                         ('strategy', STRATEGIES), ('lr_decay', LR_DECAYS),
+                         ('tuner_algorithm', TUNER_ALGORITHMS)):
+    _check(getattr(t, field) in allowed,
+           f'Unknown {field} {getattr(t, field)!r}; use one of {allowed}.')
+  for field in ('width_multiplier', 'depth_multiplier'):
+    _check(0 < getattr(t, field) <= 8,
+           f'{field} must be in (0, 8], got {getattr(t, field)}.')
+  _check(t.image_size == 0 or t.image_size >= 32,
+         f'image_size must be 0 (the data\'s own size) or >= 32 (the '
+         f'smallest input MobileNetV2/EfficientNet accept), got '
+         f'{t.image_size}.')
+  _check(t.global_batch_size is None or t.global_batch_size >= 1,
+         f'global_batch_size must be >= 1, got {t.global_batch_size}.')
+  _check(isinstance(t.accumulation_steps, int) and t.accumulation_steps >= 1,
+         f'accumulation_steps must be a whole number >= 1 (1 = no '
+         f'accumulation), got {t.accumulation_steps!r}: it is how many '
+         'micro-batches make one optimizer step.')
+  _check(t.l2 >= 0, f'l2 must be >= 0, got {t.l2}.')
+  _check(t.early_stopping_patience >= 0,
+         f'early_stopping_patience must be >= 0 (0 = off), got '
+         f'{t.early_stopping_patience}.')
+  _check(0 <= t.warmup_steps < t.train_steps,
+         f'warmup_steps must be in [0, train_steps={t.train_steps}), got '
+         f'{t.warmup_steps}.')
+  if t.tune:
+    _check(t.tuner_trials >= 1,
+           f'The tuner budget is {t.tuner_trials} trials; it must be at '
+           'least 1 (e.g. --tune 10), or leave tuning off.')
+    _check(t.tuner_steps >= 1 and 1 <= t.tuner_epochs <= t.tuner_steps,
+           f'tuner_steps must be >= 1 and tuner_epochs in [1, tuner_steps], '
+           f'got {t.tuner_steps} and {t.tuner_epochs}.')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -184,7 +278,7 @@ class OrchestrationConfig:
       ingested); 1 trains on the newest span only.
     warm_start: the Trainer starts from the weights of the latest blessed
       model (its ``base_model``) when one exists and its layers match.
-    runtime_parameters: expose the data root and train steps as
+    runtime_parameters: expose the data root, pinned span and train steps as
       RuntimeParameters (the Kubeflow compile sets it; values here become
       their defaults).
   """
@@ -346,6 +440,8 @@ class PipelineConfig:
     ingestion: data format and bad-image policy (issue 3).
     validation: the validation gate's options (issue 3).
     augment: the Augment component's options (issue 3).
+    optimization: the ModelOptimizer's OptimizationConfig, or None to skip it.
+    tflite_push_base: where the selected TFLite model's versions go.
     class_weights: 'auto' weighs the loss by inverse class frequency of the
       train split (an alternative to oversampling), 'none' does not.
   """
@@ -364,6 +460,11 @@ class PipelineConfig:
   validation: ValidationConfig = ValidationConfig()
   augment: AugmentConfig = AugmentConfig()
   class_weights: str = 'none'
+  # The ModelOptimizer's components.optimize.config.OptimizationConfig (kept
+  # untyped here so this module does not import TensorFlow), or None to skip
+  # optimization; TFLite versions go to tflite_push_base/<model name>/.
+  optimization: Optional[Any] = None
+  tflite_push_base: Optional[str] = None
 
   def __post_init__(self):
     _check(self.class_weights in CLASS_WEIGHT_MODES,

@@ -11,17 +11,19 @@ never twice for the same model).
 """
 import hashlib
 import inspect
-from typing import List
+from typing import List, Tuple
 
 import tensorflow_model_analysis as tfma
 from tfx import v1 as tfx
 
 from leantfx import config as config_lib
+from leantfx.components.optimize import component as optimize_component
 from leantfx.components.versioned_pusher import component as versioned_pusher
 from leantfx.models import data_policy as data_policy_module
 from leantfx.models import features
 from leantfx.models import model as model_module
 from leantfx.models import preprocessing as preprocessing_module
+from leantfx.models.training import stages as training_stages
 from leantfx.pipeline import data_stages
 from leantfx.pipeline import retraining
 
@@ -32,7 +34,8 @@ RUN_FN = 'leantfx.models.model.run_fn'
 ACCURACY_METRIC = 'sparse_categorical_accuracy'
 # TFX caches by inputs and parameters, not by the code behind a dotted path:
 # a fingerprint of that code in custom_config makes a code change a cache miss.
-_CODE_MODULES = (preprocessing_module, model_module, data_policy_module)
+_CODE_MODULES = (preprocessing_module, model_module, data_policy_module
+                ) + training_stages.CODE_MODULES
 
 
 def _code_fingerprint() -> str:
@@ -121,8 +124,9 @@ def _validate(config: config_lib.PipelineConfig,
 
 def _train(config: config_lib.PipelineConfig, examples: tfx.types.BaseChannel,
            schema: tfx.types.BaseChannel,
-           nodes: List[tfx.types.BaseNode]) -> tfx.types.BaseChannel:
-  """Adds Transform and Trainer; returns the trained model channel."""
+           nodes: List[tfx.types.BaseNode]
+          ) -> Tuple[tfx.types.BaseChannel, tfx.components.Transform]:
+  """Adds Transform and Trainer; returns the model channel and Transform."""
   custom_config = {
       'dataset': config_lib.to_json_dict(config.dataset),
       'training': config_lib.to_json_dict(config.training),
@@ -136,8 +140,12 @@ def _train(config: config_lib.PipelineConfig, examples: tfx.types.BaseChannel,
       schema=schema,
       preprocessing_fn=PREPROCESSING_FN,
       custom_config=custom_config)
-  trainer = tfx.components.Trainer(
+  # With training.tune, a Tuner whose best hyperparameters feed the Trainer.
+  hyperparameters = training_stages.add_tuner(config, transform, schema,
+                                              custom_config, nodes)
+  trainer = training_stages.Trainer(
       run_fn=RUN_FN,
+      hyperparameters=hyperparameters,
       examples=transform.outputs['transformed_examples'],
       transform_graph=transform.outputs['transform_graph'],
       schema=schema,
@@ -146,14 +154,18 @@ def _train(config: config_lib.PipelineConfig, examples: tfx.types.BaseChannel,
       eval_args=tfx.proto.EvalArgs(num_steps=config.training.eval_steps),
       custom_config=custom_config)
   nodes.extend([transform, trainer])
-  return trainer.outputs['model']
+  return trainer.outputs['model'], transform
 
 
 def _evaluate_and_push(config: config_lib.PipelineConfig,
                        examples: tfx.types.BaseChannel,
                        model: tfx.types.BaseChannel,
-                       nodes: List[tfx.types.BaseNode]) -> None:
-  """Adds the baseline resolver, the Evaluator gate and the Pusher."""
+                       nodes: List[tfx.types.BaseNode]) -> tfx.types.BaseChannel:
+  """Adds the baseline resolver, the Evaluator gate and the Pusher.
+
+  Returns:
+    The Evaluator's blessing channel.
+  """
   model_resolver = tfx.dsl.Resolver(
       strategy_class=tfx.dsl.experimental.LatestBlessedModelStrategy,
       model=tfx.dsl.Channel(type=tfx.types.standard_artifacts.Model),
@@ -173,6 +185,30 @@ def _evaluate_and_push(config: config_lib.PipelineConfig,
           filesystem=tfx.proto.PushDestination.Filesystem(
               base_directory=config.serving_model_dir))).with_id('Pusher')
   nodes.extend([model_resolver, evaluator, pusher])
+  return evaluator.outputs['blessing']
+
+
+def _optimize(config: config_lib.PipelineConfig, model: tfx.types.BaseChannel,
+              transform: tfx.components.Transform,
+              blessing: tfx.types.BaseChannel,
+              nodes: List[tfx.types.BaseNode]) -> None:
+  """Adds the ModelOptimizer, run only for a model the Evaluator blessed.
+
+  An unblessed model is never optimized or pushed as TFLite: the optimizer's
+  own budget is relative to the float model, so the float model must pass the
+  Evaluator's gate first.
+  """
+  if config.optimization is None:
+    return
+  with tfx.dsl.Cond(blessing.future()[0].custom_property('blessed') == 1):
+    optimizer = optimize_component.ModelOptimizer(
+        model=model,
+        transformed_examples=transform.outputs['transformed_examples'],
+        transform_graph=transform.outputs['transform_graph'],
+        tflite_push_base=config.tflite_push_base,
+        model_name=config.dataset.name,
+        optimization_config=config.optimization)
+  nodes.append(optimizer)
 
 
 def create_pipeline(config: config_lib.PipelineConfig) -> tfx.dsl.Pipeline:
@@ -188,8 +224,9 @@ def create_pipeline(config: config_lib.PipelineConfig) -> tfx.dsl.Pipeline:
   nodes: List[tfx.types.BaseNode] = []
   examples = _ingest(config, nodes)
   schema, train_examples = _validate(config, examples, nodes)
-  model = _train(config, train_examples, schema, nodes)
-  _evaluate_and_push(config, examples, model, nodes)
+  model, transform = _train(config, train_examples, schema, nodes)
+  blessing = _evaluate_and_push(config, examples, model, nodes)
+  _optimize(config, model, transform, blessing, nodes)
   metadata_config = None
   if config.metadata_path:
     metadata_config = tfx.orchestration.metadata.sqlite_metadata_connection_config(

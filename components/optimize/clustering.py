@@ -76,8 +76,18 @@ def _cluster_args(config: ClusteringConfig) -> Dict[str, Any]:
   }
 
 
-def _is_clusterable(layer: tf_keras.layers.Layer) -> bool:
-  """Whether tfmot's clustering wrapper accepts ``layer``."""
+def _is_clusterable(layer: tf_keras.layers.Layer,
+                    number_of_clusters: int = 2) -> bool:
+  """Whether tfmot's clustering wrapper accepts ``layer`` for N clusters.
+
+  A kernel with fewer weights than clusters (e.g. the 3x3 embedding of a
+  three-valued category) cannot be clustered: k-means++ initialisation needs
+  at least as many points as centroids.
+  """
+  for weight in layer.weights:
+    if len(weight.shape) >= 2 and weight.shape.num_elements() is not None and (
+        weight.shape.num_elements() < number_of_clusters):
+      return False
   try:
     tfmot.clustering.keras.cluster_weights(
         layer, number_of_clusters=2,
@@ -114,10 +124,13 @@ def cluster(model: tf_keras.Model,
       is False; the model is not a functional/Sequential tf_keras model.
   """
   working = _keras_utils.copy_model(model)
-  skipped = _keras_utils.unsupported_layers(working, _is_clusterable)
+  skipped = _keras_utils.unsupported_layers(
+      working,
+      lambda layer: _is_clusterable(layer, int(config.number_of_clusters)))
   _keras_utils.raise_for_unsupported(
       TECHNIQUE, config, skipped,
-      'tfmot.clustering.keras.cluster_weights does not support them')
+      'tfmot.clustering.keras.cluster_weights does not support them, or a '
+      f'kernel has fewer than {config.number_of_clusters} weights')
   skipped_names = {s['name'] for s in skipped}
 
   cluster_args = _cluster_args(config)

@@ -155,8 +155,16 @@ class Candidate:
 
 
 def _step(technique: str, **config) -> TechniqueStep:
-  """A step whose config changes only the named fields of the defaults."""
+  """A step whose config changes only the named fields of the defaults.
+
+  In the pipeline's defaults, layers tfmot cannot wrap (e.g. the one-hot
+  CategoryEncoding of a tabular model, which has no weights) are left as they
+  are and listed in the details, instead of failing the whole run; a config
+  that sets skip_unsupported_layers=False refuses them instead.
+  """
   defaults = technique_config_class(technique)().to_dict()
+  if 'skip_unsupported_layers' in defaults:
+    defaults['skip_unsupported_layers'] = True
   defaults.update(config)
   return TechniqueStep(technique, defaults)
 

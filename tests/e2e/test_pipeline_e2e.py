@@ -216,6 +216,35 @@ def test_digits_default_run_reaches_the_accuracy_bar(tmp_path):
   assert summary.accuracy >= MIN_ACCURACY
   assert summary.pushed
   _check_pushed_model(summary, datasets.BUNDLED['digits'])
+  _check_pushed_tflite(output, summary, result.stdout)
+
+
+def _check_pushed_tflite(output, summary, stdout):
+  """The default digits run pushes a blessed int8 TFLite model + report."""
+  import hashlib  # pylint: disable=g-import-not-at-top
+  import json  # pylint: disable=g-import-not-at-top
+  optimizer = summary.executions['ModelOptimizer']
+  assert optimizer.state == 'complete'
+  report_uri = optimizer.outputs['report'][0].uri
+  assert os.path.isfile(os.path.join(report_uri, 'report.html'))
+  assert os.path.join(report_uri, 'report.html') in stdout
+  tflite_dir = os.path.join(output, 'tflite', 'digits')
+  versions = _versions(tflite_dir)
+  assert len(versions) == 1, versions
+  version_dir = os.path.join(tflite_dir, versions[0])
+  with open(os.path.join(version_dir, 'manifest.json'), encoding='utf-8') as f:
+    manifest = json.load(f)
+  with open(os.path.join(version_dir, 'model.tflite'), 'rb') as f:
+    assert hashlib.sha256(f.read()).hexdigest() == manifest['sha256']
+  assert manifest['tflite_mode'] == 'int8', manifest
+  assert f'pushed to {version_dir}' in stdout
+  # The pushed file answers through the TFLite interpreter at the accuracy
+  # the manifest claims, within the 1-point budget of the float model.
+  interpreter = tf.lite.Interpreter(
+      model_path=os.path.join(version_dir, 'model.tflite'))
+  runner = interpreter.get_signature_runner()
+  assert list(runner.get_input_details()) == ['image_xf']
+  assert manifest['metrics']['accuracy'] >= summary.accuracy - 0.01 - 1e-9
 
 
 def test_beam_dag_runner_with_two_worker_processes(tmp_path):
