@@ -8,6 +8,7 @@ The exported model serves three signatures:
   transform_features serialized tf.Example -> transformed features (TFMA).
 Beside it, Format-Keras holds the bare Keras model for the optimizers.
 """
+import dataclasses
 import os
 from typing import Any, Dict, List, Mapping
 
@@ -20,9 +21,13 @@ from tfx_bsl.public import tfxio
 
 from leantfx import config as config_lib
 from leantfx.components.optimize import types as optimize_types
+from leantfx.models import architectures
 from leantfx.models import data_policy
 from leantfx.models import features
 from leantfx.models import warm_start
+from leantfx.models.training import callbacks as callbacks_lib
+from leantfx.models.training import plan as plan_lib
+from leantfx.models.training import precision
 
 
 def _input_fn(file_pattern: List[str],
@@ -45,60 +50,23 @@ def build_model(spec: config_lib.DatasetSpec,
   """Builds the compiled classifier for a dataset.
 
   Args:
-    spec: the dataset; decides the inputs and 'mlp' or 'cnn'.
-    training: widths, dropout and learning rate.
+    spec: the dataset; decides the inputs and (architecture 'auto') 'mlp' or
+      'cnn'.
+    training: architecture, widths, dropout, l2, learning-rate schedule,
+      recompute and accumulation_steps.
     vocabulary_sizes: vocabulary size (OOV bucket included) per categorical
       column.
 
   Returns:
     A compiled tf_keras model from a dict of transformed features to class
-    probabilities; its last Dense layer is named 'logits'.
+    probabilities; its last Dense layer is named 'logits'. It computes in the
+    current global dtype policy (models/training/precision.py) and is built
+    in the current strategy scope.
   """
-  inputs: Dict[str, tf_keras.Input] = {}
-  parts = []
-  for column in spec.numeric_features:
-    name = features.transformed_name(column)
-    inputs[name] = tf_keras.Input(shape=(1,), name=name, dtype=tf.float32)
-    parts.append(inputs[name])
-  for column in spec.categorical_features:
-    name = features.transformed_name(column)
-    inputs[name] = tf_keras.Input(shape=(1,), name=name, dtype=tf.int64)
-    parts.append(
-        tf_keras.layers.CategoryEncoding(
-            num_tokens=vocabulary_sizes[column],
-            output_mode='one_hot',
-            name=f'{column}_one_hot')(inputs[name]))
-  if spec.image_features or spec.image_key:
-    # Pixel columns, or an encoded image decoded to image_shape (issue 3).
-    size = len(spec.image_features) or int(
-        spec.image_shape[0] * spec.image_shape[1] * spec.image_shape[2])
-    inputs[features.IMAGE_KEY] = tf_keras.Input(
-        shape=(size,), name=features.IMAGE_KEY, dtype=tf.float32)
-    x = tf_keras.layers.Reshape(spec.image_shape)(inputs[features.IMAGE_KEY])
-    if spec.model == 'cnn':
-      for filters in training.conv_filters:
-        x = tf_keras.layers.Conv2D(
-            filters, 3, padding='same', activation='relu')(x)
-        if x.shape[1] >= 4 and x.shape[2] >= 4:
-          x = tf_keras.layers.MaxPooling2D(2)(x)
-    parts.append(tf_keras.layers.Flatten()(x))
-  x = parts[0] if len(parts) == 1 else tf_keras.layers.Concatenate()(parts)
-  for units in training.hidden_units:
-    x = tf_keras.layers.Dense(units, activation='relu')(x)
-  if training.dropout > 0:
-    x = tf_keras.layers.Dropout(training.dropout)(x)
-  logits = tf_keras.layers.Dense(
-      len(spec.classes), name=optimize_types.LOGITS_LAYER)(x)
-  # The output stays float32 whatever the compute policy.
-  probabilities = tf_keras.layers.Activation(
-      'softmax', dtype='float32',
-      name=optimize_types.PROBABILITIES_LAYER)(logits)
-  model = tf_keras.Model(inputs=inputs, outputs=probabilities)
-  model.compile(
-      optimizer=tf_keras.optimizers.Adam(training.learning_rate),
-      loss=tf_keras.losses.SparseCategoricalCrossentropy(),
-      metrics=[tf_keras.metrics.SparseCategoricalAccuracy(name='accuracy')])
-  return model
+  # The architecture (mlp, cnn, mobilenet_v2, efficientnet_b0; multipliers,
+  # l2, recompute blocks), gradient accumulation and Adam with its warm-up
+  # schedule: models/architectures.py and models/training/.
+  return architectures.build_compiled(spec, training, vocabulary_sizes)
 
 
 def _raw_input_specs(raw_feature_spec: Mapping[str, Any]) -> Dict[str, Any]:
@@ -186,19 +154,32 @@ def run_fn(fn_args: tfx.components.FnArgs) -> None:
   """
   spec = config_lib.dataset_from_dict(fn_args.custom_config['dataset'])
   training = config_lib.training_from_dict(fn_args.custom_config['training'])
+  hyperparameters = getattr(fn_args, 'hyperparameters', None)
+  if hyperparameters:
+    # The Tuner's best values. keras_tuner imports Keras 3: only when tuning.
+    from leantfx.models import tuning  # pylint: disable=g-import-not-at-top
+    training = tuning.apply_hyperparameters(training, hyperparameters)
   tf_keras.utils.set_random_seed(training.seed)
   tf_transform_output = tft.TFTransformOutput(fn_args.transform_output)
   vocabulary_sizes = {
       c: tf_transform_output.vocabulary_size_by_name(c) + 1
       for c in spec.categorical_features
   }
-  strategy = tf.distribute.get_strategy()
-  global_batch = training.batch_size * strategy.num_replicas_in_sync
-  train_ds = _input_fn(fn_args.train_files, fn_args.data_accessor,
-                       tf_transform_output, global_batch, training.seed)
-  eval_ds = _input_fn(fn_args.eval_files, fn_args.data_accessor,
-                      tf_transform_output, global_batch, training.seed)
-  with strategy.scope():
+  # Strategy, batches scaled by the replicas, precision: models/training/.
+  plan = plan_lib.prepare(training)
+  strategy = plan.strategy
+  train_ds = plan.input(
+      _input_fn(fn_args.train_files, fn_args.data_accessor,
+                tf_transform_output, plan.batches.dataset_batch,
+                training.seed))
+  eval_ds = plan.input(
+      _input_fn(fn_args.eval_files, fn_args.data_accessor,
+                tf_transform_output, plan.batches.global_micro_batch,
+                training.seed))
+  decision = plan_lib.decide_precision(
+      plan, training, lambda: build_model(spec, training, vocabulary_sizes),
+      train_ds)
+  with precision.policy_scope(decision.policy), strategy.scope():
     model = build_model(spec, training, vocabulary_sizes)
     # Continuous retraining (issue 7): start from the latest blessed model.
     warm_start.load_base_weights(model, fn_args.base_model,
@@ -212,18 +193,36 @@ def run_fn(fn_args: tfx.components.FnArgs) -> None:
   logging.info('class weights: %s', class_weight)
 
   steps_per_epoch = max(1, fn_args.train_steps // training.epochs)
+  # TensorBoard in the model-run artifact, BackupAndRestore in a working dir
+  # beside it, early stopping when configured.
+  callbacks = callbacks_lib.build(training, fn_args.model_run_dir,
+                                  plan_lib.backup_dir(fn_args))
   model.fit(
       train_ds,
       epochs=training.epochs,
       steps_per_epoch=steps_per_epoch,
       validation_data=eval_ds,
       validation_steps=fn_args.eval_steps,
-      callbacks=[
-          tf_keras.callbacks.TensorBoard(
-              log_dir=fn_args.model_run_dir, update_freq='epoch')
-      ],
+      callbacks=callbacks,
       class_weight=class_weight,
       verbose=2)
+
+  record = plan.record()
+  record.update(callbacks_lib.summary(callbacks, training.epochs))
+  record.update(tensorboard_logs=fn_args.model_run_dir,
+                hyperparameters=hyperparameters,
+                training=config_lib.to_json_dict(training))
+  if not plan.is_chief:
+    logging.info('Non-chief worker: the chief exports the model.')
+    return
+  callbacks_lib.write_record(fn_args.model_run_dir, record)
+  # The export is a plain float32 model whatever trained (mixed policy,
+  # recompute blocks, accumulation): Format-Keras converts to TFLite as is.
+  model = plan_lib.float32_twin(
+      model, lambda: build_model(
+          spec,
+          dataclasses.replace(training, recompute=False, accumulation_steps=1),
+          vocabulary_sizes))
 
   keras_dir = os.path.join(
       os.path.dirname(fn_args.serving_model_dir),
