@@ -196,8 +196,15 @@ def _multi_worker(environ: Optional[Mapping[str, str]]
 
 
 def describe(strategy: tf.distribute.Strategy) -> str:
-  """e.g. 'MirroredStrategy x2'."""
-  return f'{type(strategy).__name__} x{strategy.num_replicas_in_sync}'
+  """e.g. 'MirroredStrategy x2', 'default x1' (TensorFlow's default)."""
+  if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+    name = 'MultiWorkerMirroredStrategy'  # Its class is CollectiveAllReduce.
+  elif not tf.distribute.has_strategy() and strategy is (
+      tf.distribute.get_strategy()):
+    name = 'default'
+  else:
+    name = type(strategy).__name__
+  return f'{name} x{strategy.num_replicas_in_sync}'
 
 
 def is_chief(strategy: tf.distribute.Strategy) -> bool:

@@ -181,3 +181,27 @@ def test_tensorboard_logs_and_record(tmp_path):
   assert glob.glob(os.path.join(log_dir, 'train', 'events.out.tfevents.*'))
   path = callbacks_lib.write_record(log_dir, {'precision': {'policy': 'x'}})
   assert json.load(open(path))['precision']['policy'] == 'x'
+
+
+def test_record_becomes_mlmd_custom_properties():
+  from leantfx.models.training import trainer_executor  # pylint: disable=g-import-not-at-top
+  record = {
+      'precision': {'policy': 'mixed_bfloat16', 'reason': 'probe: ...',
+                    'probe': {'examples_per_s': {'float32': 1.0,
+                                                 'mixed_bfloat16': 2.0}}},
+      'strategy': 'MirroredStrategy x2', 'replicas': 2,
+      'batches': {'dataset_batch': 64}, 'resumed_after_epoch': 3,
+      'tensorboard_logs': '/runs/7',
+  }
+  props = trainer_executor.record_properties(record)
+  assert props == {
+      'precision_policy': 'mixed_bfloat16',
+      'precision_reason': 'probe: ...',
+      'precision_probe': '{"float32": 1.0, "mixed_bfloat16": 2.0}',
+      'strategy': 'MirroredStrategy x2',
+      'replicas': 2,
+      'global_batch': 64,
+      'resumed_after_epoch': 3,
+      'tensorboard_logs': '/runs/7',
+  }
+  assert trainer_executor.record_properties({}) == {}

@@ -120,7 +120,7 @@ def test_mirrored_over_two_cpu_devices_matches_one_device(runs):
 def test_two_workers_agree_exactly_and_match_one_worker(runs):
   chief, chief_weights = runs['worker0']
   other, other_weights = runs['worker1']
-  assert chief['strategy'] == 'CollectiveAllReduceStrategy x2'
+  assert chief['strategy'] == 'MultiWorkerMirroredStrategy x2'
   assert chief['is_chief'] and not other['is_chief']
   assert chief['batches']['per_replica'] == 16
   # All-reduce hands both workers the same sums: identical weights.
