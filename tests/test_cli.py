@@ -126,8 +126,14 @@ def test_file_with_another_extension(tmp_path):
   _write(str(tmp_path / 'data/span-1/a.csv'), 'x,y\n1,a\n2,b\n')
   _write(str(tmp_path / 'data/span-1/notes.txt'), 'hello\n')
   out = str(tmp_path / 'out')
+  # Mixed files: the format cannot be inferred, and the error says how to
+  # name it; named as CSV, the stray file itself is reported.
   result = run_cli(['run', '--data-root', str(tmp_path / 'data'), '--label',
                     'y', '--output', out])
+  _assert_clean_failure(result, out, 'Cannot tell the data format',
+                        '--format csv')
+  result = run_cli(['run', '--data-root', str(tmp_path / 'data'), '--label',
+                    'y', '--output', out, '--format', 'csv'])
   _assert_clean_failure(result, out, 'notes.txt')
 
 

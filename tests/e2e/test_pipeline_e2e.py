@@ -209,7 +209,8 @@ def test_model_failing_the_threshold_is_not_pushed(tmp_path):
 
 def test_digits_default_run_reaches_the_accuracy_bar(tmp_path):
   output = str(tmp_path)
-  result = run_cli(['run', '--output', output])  # the README's main job
+  # The README's main job, optimizer included.
+  result = run_cli(['run', '--output', output], optimize=True)
   assert result.returncode == 0, result.stdout + result.stderr
   summary = run_summary.summarize(
       os.path.join(output, 'metadata.sqlite'), 'leantfx-digits')
