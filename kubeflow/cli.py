@@ -23,16 +23,16 @@ IMAGE_SOURCE_DIR = '/opt/leantfx'
 
 
 def _image_path(local_path: str) -> str:
-  """Maps a file inside this repository to its path in the image."""
-  from leantfx import cli  # pylint: disable=g-import-not-at-top
-  repo = os.path.dirname(os.path.dirname(os.path.abspath(cli.__file__)))
-  relative = os.path.relpath(os.path.abspath(local_path), repo)
+  """Maps a schema below leantfx.schemas to its path in the image."""
+  from leantfx import schemas  # pylint: disable=g-import-not-at-top
+  schemas_dir = os.path.dirname(os.path.abspath(schemas.__file__))
+  relative = os.path.relpath(os.path.abspath(local_path), schemas_dir)
   if relative.startswith('..'):
     raise ConfigError(
-        f'--schema {local_path} is outside this repository, so the image '
-        'does not have it: put it under schemas/ (the image copies the repo) '
-        'or drop --schema.')
-  return f'{IMAGE_SOURCE_DIR}/{relative}'
+        f'--schema {local_path} is not in the schemas/ folder of this '
+        'repository, so the image (kubeflow/Dockerfile copies the repository) '
+        'does not have it: put it under schemas/<name>/ or drop --schema.')
+  return f'{IMAGE_SOURCE_DIR}/schemas/{relative}'
 
 
 def _resources(cpu, memory, gpu=None):
