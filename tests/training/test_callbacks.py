@@ -10,7 +10,6 @@ import time
 
 import numpy as np
 import pytest
-import tensorflow as tf
 import tf_keras
 
 from leantfx.models import architectures

@@ -2,8 +2,6 @@
 import math
 
 import pytest
-import tensorflow as tf
-import tf_keras
 
 from leantfx.errors import ConfigError
 from leantfx.models import architectures

@@ -1,6 +1,5 @@
 """The tuner: keras-tuner 1.4 searching over tf_keras models."""
 import keras_tuner
-import numpy as np
 import pytest
 import tensorflow as tf
 import tf_keras
