@@ -2,13 +2,14 @@
 
 The real runs use tests/training/train_worker.py: a MirroredStrategy over 2
 logical CPU devices and a 2-worker MultiWorkerMirroredStrategy cluster on
-loopback run as processes side by side (bounded by WORKER_TIMEOUT_S) while
-the single-device reference runs in this process, all on the same global
-batch (32), data, seed and 10 optimizer steps.
+loopback (models/training/local_cluster.py) run as processes side by side
+(bounded by WORKER_TIMEOUT_S) while the single-device reference runs in this
+process, all on the same global batch (32), data, seed and 10 optimizer
+steps.
 """
+import concurrent.futures
 import json
 import os
-import socket
 import subprocess
 import sys
 
@@ -20,6 +21,7 @@ from leantfx import cli
 from leantfx.errors import ConfigError
 from leantfx.models import architectures
 from leantfx.models.training import distribution
+from leantfx.models.training import local_cluster
 from tests.helpers import run_cli
 from tests.training import helpers
 from tests.training import train_worker
@@ -37,17 +39,6 @@ GLOBAL_BATCH = 32
 # device does; after 10 Adam steps (each moves a weight by ~3e-3) the weights
 # agree to ~1e-7 here. 1e-5 is well under 1% of one step.
 WEIGHT_ATOL = 1e-5
-
-
-def _free_ports(count):
-  sockets = [socket.socket() for _ in range(count)]
-  try:
-    for s in sockets:
-      s.bind(('127.0.0.1', 0))
-    return [s.getsockname()[1] for s in sockets]
-  finally:
-    for s in sockets:
-      s.close()
 
 
 def _worker_args(out, tag, args):
@@ -69,31 +60,34 @@ def _start(out, tag, args, tf_config=None):
 
 @pytest.fixture(scope='module')
 def runs(tmp_path_factory):
-  """Runs mirrored and 2 multi-worker processes, and the reference here."""
+  """Runs mirrored and a 2-worker cluster in processes, the reference here."""
   out = str(tmp_path_factory.mktemp('distribution'))
-  ports = _free_ports(2)
-  cluster = {'worker': [f'127.0.0.1:{p}' for p in ports]}
-  processes = {
-      'mirrored': _start(out, 'mirrored', ['--strategy', 'mirrored',
-                                           '--logical-cpus', '2']),
-  }
-  for index in range(2):
-    processes[f'worker{index}'] = _start(
-        out, f'worker{index}', ['--strategy', 'multi_worker'],
-        {'cluster': cluster, 'task': {'type': 'worker', 'index': index}})
-  try:
-    assert train_worker.main(
-        _worker_args(out, 'reference', ['--strategy', 'auto'])) == 0
-    for tag, process in processes.items():
-      code = process.wait(timeout=WORKER_TIMEOUT_S)
-      assert code == 0, (tag, open(os.path.join(out, f'{tag}.log')).read()
-                         [-3000:])
-  finally:
-    for process in processes.values():
-      if process.poll() is None:
-        process.kill()
-  results = {}
-  for tag in list(processes) + ['reference']:
+  mirrored = _start(out, 'mirrored', ['--strategy', 'mirrored',
+                                      '--logical-cpus', '2'])
+  env = dict(os.environ, TF_USE_LEGACY_KERAS='1', TF_CPP_MIN_LOG_LEVEL='2')
+  with concurrent.futures.ThreadPoolExecutor(1) as pool:
+    # The workers run on a private loopback network when the machine allows
+    # it (models/training/local_cluster.py), each with its own TF_CONFIG.
+    cluster = pool.submit(
+        local_cluster.run,
+        [sys.executable, '-m', 'tests.training.train_worker'] +
+        _worker_args(out, 'worker{index}', ['--strategy', 'multi_worker']),
+        workers=2, timeout=WORKER_TIMEOUT_S, log_dir=out, env=env, cwd=REPO)
+    try:
+      assert train_worker.main(
+          _worker_args(out, 'reference', ['--strategy', 'auto'])) == 0
+      code = mirrored.wait(timeout=WORKER_TIMEOUT_S)
+      assert code == 0, open(os.path.join(out, 'mirrored.log')).read()[-3000:]
+      result = cluster.result(timeout=WORKER_TIMEOUT_S + 120)
+    finally:
+      if mirrored.poll() is None:
+        mirrored.kill()
+  assert result.ok, (result, [
+      open(os.path.join(out, f'worker{i}.log')).read()[-3000:]
+      for i in range(2)
+  ])
+  results = {'private_network': result.private_network}
+  for tag in ('mirrored', 'worker0', 'worker1', 'reference'):
     with open(os.path.join(out, f'{tag}.json')) as f:
       record = json.load(f)
     weights = np.load(os.path.join(out, f'{tag}.npz'))
@@ -127,6 +121,9 @@ def test_two_workers_agree_exactly_and_match_one_worker(runs):
   for a, b in zip(chief_weights, other_weights):
     np.testing.assert_array_equal(a, b)
   assert _max_difference(chief_weights, runs['reference'][1]) <= WEIGHT_ATOL
+  # TensorFlow's gRPC server listens on all interfaces; where the machine
+  # allows it the cluster ran in a network namespace with only loopback.
+  assert runs['private_network'] == local_cluster.private_network_available()
   # Training moved the weights far more than the tolerance, so agreeing
   # within it is not vacuous: compare with the seed's initial weights.
   tf_keras.utils.set_random_seed(7)
