@@ -116,7 +116,7 @@ def cmd_upload(args: argparse.Namespace) -> int:
 def _params(args):
   from leantfx.kubeflow import submit  # pylint: disable=g-import-not-at-top
   return submit.run_parameters(args.data_root, args.span, args.train_steps,
-                               args.param)
+                               args.param, args.span_window)
 
 
 def cmd_submit(args: argparse.Namespace) -> int:
@@ -244,6 +244,8 @@ def _add_run_params(p) -> None:
                  help='pin ExampleGen to span N (range_config parameter)')
   p.add_argument('--train-steps', type=_positive_int,
                  help='train_args parameter')
+  p.add_argument('--span-window', type=_positive_int,
+                 help='train on the newest K spans (span_window parameter)')
   p.add_argument('--param', action='append', default=[],
                  metavar='NAME=VALUE', help='any pipeline parameter')
 

@@ -3,7 +3,8 @@
 The very same ``pipeline.create_pipeline`` the local runner uses is compiled,
 with ``OrchestrationConfig.runtime_parameters`` on, so one spec serves every
 run: ``data_root`` (ExampleGen's input base), ``range_config`` (the span to
-ingest, '' for the newest) and ``train_args`` (the train steps, as TrainArgs
+ingest, '' for the newest), ``span_window`` (how many spans, the newest
+included, to train on) and ``train_args`` (the train steps, as TrainArgs
 JSON) are pipeline parameters whose defaults are the values given here. ML
 Metadata is the cluster's (no connection config is compiled in).
 
@@ -20,10 +21,14 @@ input gives the same bytes. The stamped fields, which change only with the
 installed versions, are ``sdkVersion`` (``tfx-<version>``), ``schemaVersion``
 and, in the JSON job, ``labels`` (TFX telemetry: tfx and Python versions).
 
-The rolling span window (a Resolver with SpanRangeStrategy) is not
-compilable: TFX 1.16's Kubeflow V2 step builder supports only the
-LatestArtifact and LatestBlessedModel resolver strategies, so
-``span_window > 1`` is refused with that explanation.
+The local rolling span window is a Resolver with SpanRangeStrategy, which
+TFX 1.16's Kubeflow V2 step builder cannot compile (it supports only the
+LatestArtifact and LatestBlessedModel strategies). On Kubeflow, ExampleGen
+reads the window itself instead (components/span_window_example_gen): the
+V2 ExampleGen driver resolves the newest span N and the executor reads spans
+N-K+1..N, so statistics, validation, Transform, Trainer and Evaluator all see
+the window's examples. The ValidationGate's drift check against the previous
+span is a custom-strategy Resolver too and is compiled off.
 """
 import dataclasses
 import json
@@ -225,7 +230,7 @@ def set_parameter_defaults(job: Dict[str, Any],
 
   Args:
     job: the PipelineJob dict from KubeflowV2DagRunner.run.
-    defaults: parameter name -> default (all strings here).
+    defaults: parameter name -> default (strings, and the span_window int).
 
   Raises:
     ConfigError: if the compiled parameters differ from the expected ones.
@@ -267,22 +272,11 @@ def kubeflow_pipeline_config(config: config_lib.PipelineConfig,
 
   Returns:
     The same config with the cluster's pipeline root, no local ML Metadata,
-    runtime parameters on, and the ValidationGate's drift check off (its
-    baseline Resolver uses a custom strategy the V2 compiler cannot compile;
-    anomaly checks against the schema still run).
-
-  Raises:
-    ConfigError: for a span window > 1 (see the module docstring).
+    runtime parameters on, the span window read by ExampleGen (see the module
+    docstring), and the ValidationGate's drift check off (its baseline
+    Resolver uses a custom strategy the V2 compiler cannot compile; anomaly
+    checks against the schema still run).
   """
-  if config.orchestration.span_window > 1:
-    raise ConfigError(
-        f'--span-window {config.orchestration.span_window} cannot be compiled '
-        'for Kubeflow: the window is a Resolver with SpanRangeStrategy, and '
-        'TFX 1.16\'s Kubeflow V2 compiler supports only the LatestArtifact '
-        'and LatestBlessedModel resolver strategies. Compile with '
-        '--span-window 1 (each run trains on the span it ingests; warm start '
-        'carries what earlier spans taught), or run the window locally with '
-        '`leantfx run/watch --span-window K`.')
   validation = getattr(config, 'validation', None)
   if validation is not None and getattr(validation, 'check_drift', False):
     # The drift baseline is a Resolver with a custom strategy (issue 3's
@@ -294,7 +288,8 @@ def kubeflow_pipeline_config(config: config_lib.PipelineConfig,
       pipeline_root=pipeline_root,
       metadata_path=None,
       orchestration=dataclasses.replace(
-          config.orchestration, runtime_parameters=True))
+          config.orchestration, runtime_parameters=True,
+          window_in_example_gen=True))
 
 
 def compile_pipeline(config: config_lib.PipelineConfig,

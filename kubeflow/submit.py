@@ -189,8 +189,17 @@ def check_package(path: str) -> str:
 def run_parameters(data_root: Optional[str] = None,
                    span: Optional[int] = None,
                    train_steps: Optional[int] = None,
-                   extra: Sequence[str] = ()) -> Dict[str, Any]:
-  """Pipeline parameters for a run: the named ones plus NAME=VALUE pairs."""
+                   extra: Sequence[str] = (),
+                   span_window: Optional[int] = None) -> Dict[str, Any]:
+  """Pipeline parameters for a run: the named ones plus NAME=VALUE pairs.
+
+  The span_window parameter is an integer in the compiled spec, so a
+  ``span_window=K`` pair is sent as a number (KFP rejects a string for it).
+
+  Raises:
+    ConfigError: for a pair that is not NAME=VALUE, or a span_window that is
+      not a whole number >= 1.
+  """
   params: Dict[str, Any] = {}
   if data_root:
     params[parameters_lib.DATA_ROOT_PARAMETER] = data_root
@@ -200,11 +209,20 @@ def run_parameters(data_root: Optional[str] = None,
   if train_steps is not None:
     params[parameters_lib.TRAIN_ARGS_PARAMETER] = (
         parameters_lib.train_args_json(train_steps))
+  if span_window is not None:
+    params[parameters_lib.SPAN_WINDOW_PARAMETER] = span_window
   for item in extra:
     name, sep, value = item.partition('=')
     if not sep or not name:
       raise ConfigError(f'--param {item!r} is not NAME=VALUE.')
     params[name] = value
+  window = params.get(parameters_lib.SPAN_WINDOW_PARAMETER)
+  if window is not None:
+    if not str(window).isdigit() or int(window) < 1:
+      raise ConfigError(
+          f'span_window must be a whole number >= 1 (how many spans, the '
+          f'newest included, to train on), got {window!r}.')
+    params[parameters_lib.SPAN_WINDOW_PARAMETER] = int(window)
   return params
 
 

@@ -281,11 +281,17 @@ class OrchestrationConfig:
     runtime_parameters: expose the data root, pinned span and train steps as
       RuntimeParameters (the Kubeflow compile sets it; values here become
       their defaults).
+    window_in_example_gen: read the window in ExampleGen itself
+      (SpanWindowCsvExampleGen reads spans N-K+1..N) instead of resolving
+      earlier runs' spans from ML Metadata; the Kubeflow compile sets it,
+      since TFX 1.16's V2 compiler cannot compile SpanRangeStrategy. With
+      runtime_parameters, K is then a pipeline parameter too.
   """
   span: Optional[int] = None
   span_window: int = 1
   warm_start: bool = False
   runtime_parameters: bool = False
+  window_in_example_gen: bool = False
 
   def __post_init__(self):
     _check(

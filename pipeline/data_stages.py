@@ -17,6 +17,8 @@ from leantfx import config as config_lib
 from leantfx.components.augment import component as augment_component
 from leantfx.components.image_example_gen import component as image_gen
 from leantfx.components.image_example_gen import decode as image_decode
+from leantfx.components.span_window_example_gen import component as window_gen
+from leantfx.errors import ConfigError
 from leantfx.components.validation_gate import component as gate_component
 
 CSV_PATTERN = 'span-{SPAN}/*.csv'
@@ -42,9 +44,28 @@ def image_settings(config: config_lib.PipelineConfig
 def example_gen(config: config_lib.PipelineConfig,
                 input_base: Union[str, Any],
                 output_config: tfx.proto.Output,
-                range_config: Any = None) -> tfx.types.BaseNode:
-  """The ExampleGen of the configured data format (newest span)."""
+                range_config: Any = None,
+                span_window: Any = 1) -> tfx.types.BaseNode:
+  """The ExampleGen of the configured data format (newest span).
+
+  With orchestration.window_in_example_gen (Kubeflow), CSV data is read by
+  SpanWindowCsvExampleGen over the newest ``span_window`` spans; its node id
+  stays CsvExampleGen, so task names do not change with the window.
+
+  Raises:
+    ConfigError: for a window read in ExampleGen on data that is not CSV.
+  """
   data_format = config.ingestion.data_format
+  if config.orchestration.window_in_example_gen:
+    if data_format != 'csv':
+      raise ConfigError(
+          f'The span window on Kubeflow reads CSV spans only; the data format '
+          f'is {data_format!r}. Compile with CSV data, or run the window '
+          'locally with `leantfx run/watch --span-window K`.')
+    return window_gen.SpanWindowCsvExampleGen(
+        input_base=input_base, span_pattern=CSV_PATTERN,
+        span_window=span_window, output_config=output_config,
+        range_config=range_config).with_id('CsvExampleGen')
   if data_format == 'images':
     return image_gen.ImageExampleGen(
         input_base=input_base, settings=image_settings(config),

@@ -81,6 +81,7 @@ def _ingest(config: config_lib.PipelineConfig,
       config,
       input_base=retraining.data_root(config),
       range_config=retraining.span_range(config),
+      span_window=retraining.span_window_size(config),
       output_config=tfx.proto.Output(
           split_config=tfx.proto.SplitConfig(splits=[
               tfx.proto.SplitConfig.Split(name='train', hash_buckets=4),

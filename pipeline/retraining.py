@@ -4,7 +4,8 @@ Kept apart from pipeline.py so that file stays a readable list of stages:
   * a rolling window of the newest K spans for Transform and Trainer: every
     run's ExampleGen ingests only the newest span, and a Resolver with
     SpanRangeStrategy collects the K newest spans ExampleGen has ever ingested
-    (from ML Metadata);
+    (from ML Metadata). On Kubeflow (window_in_example_gen) ExampleGen reads
+    the K spans itself instead (components/span_window_example_gen);
   * warm start: a Resolver of the latest blessed model feeds the Trainer's
     ``base_model`` (models/warm_start.py loads its weights);
   * RuntimeParameters for the data root, the pinned span and the train steps,
@@ -25,6 +26,7 @@ WARM_START_RESOLVER_ID = 'warm_start_model_resolver'
 DATA_ROOT_PARAMETER = run_parameters.DATA_ROOT_PARAMETER
 RANGE_CONFIG_PARAMETER = run_parameters.RANGE_CONFIG_PARAMETER
 TRAIN_ARGS_PARAMETER = run_parameters.TRAIN_ARGS_PARAMETER
+SPAN_WINDOW_PARAMETER = run_parameters.SPAN_WINDOW_PARAMETER
 pinned_span_json = run_parameters.pinned_span_json
 train_args_json = run_parameters.train_args_json
 
@@ -69,14 +71,28 @@ def train_args(
       name=TRAIN_ARGS_PARAMETER, ptype=str, default=train_args_json(steps))
 
 
+def span_window_size(
+    config: config_lib.PipelineConfig
+) -> Union[int, tfx.dsl.experimental.RuntimeParameter]:
+  """K for SpanWindowCsvExampleGen; a runtime parameter (int) if asked."""
+  window = config.orchestration.span_window
+  if not config.orchestration.runtime_parameters:
+    return window
+  return tfx.dsl.experimental.RuntimeParameter(
+      name=SPAN_WINDOW_PARAMETER, ptype=int, default=window)
+
+
 def runtime_parameter_defaults(
-    config: config_lib.PipelineConfig) -> Dict[str, str]:
+    config: config_lib.PipelineConfig) -> Dict[str, Union[str, int]]:
   """Name -> default of every runtime parameter create_pipeline declares."""
-  return {
+  defaults = {
       DATA_ROOT_PARAMETER: config.data_root,
       RANGE_CONFIG_PARAMETER: pinned_span_json(config.orchestration.span),
       TRAIN_ARGS_PARAMETER: train_args_json(config.training.train_steps),
   }
+  if config.orchestration.window_in_example_gen:
+    defaults[SPAN_WINDOW_PARAMETER] = config.orchestration.span_window
+  return defaults
 
 
 def span_window_examples(config: config_lib.PipelineConfig,
@@ -94,7 +110,8 @@ def span_window_examples(config: config_lib.PipelineConfig,
     ``examples`` itself when K == 1, else the Resolver's examples channel.
   """
   window = config.orchestration.span_window
-  if window <= 1:
+  if window <= 1 or config.orchestration.window_in_example_gen:
+    # With window_in_example_gen, ExampleGen already read the K spans.
     return examples
   producer_id = examples.producer_component_id
   producer = next(n for n in nodes if n.id == producer_id)

@@ -15,6 +15,9 @@ RANGE_CONFIG_PARAMETER = 'range_config'
 # only turns a RuntimeParameter into a pipeline parameter when it is the whole
 # execution property, not a field inside the train_args proto.
 TRAIN_ARGS_PARAMETER = 'train_args'
+# An int: how many spans (the newest included) the Kubeflow ExampleGen reads
+# (components/span_window_example_gen).
+SPAN_WINDOW_PARAMETER = 'span_window'
 
 
 def pinned_span_json(span: Optional[int]) -> str:

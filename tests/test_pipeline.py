@@ -6,6 +6,7 @@ import pytest
 from leantfx import cli
 from leantfx import config as config_lib
 from leantfx import datasets
+from leantfx.errors import ConfigError
 from leantfx.pipeline import pipeline
 
 pytestmark = pytest.mark.unit
@@ -47,3 +48,34 @@ def test_pusher_is_gated_on_the_evaluator_blessing(tmp_path):
   pusher = next(c for c in built.components if c.id == 'Pusher')
   evaluator = next(c for c in built.components if c.id == 'Evaluator')
   assert pusher.inputs['model_blessing'].producer_component_id == evaluator.id
+
+
+def _window_in_example_gen(config, window):
+  return dataclasses.replace(
+      config, orchestration=dataclasses.replace(
+          config.orchestration, span_window=window,
+          window_in_example_gen=True))
+
+
+def test_window_in_example_gen_replaces_the_span_window_resolver(tmp_path):
+  config = _config(tmp_path)
+  local = pipeline.create_pipeline(dataclasses.replace(
+      config, orchestration=dataclasses.replace(config.orchestration,
+                                                span_window=3)))
+  assert 'span_window_resolver' in {c.id for c in local.components}
+  built = pipeline.create_pipeline(_window_in_example_gen(config, 3))
+  ids = {c.id for c in built.components}
+  assert 'span_window_resolver' not in ids
+  example_gen = next(c for c in built.components if c.id == 'CsvExampleGen')
+  assert example_gen.exec_properties['span_window'] == 3
+  transform = next(c for c in built.components if c.id == 'Transform')
+  # Transform trains on the window through the gate and Augment, as locally.
+  assert transform.inputs['examples'].producer_component_id == 'Augment'
+
+
+def test_window_in_example_gen_needs_csv(tmp_path):
+  config = _window_in_example_gen(_config(tmp_path), 2)
+  config = dataclasses.replace(config, ingestion=dataclasses.replace(
+      config.ingestion, data_format='tfrecord'))
+  with pytest.raises(ConfigError, match='reads CSV spans only'):
+    pipeline.create_pipeline(config)

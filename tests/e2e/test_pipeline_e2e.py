@@ -114,15 +114,26 @@ def penguins_output(tmp_path_factory):
   return str(tmp_path_factory.mktemp('penguins'))
 
 
-def test_penguins_first_run_pushes_a_model_at_its_reported_accuracy(
-    penguins_output):
+@pytest.fixture(scope='module')
+def penguins_first_run(penguins_output):
+  """The first LocalDagRunner run and its summary, read before any re-run.
+
+  Later tests re-run the pipeline into the same output; the first run's
+  artifacts stay on disk, so the Beam comparison below reads them from here.
+  """
   result = run_cli(['run', '--dataset', 'penguins', '--output',
                     penguins_output])
+  summary = run_summary.summarize(
+      os.path.join(penguins_output, 'metadata.sqlite'), 'leantfx-penguins')
+  return result, summary
+
+
+def test_penguins_first_run_pushes_a_model_at_its_reported_accuracy(
+    penguins_output, penguins_first_run):
+  result, summary = penguins_first_run
   assert result.returncode == 0, result.stdout + result.stderr
   for node in ('CsvExampleGen', 'Trainer', 'Evaluator', 'Pusher'):
     assert re.search(rf'\] {node} +running', result.stdout), result.stdout
-  summary = run_summary.summarize(
-      os.path.join(penguins_output, 'metadata.sqlite'), 'leantfx-penguins')
   assert set(summary.executions) == EXPECTED_NODES
   assert {e.state for e in summary.executions.values()} == {'complete'}
   count, printed = _printed_accuracy(result.stdout)
@@ -248,13 +259,129 @@ def _check_pushed_tflite(output, summary, stdout):
   assert manifest['metrics']['accuracy'] >= summary.accuracy - 0.01 - 1e-9
 
 
-def test_beam_dag_runner_with_two_worker_processes(tmp_path):
+def _split_records(artifact, split):
+  files = glob.glob(os.path.join(artifact.uri, f'Split-{split}', '*'))
+  assert files, (artifact.uri, split)
+  return [
+      r.numpy()
+      for r in tf.data.TFRecordDataset(files, compression_type='GZIP')
+  ]
+
+
+def _feature_values(serialized):
+  """A tf.Example as {feature: numpy values} (bytes, floats or ints)."""
+  parsed = {}
+  for name, feature in tf.train.Example.FromString(
+      serialized).features.feature.items():
+    kind = feature.WhichOneof('kind')
+    parsed[name] = np.array(getattr(feature, kind).value if kind else [])
+  return parsed
+
+
+def _files_below(uri):
+  """{relative path: bytes} of every file below an artifact's folder."""
+  contents = {}
+  for root, _, names in os.walk(uri):
+    for name in names:
+      path = os.path.join(root, name)
+      with open(path, 'rb') as f:
+        contents[os.path.relpath(path, uri)] = f.read()
+  return contents
+
+
+def _split_statistics(artifact, split):
+  from tensorflow_metadata.proto.v0 import statistics_pb2  # pylint: disable=g-import-not-at-top
+  stats = statistics_pb2.DatasetFeatureStatisticsList()
+  with open(os.path.join(artifact.uri, f'Split-{split}',
+                         'FeatureStats.pb'), 'rb') as f:
+    stats.ParseFromString(f.read())
+  (dataset,) = stats.datasets
+  return dataset
+
+
+def _assert_same_artifacts(local, beam):
+  """What each node wrote on LocalDagRunner and on BeamDagRunner agrees.
+
+  Data artifacts must be equal record for record (Beam's sharding may order
+  records differently, so they are compared as sorted multisets). Floating
+  point aggregates may only differ by the order Beam combined partial sums
+  in, hence the 1e-6 relative tolerance on statistics and transformed values.
+  """
+  assert set(local.executions) == set(beam.executions)
+  for node, execution in local.executions.items():
+    other = beam.executions[node].outputs
+    assert {k: len(v) for k, v in execution.outputs.items()} == {
+        k: len(v) for k, v in other.items()}, node
+  out = lambda summary, node, key: summary.executions[node].outputs[key][0]
+  for node in ('CsvExampleGen', 'Augment'):
+    for split in ('train', 'eval'):
+      assert sorted(_split_records(out(local, node, 'examples'), split)) == (
+          sorted(_split_records(out(beam, node, 'examples'), split))), (
+              node, split)
+  assert _files_below(out(local, 'ImportSchemaGen', 'schema').uri) == (
+      _files_below(out(beam, 'ImportSchemaGen', 'schema').uri))
+  assert _files_below(out(local, 'ExampleValidator', 'anomalies').uri) == (
+      _files_below(out(beam, 'ExampleValidator', 'anomalies').uri))
+  for split in ('train', 'eval'):
+    ours = _split_statistics(out(local, 'StatisticsGen', 'statistics'), split)
+    theirs = _split_statistics(out(beam, 'StatisticsGen', 'statistics'),
+                               split)
+    assert ours.num_examples == theirs.num_examples > 0
+    by_name = {f.path.step[0]: f for f in theirs.features}
+    assert {f.path.step[0] for f in ours.features} == set(by_name)
+    for feature in ours.features:
+      other = by_name[feature.path.step[0]]
+      stats_kind = feature.WhichOneof('stats')
+      assert other.WhichOneof('stats') == stats_kind
+      ours_common = getattr(feature, stats_kind).common_stats
+      theirs_common = getattr(other, stats_kind).common_stats
+      assert ours_common.num_non_missing == theirs_common.num_non_missing
+      if stats_kind == 'num_stats':
+        assert feature.num_stats.mean == pytest.approx(
+            other.num_stats.mean, rel=1e-6)
+        assert feature.num_stats.std_dev == pytest.approx(
+            other.num_stats.std_dev, rel=1e-6)
+  # Transform: identical vocabularies and output schema; the same examples
+  # (matched on their label and bytes features) with the same values.
+  ours_graph = _files_below(out(local, 'Transform', 'transform_graph').uri)
+  theirs_graph = _files_below(out(beam, 'Transform', 'transform_graph').uri)
+  assets = lambda files: {k: v for k, v in files.items()
+                          if '/assets/' in f'/{k}' or k.endswith('.pbtxt')}
+  assert assets(ours_graph) and assets(ours_graph) == assets(theirs_graph)
+  for split in ('train', 'eval'):
+    ours = [_feature_values(r) for r in _split_records(
+        out(local, 'Transform', 'transformed_examples'), split)]
+    theirs = [_feature_values(r) for r in _split_records(
+        out(beam, 'Transform', 'transformed_examples'), split)]
+    assert len(ours) == len(theirs) > 0
+    key = lambda ex: tuple(np.round(np.concatenate(
+        [np.asarray(ex[n], dtype=np.float64) for n in sorted(ex)
+         if ex[n].dtype.kind in 'fiu']), 4).tolist())
+    for a, b in zip(sorted(ours, key=key), sorted(theirs, key=key)):
+      assert sorted(a) == sorted(b)
+      for name in a:
+        if a[name].dtype.kind in 'fiu':
+          np.testing.assert_allclose(a[name], b[name], rtol=1e-6, atol=1e-6)
+        else:
+          np.testing.assert_array_equal(a[name], b[name])
+
+
+def test_beam_dag_runner_with_two_worker_processes(tmp_path,
+                                                   penguins_first_run):
+  """BeamDagRunner (2 worker processes) gives LocalDagRunner's artifacts."""
+  local_result, local = penguins_first_run
+  assert local_result.returncode == 0, local_result.stdout
   output = str(tmp_path)
   result = run_cli(['run', '--dataset', 'penguins', '--output', output,
                     '--runner', 'beam', '--beam-mode', 'multi_processing',
-                    '--beam-workers', '2', '--train-steps', '400'])
+                    '--beam-workers', '2'])
   assert result.returncode == 0, result.stdout + result.stderr
   summary = run_summary.summarize(
       os.path.join(output, 'metadata.sqlite'), 'leantfx-penguins')
   assert set(summary.executions) == EXPECTED_NODES
   assert summary.pushed and summary.accuracy >= MIN_ACCURACY
+  _assert_same_artifacts(local, summary)
+  # Same data, seed and steps: the Evaluator scores both models on the same
+  # eval examples.
+  assert summary.example_count == local.example_count
+  assert summary.accuracy == pytest.approx(local.accuracy, abs=BEAM_ACCURACY_TOLERANCE)

@@ -57,12 +57,14 @@ def test_runtime_parameters_are_declared_with_defaults_and_wired(compiled):
   assert compiler.parameters_of(spec) == {
       'data_root': 'gs://bucket/data',
       'range_config': '',  # The newest span unless a run pins one.
+      'span_window': 1,  # --span-window's default: the newest span only.
       'train_args': '{"num_steps": 500}',  # --train-steps 500
   }
   tasks = spec.root.dag.tasks
   wiring = {
       ('CsvExampleGen', 'input_base'): 'data_root',
       ('CsvExampleGen', 'range_config'): 'range_config',
+      ('CsvExampleGen', 'span_window'): 'span_window',
       ('Trainer', 'train_args'): 'train_args',
   }
   for (task, key), param in wiring.items():
@@ -108,7 +110,7 @@ def test_compile_is_deterministic_and_json_job_matches(compiled):
     job = json.load(f)
   assert job['runtimeConfig']['gcsOutputDirectory'] == 'gs://bucket/root'
   assert set(job['runtimeConfig']['parameterValues']) == {
-      'data_root', 'range_config', 'train_args'}
+      'data_root', 'range_config', 'span_window', 'train_args'}
   # The stamped fields named in kubeflow/compiler.py.
   with open(compiled['yaml']) as f:
     raw = yaml.safe_load(f)
@@ -117,13 +119,16 @@ def test_compile_is_deterministic_and_json_job_matches(compiled):
                                 'tfx_version'}
 
 
-def test_span_window_cannot_be_compiled_and_says_why(tmp_path):
-  result = run_cli(COMPILE_ARGS + ['--out', str(tmp_path / 'p.yaml'),
-                                   '--span-window', '3'])
-  assert result.returncode == 2, result.stdout + result.stderr
-  assert 'SpanRangeStrategy' in result.stderr
-  assert 'Traceback' not in result.stderr
-  assert not os.path.exists(tmp_path / 'p.yaml')
+def test_span_window_compiles_into_example_gen_without_a_resolver(tmp_path):
+  """--span-window K: ExampleGen reads the K spans (no SpanRangeStrategy)."""
+  out = str(tmp_path / 'p.yaml')
+  result = run_cli(COMPILE_ARGS + ['--out', out, '--span-window', '3'])
+  assert result.returncode == 0, result.stdout + result.stderr
+  spec = _spec(out)
+  assert compiler.parameters_of(spec)['span_window'] == 3
+  tasks = set(spec.root.dag.tasks)
+  assert COMPONENTS <= tasks and RESOLVER_TASKS <= tasks
+  assert not any('span_window' in t for t in tasks), tasks
 
 
 @pytest.mark.parametrize('args, message', [

@@ -149,7 +149,7 @@ def test_contract_submit_run_sends_spec_and_parameters(kfp_api, compiled):
                     compiled['yaml'], '--experiment', 'retraining',
                     '--run-name', 'penguins-span-3', '--data-root',
                     'gs://bucket/other', '--span', '3', '--train-steps',
-                    '250'])
+                    '250', '--span-window', '2'])
   assert result.returncode == 0, result.stdout + result.stderr
   assert 'run created: run-42' in result.stdout
   (experiment,) = _posts(server, '/apis/v2beta1/experiments')
@@ -167,8 +167,28 @@ def test_contract_submit_run_sends_spec_and_parameters(kfp_api, compiled):
       'data_root': 'gs://bucket/other',
       'range_config': json.dumps({'static_range': {
           'end_span_number': 3, 'start_span_number': 3}}, sort_keys=True),
+      'span_window': 2,  # A number: the compiled parameter is an integer.
       'train_args': '{"num_steps": 250}',
   }
+
+
+def test_contract_span_window_param_is_sent_as_a_number(kfp_api, compiled):
+  server, host = kfp_api
+  result = run_cli(['kfp', 'submit', '--host', host, '--package',
+                    compiled['yaml'], '--param', 'span_window=4'])
+  assert result.returncode == 0, result.stdout + result.stderr
+  (run,) = _posts(server, '/apis/v2beta1/runs')
+  assert run['body']['runtime_config']['parameters'] == {'span_window': 4}
+
+
+def test_bad_span_window_param_is_refused_before_sending(kfp_api, compiled):
+  server, host = kfp_api
+  result = run_cli(['kfp', 'submit', '--host', host, '--package',
+                    compiled['yaml'], '--param', 'span_window=three'])
+  assert result.returncode == 2, result.stdout + result.stderr
+  assert 'span_window must be a whole number >= 1' in result.stderr
+  assert 'Traceback' not in result.stderr
+  assert not _posts(server, '/apis/v2beta1/runs')
 
 
 def test_contract_schedule_cron_is_one_at_a_time_without_catchup(

@@ -1,0 +1,1 @@
+"""SpanWindowCsvExampleGen: one ExampleGen run that reads the newest K spans."""
