@@ -53,7 +53,9 @@ setuptools.setup(
         'matplotlib',
     ],
     extras_require={
-        'test': ['pytest'],
+        # pytest-xdist: `make test` runs the test files on two workers (the
+        # machine's two cores; a pipeline run keeps about one core busy).
+        'test': ['pytest', 'pytest-xdist'],
         # The serving benchmark's baseline is the Flask app most users write.
         'bench': ['flask'],
     },

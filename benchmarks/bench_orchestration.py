@@ -95,18 +95,22 @@ def _cached(scratch, base_steps):
   out = os.path.join(scratch, 'cache-out')
   args = ['run', '--dataset', 'penguins', '--output', out, '--train-steps',
           str(base_steps), '--epochs', '1']
-  first, log1 = _leantfx(args)
-  second, log2 = _leantfx(args)
-  third, log3 = _leantfx(args)
   rows = []
-  for name, seconds, log in (('first', first, log1), ('second', second, log2),
-                             ('third', third, log3)):
+  first = None
+  for name in ('first', 'second', 'third'):
+    seconds, log = _leantfx(args)
+    first = first or seconds
     # What the run itself reports: '(N components: R ran, C from cache)'.
     counts = [line[line.index('('):] for line in log.splitlines()
               if line.startswith('leantfx run finished')]
     rows.append({'run': name, 'seconds': seconds,
                  'ratio_to_first': seconds / first,
-                 'components': counts[0] if counts else '?'})
+                 'components': counts[0] if counts else '?',
+                 # Which nodes executed (not from cache), read from ML
+                 # Metadata right after this run.
+                 'executed': ' '.join(sorted(
+                     node for node, e in _summary(out).executions.items()
+                     if e.state == 'complete'))})
   return rows
 
 

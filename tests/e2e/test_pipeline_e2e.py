@@ -28,6 +28,11 @@ EXPECTED_NODES = {
 }
 # The foundation issue's bar for both bundled datasets.
 MIN_ACCURACY = 0.95
+# BeamDagRunner's workers shard Transform's output differently, so the
+# Trainer reads the same examples in another order and its weights differ
+# (by up to 0.17 in one kernel when measured; the accuracies were equal).
+# The two models may disagree on at most this many eval examples.
+BEAM_EVAL_EXAMPLES_APART = 2
 
 
 def _printed_accuracy(stdout):
@@ -260,10 +265,16 @@ def _check_pushed_tflite(output, summary, stdout):
 
 
 def _split_records(artifact, split):
+  """A split's tf.Examples, re-serialized deterministically.
+
+  Protobuf map fields (a tf.Example's features) serialize in an order that
+  may differ between processes, so equal examples can differ in bytes.
+  """
   files = glob.glob(os.path.join(artifact.uri, f'Split-{split}', '*'))
   assert files, (artifact.uri, split)
   return [
-      r.numpy()
+      tf.train.Example.FromString(r.numpy()).SerializeToString(
+          deterministic=True)
       for r in tf.data.TFRecordDataset(files, compression_type='GZIP')
   ]
 
@@ -313,11 +324,11 @@ def _assert_same_artifacts(local, beam):
     assert {k: len(v) for k, v in execution.outputs.items()} == {
         k: len(v) for k, v in other.items()}, node
   out = lambda summary, node, key: summary.executions[node].outputs[key][0]
-  for node in ('CsvExampleGen', 'Augment'):
+  for node, key in (('CsvExampleGen', 'examples'),
+                    ('Augment', 'augmented_examples')):
     for split in ('train', 'eval'):
-      assert sorted(_split_records(out(local, node, 'examples'), split)) == (
-          sorted(_split_records(out(beam, node, 'examples'), split))), (
-              node, split)
+      assert sorted(_split_records(out(local, node, key), split)) == (
+          sorted(_split_records(out(beam, node, key), split))), (node, split)
   assert _files_below(out(local, 'ImportSchemaGen', 'schema').uri) == (
       _files_below(out(beam, 'ImportSchemaGen', 'schema').uri))
   assert _files_below(out(local, 'ExampleValidator', 'anomalies').uri) == (
@@ -382,6 +393,8 @@ def test_beam_dag_runner_with_two_worker_processes(tmp_path,
   assert summary.pushed and summary.accuracy >= MIN_ACCURACY
   _assert_same_artifacts(local, summary)
   # Same data, seed and steps: the Evaluator scores both models on the same
-  # eval examples.
+  # eval examples, and they are as good within BEAM_EVAL_EXAMPLES_APART.
   assert summary.example_count == local.example_count
-  assert summary.accuracy == pytest.approx(local.accuracy, abs=BEAM_ACCURACY_TOLERANCE)
+  apart = abs(summary.accuracy - local.accuracy) * local.example_count
+  assert apart <= BEAM_EVAL_EXAMPLES_APART + 1e-3, (summary.accuracy,
+                                                    local.accuracy)
