@@ -6,12 +6,17 @@ transform graph knows the label and every model input) and then calls
 ``optimize``, which builds the variants, measures, gates, selects, pushes and
 reports. Every step below is a module-level function so it can be tested on
 its own.
+
+Artifact URIs and the push base may be on an object store (gs://, s3://: the
+pipeline root on Kubeflow). The checks read through tfx.dsl.io.fileio, the
+examples and transform graph are read by TensorFlow (which reads those
+stores), the Keras model is copied to a local scratch folder to be loaded and
+measured, and the report is written there and copied to its artifact.
 """
 import dataclasses
-import glob
 import json
 import os
-import shutil
+import tempfile
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from absl import logging
@@ -19,7 +24,9 @@ import tensorflow as tf
 import tf_keras
 from tfx import types
 from tfx.dsl.components.base import base_executor
+from tfx.dsl.io import fileio
 from tfx.types import artifact_utils
+from tfx.utils import io_utils
 
 from leantfx.components.optimize import config as config_lib
 from leantfx.components.optimize import measure
@@ -67,7 +74,7 @@ def keras_model_dir(model_uri: str) -> str:
     InputDataError: the directory is missing or holds no SavedModel.
   """
   path = os.path.join(model_uri, KERAS_MODEL_DIR)
-  if not os.path.isdir(path):
+  if not fileio.isdir(path):
     raise InputDataError(
         f'The model artifact at {model_uri} has no {KERAS_MODEL_DIR}/ '
         'directory; ModelOptimizer needs the bare tf_keras model that '
@@ -76,7 +83,7 @@ def keras_model_dir(model_uri: str) -> str:
   if not tf.saved_model.contains_saved_model(path):
     raise InputDataError(
         f'{path} is not a SavedModel (no saved_model.pb); found '
-        f'{sorted(os.listdir(path))[:10]}. The Trainer must save the Keras '
+        f'{sorted(fileio.listdir(path))[:10]}. The Trainer must save the Keras '
         "model there with model.save(path, save_format='tf').")
   return path
 
@@ -117,8 +124,8 @@ def split_files(examples: types.Artifact, split: str) -> List[str]:
         f'no {split!r} split; ModelOptimizer trains on "train" and measures '
         'on "eval". Configure ExampleGen to output both.')
   directory = os.path.join(examples.uri, f'Split-{split}')
-  files = sorted(f for f in glob.glob(os.path.join(directory, '*'))
-                 if os.path.isfile(f))
+  files = sorted(f for f in fileio.glob(os.path.join(directory, '*'))
+                 if not fileio.isdir(f))
   if not files:
     raise InputDataError(
         f'The {split!r} split of the transformed examples has no files in '
@@ -336,11 +343,11 @@ def optimize(model: tf_keras.Model,
                  pushed.version, pushed.directory)
     if optimized_model_dir:
       out = os.path.join(optimized_model_dir, spec.TFLITE_MODEL_DIR)
-      os.makedirs(out, exist_ok=True)
-      shutil.copyfile(pushed.model_path, os.path.join(out, push.MODEL_FILE))
-      shutil.copyfile(
-          os.path.join(pushed.directory, push.MANIFEST_FILE),
-          os.path.join(out, push.MANIFEST_FILE))
+      fileio.makedirs(out)
+      fileio.copy(pushed.model_path, os.path.join(out, push.MODEL_FILE),
+                  overwrite=True)
+      fileio.copy(os.path.join(pushed.directory, push.MANIFEST_FILE),
+                  os.path.join(out, push.MANIFEST_FILE), overwrite=True)
   report_paths = report.write_report(
       report_dir, baseline, decisions, selected, budget=config.budget,
       policy=config.policy, source_model_uri=source_model_uri,
@@ -373,10 +380,11 @@ def _parse_properties(exec_properties: Mapping[str, Any]
 
 def _write_blessing(blessing: types.Artifact,
                     selected: Optional[selection.GateDecision]) -> None:
-  os.makedirs(blessing.uri, exist_ok=True)
+  fileio.makedirs(blessing.uri)
   marker = BLESSED_FILE if selected else NOT_BLESSED_FILE
-  with open(os.path.join(blessing.uri, marker), 'w', encoding='utf-8'):
-    pass
+  # As TFX's Evaluator writes its BLESSED file (gfile creates nothing for a
+  # file opened and closed without a write).
+  io_utils.write_string_file(os.path.join(blessing.uri, marker), '')
   blessing.set_int_custom_property(spec.BLESSED_PROPERTY, int(bool(selected)))
   if selected:
     blessing.set_string_custom_property(spec.SELECTED_VARIANT_PROPERTY,
@@ -416,18 +424,28 @@ class Executor(base_executor.BaseExecutor):
     model_dir = keras_model_dir(model_artifact.uri)
     train_files = split_files(examples, spec.TRAIN_SPLIT)
     eval_files = split_files(examples, spec.EVAL_SPLIT)
-    model = load_keras_model(model_dir)
-    feature_spec = transformed_feature_spec(transform_graph.uri,
-                                            model_input_names(model))
-    train_ds = make_dataset(train_files, feature_spec, features.LABEL_KEY,
-                            config.batch_size, shuffle=True)
-    eval_ds = make_dataset(eval_files, feature_spec, features.LABEL_KEY,
-                           config.batch_size)
+    with tempfile.TemporaryDirectory(prefix='leantfx-optimizer-') as scratch:
+      if not push.is_local(model_dir):
+        local_model = os.path.join(scratch, KERAS_MODEL_DIR)
+        io_utils.copy_dir(model_dir, local_model)
+        model_dir = local_model
+      model = load_keras_model(model_dir)
+      feature_spec = transformed_feature_spec(transform_graph.uri,
+                                              model_input_names(model))
+      train_ds = make_dataset(train_files, feature_spec, features.LABEL_KEY,
+                              config.batch_size, shuffle=True)
+      eval_ds = make_dataset(eval_files, feature_spec, features.LABEL_KEY,
+                             config.batch_size)
 
-    os.makedirs(optimized_model.uri, exist_ok=True)
-    outcome = optimize(model, model_dir, model_artifact.uri, train_ds, eval_ds,
-                       config, report_artifact.uri, push_base, model_name,
-                       optimized_model_dir=optimized_model.uri)
+      report_dir = report_artifact.uri
+      if not push.is_local(report_dir):
+        report_dir = os.path.join(scratch, 'report')
+      fileio.makedirs(optimized_model.uri)
+      outcome = optimize(model, model_dir, model_artifact.uri, train_ds,
+                         eval_ds, config, report_dir, push_base, model_name,
+                         optimized_model_dir=optimized_model.uri)
+      if report_dir != report_artifact.uri:
+        io_utils.copy_dir(report_dir, report_artifact.uri)
 
     _write_blessing(blessing, outcome.selected)
     optimized_model.set_int_custom_property(spec.BLESSED_PROPERTY,

@@ -12,6 +12,13 @@ number is not handed out again. Files are written into a hidden ``.tmp-*``
 directory beside the versions and the directory is renamed into place, so a
 reader listing versions (or TF Serving, which only takes integer names) never
 sees a half-written one.
+
+On an object store (``gs://``, ``s3://``, any ``scheme://`` tf.io.gfile
+knows, as the pipeline root and push base are on Kubeflow), a folder rename
+is neither atomic nor supported by every filesystem plugin: the version
+folder is written in place instead, model.tflite first and manifest.json
+(with the file's sha256) last, so a reader that waits for the manifest, or
+checks the sha256 it names, never takes a half-written model.
 """
 import dataclasses
 import datetime
@@ -23,6 +30,8 @@ import shutil
 import tempfile
 import time
 from typing import Any, Callable, Dict, List, Mapping, Sequence
+
+from tfx.dsl.io import fileio
 
 from leantfx.errors import ConfigError
 
@@ -51,10 +60,15 @@ class PushResult:
   manifest: Dict[str, Any]
 
 
+def is_local(path: str) -> bool:
+  """True for a plain local path (os.rename and fsync work on it)."""
+  return '://' not in path
+
+
 def sha256_of(path: str) -> str:
-  """Hex SHA-256 of a file's bytes."""
+  """Hex SHA-256 of a file's bytes (any filesystem tf.io.gfile knows)."""
   digest = hashlib.sha256()
-  with open(path, 'rb') as f:
+  with fileio.open(path, 'rb') as f:
     for chunk in iter(lambda: f.read(1 << 20), b''):
       digest.update(chunk)
   return digest.hexdigest()
@@ -71,20 +85,23 @@ def list_versions(base_dir: str, model_name: str) -> List[int]:
     Integer versions; [] when nothing was pushed yet.
   """
   model_dir = os.path.join(base_dir, model_name)
-  if not os.path.isdir(model_dir):
+  if not fileio.isdir(model_dir):
     return []
+  names = [n.rstrip('/') for n in fileio.listdir(model_dir)]  # 'name/' on GCS
   return sorted(
-      int(name) for name in os.listdir(model_dir)
+      int(name) for name in names
       if _VERSION_RE.match(name) and
-      os.path.isdir(os.path.join(model_dir, name)))
+      fileio.isdir(os.path.join(model_dir, name)))
 
 
 def _last_version(model_dir: str) -> int:
+  path = os.path.join(model_dir, _LAST_VERSION_FILE)
+  if not fileio.exists(path):
+    return 0
   try:
-    with open(os.path.join(model_dir, _LAST_VERSION_FILE),
-              encoding='utf-8') as f:
+    with fileio.open(path, 'r') as f:
       return int(f.read().strip() or 0)
-  except (FileNotFoundError, ValueError):
+  except ValueError:
     return 0
 
 
@@ -130,12 +147,26 @@ def push_tflite(tflite_path: str,
     ConfigError: missing file or unusable model name.
     OSError: the filesystem refused the write; nothing is left behind.
   """
-  if not os.path.isfile(tflite_path):
+  if not fileio.exists(tflite_path) or fileio.isdir(tflite_path):
     raise ConfigError(f'Cannot push {tflite_path}: no such file.')
   if not _NAME_RE.match(model_name):
     raise ConfigError(
         f'Model name {model_name!r} is not usable as a directory: use '
         'letters, digits, "_" or "-", starting with a letter (at most 63).')
+  manifest = {
+      'model_name': model_name,
+      'version': None,
+      'source_model_uri': source_model_uri,
+      'technique_chain': list(technique_chain),
+      'tflite_mode': tflite_mode,
+      'metrics': dict(metrics),
+      'sha256': sha256_of(tflite_path),
+      'size_bytes': fileio.stat(tflite_path).length,
+      'created_at': datetime.datetime.fromtimestamp(
+          clock(), datetime.timezone.utc).isoformat(timespec='seconds'),
+  }
+  if not is_local(base_dir):
+    return _push_in_place(tflite_path, base_dir, model_name, manifest, clock)
   model_dir = os.path.join(base_dir, model_name)
   os.makedirs(model_dir, exist_ok=True)
   # The hidden prefix keeps it out of list_versions and out of TF Serving's
@@ -143,20 +174,10 @@ def push_tflite(tflite_path: str,
   tmp_dir = tempfile.mkdtemp(prefix='.tmp-', dir=model_dir)
   try:
     model_path = os.path.join(tmp_dir, MODEL_FILE)
-    shutil.copyfile(tflite_path, model_path)
+    fileio.copy(tflite_path, model_path, overwrite=True)
     _fsync_file(model_path)
-    manifest = {
-        'model_name': model_name,
-        'version': None,
-        'source_model_uri': source_model_uri,
-        'technique_chain': list(technique_chain),
-        'tflite_mode': tflite_mode,
-        'metrics': dict(metrics),
-        'sha256': sha256_of(model_path),
-        'size_bytes': os.path.getsize(model_path),
-        'created_at': datetime.datetime.fromtimestamp(
-            clock(), datetime.timezone.utc).isoformat(timespec='seconds'),
-    }
+    if sha256_of(model_path) != manifest['sha256']:
+      raise OSError(f'The copy of {tflite_path} in {tmp_dir} differs from it.')
     for _ in range(_MAX_ATTEMPTS):
       version = _next_version(model_dir, list_versions(base_dir, model_name),
                               clock())
@@ -184,9 +205,39 @@ def push_tflite(tflite_path: str,
       shutil.rmtree(tmp_dir, ignore_errors=True)
 
 
+def _push_in_place(tflite_path: str, base_dir: str, model_name: str,
+                   manifest: Dict[str, Any],
+                   clock: Callable[[], float]) -> PushResult:
+  """The object-store push: model.tflite, then manifest.json, in place.
+
+  Raises:
+    OSError: the store refused a write; the partial version is removed.
+  """
+  model_dir = os.path.join(base_dir, model_name)
+  fileio.makedirs(model_dir)
+  version = _next_version(model_dir, list_versions(base_dir, model_name),
+                          clock())
+  target = os.path.join(model_dir, str(version))
+  manifest = dict(manifest, version=version)
+  try:
+    fileio.makedirs(target)
+    fileio.copy(tflite_path, os.path.join(target, MODEL_FILE))
+    with fileio.open(os.path.join(target, MANIFEST_FILE), 'w') as f:
+      f.write(json.dumps(manifest, indent=2, sort_keys=True))
+  except Exception:
+    if fileio.exists(target):
+      fileio.rmtree(target)
+    raise
+  with fileio.open(os.path.join(model_dir, _LAST_VERSION_FILE), 'w') as f:
+    f.write(str(max(version, _last_version(model_dir))))
+  return PushResult(version=version, directory=target,
+                    model_path=os.path.join(target, MODEL_FILE),
+                    manifest=manifest)
+
+
 def read_manifest(version_dir: str) -> Dict[str, Any]:
   """The manifest.json of a pushed version."""
-  with open(os.path.join(version_dir, MANIFEST_FILE), encoding='utf-8') as f:
+  with fileio.open(os.path.join(version_dir, MANIFEST_FILE), 'r') as f:
     return json.load(f)
 
 

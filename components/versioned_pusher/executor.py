@@ -4,22 +4,30 @@ TFX's Pusher copies the model straight into ``<base>/<unix time>/`` (writing
 saved_model.pb last), and pushes the same model again as a new version each
 time the Evaluator re-blesses it, e.g. when a re-run first finds a baseline.
 This executor instead:
-  * copies into a hidden ``<base>/.push-<version>-<pid>/`` and renames it into
-    place, so a model server polling ``<base>`` never sees a half-written
-    version (TF Serving ignores non-numeric folder names);
+  * on a local filesystem, copies into a hidden ``<base>/.push-<version>-<pid>/``
+    and renames it into place, so a model server polling ``<base>`` never sees
+    a half-written version (TF Serving ignores non-numeric folder names);
+  * on an object store (``gs://``, ``s3://``, any ``scheme://`` that
+    tf.io.gfile knows), where renaming a folder is not one operation (it is
+    not even supported by every filesystem plugin), copies straight into the
+    version folder with the SavedModel's ``saved_model.pb`` written last, as
+    TFX's Pusher does: TF Serving cannot load a version before that file
+    exists;
   * picks a version strictly greater than every existing one;
   * does not push a model whose files are identical to the newest pushed
     version: it records that version as the push instead.
+All file access goes through tfx.dsl.io.fileio (tf.io.gfile), so the same
+code pushes to a local folder and to a bucket on Kubeflow.
 """
 import hashlib
 import os
-import shutil
 import time
 from typing import Any, Dict, List, Optional
 
 from absl import logging
 from tfx import types
 from tfx.components.pusher import executor as tfx_pusher_executor
+from tfx.dsl.io import fileio
 from tfx.proto import pusher_pb2
 from tfx.types import artifact_utils
 from tfx.types import standard_component_specs
@@ -27,29 +35,51 @@ from tfx.utils import io_utils
 from tfx.utils import proto_utils
 
 REUSED_VERSION_KEY = 'reused_existing_version'
+# Written last on object stores: a version without it is not loadable yet.
+_SAVED_MODEL_FILES = ('saved_model.pb', 'saved_model.pbtxt')
+
+
+def is_local(path: str) -> bool:
+  """True for a plain local path (os.rename works on it)."""
+  return '://' not in path
+
+
+def _files_below(path: str) -> List[str]:
+  """Relative paths of every file below path, sorted.
+
+  Computed by prefix, not os.path.relpath, which would normalize the '//'
+  of a scheme:// path.
+  """
+  top = path.rstrip('/')
+  found = []
+  for root, _, files in fileio.walk(top):
+    relative_root = root.rstrip('/')[len(top):].lstrip('/')
+    for name in files:
+      found.append(os.path.join(relative_root, name) if relative_root else name)
+  return sorted(found)
 
 
 def model_digest(path: str) -> str:
   """sha256 over the relative paths and contents of every file below path."""
   digest = hashlib.sha256()
-  for root, dirs, files in os.walk(path):
-    dirs.sort()
-    for name in sorted(files):
-      full = os.path.join(root, name)
-      digest.update(os.path.relpath(full, path).encode('utf-8') + b'\0')
-      with open(full, 'rb') as f:
-        for block in iter(lambda: f.read(1 << 20), b''):
-          digest.update(block)
+  for relative in _files_below(path):
+    digest.update(relative.encode('utf-8') + b'\0')
+    with fileio.open(os.path.join(path, relative), 'rb') as f:
+      for block in iter(lambda: f.read(1 << 20), b''):
+        digest.update(block)
   return digest.hexdigest()
 
 
 def existing_versions(base_directory: str) -> List[int]:
   """Numeric version folders below base_directory, ascending."""
-  if not os.path.isdir(base_directory):
+  if not fileio.isdir(base_directory):
     return []
-  return sorted(
-      int(name) for name in os.listdir(base_directory)
-      if name.isdigit() and os.path.isdir(os.path.join(base_directory, name)))
+  versions = []
+  for name in fileio.listdir(base_directory):
+    name = name.rstrip('/')  # Object stores list folders as 'name/'.
+    if name.isdigit() and fileio.isdir(os.path.join(base_directory, name)):
+      versions.append(int(name))
+  return sorted(versions)
 
 
 def next_version(base_directory: str, now: Optional[int] = None) -> int:
@@ -59,9 +89,19 @@ def next_version(base_directory: str, now: Optional[int] = None) -> int:
   return max([now] + [v + 1 for v in versions])
 
 
+def _copy_saved_model_last(model_path: str, destination: str) -> None:
+  """Copies every file, the SavedModel's saved_model.pb(txt) last."""
+  files = _files_below(model_path)
+  last = [f for f in files if f in _SAVED_MODEL_FILES]
+  for relative in [f for f in files if f not in last] + last:
+    target = os.path.join(destination, relative)
+    fileio.makedirs(os.path.dirname(target))
+    fileio.copy(os.path.join(model_path, relative), target, overwrite=False)
+
+
 def push_atomically(model_path: str, base_directory: str,
                     version: int) -> str:
-  """Copies model_path to base_directory/version via a hidden temp folder.
+  """Copies model_path to base_directory/version (see the module docstring).
 
   Args:
     model_path: the SavedModel (or any model folder) to push.
@@ -74,18 +114,30 @@ def push_atomically(model_path: str, base_directory: str,
   Raises:
     FileExistsError: if the version folder already exists.
   """
-  os.makedirs(base_directory, exist_ok=True)
+  fileio.makedirs(base_directory)
   destination = os.path.join(base_directory, str(version))
-  if os.path.exists(destination):
+  if fileio.exists(destination):
     raise FileExistsError(f'{destination} already exists; refusing to '
                           'overwrite a pushed version.')
+  if not is_local(base_directory):
+    try:
+      _copy_saved_model_last(model_path, destination)
+    except Exception:
+      # A partial version must not stay behind for a server to find.
+      if fileio.exists(destination):
+        fileio.rmtree(destination)
+      raise
+    return destination
   staging = os.path.join(base_directory, f'.push-{version}-{os.getpid()}')
-  shutil.rmtree(staging, ignore_errors=True)
+  if fileio.exists(staging):
+    fileio.rmtree(staging)
   try:
-    shutil.copytree(model_path, staging)
+    io_utils.copy_dir(model_path, staging)
+    # One rename(2) on a local filesystem: the version appears whole.
     os.rename(staging, destination)
   finally:
-    shutil.rmtree(staging, ignore_errors=True)
+    if fileio.exists(staging):
+      fileio.rmtree(staging)
   return destination
 
 

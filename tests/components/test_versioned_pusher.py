@@ -106,3 +106,67 @@ def test_non_filesystem_destination_is_refused(tmp_path):
          'model_blessing': [_blessing(tmp_path, True)]},
         {'pushed_model': [pushed]},
         {'push_destination': '{}'})
+
+
+def _ram_base(tmp_path):
+  """A serving base on TF's in-memory filesystem: an object-store stand-in.
+
+  ram:// goes through the same tf.io.gfile layer as gs:// and s3://, and like
+  them it is not a POSIX folder tree (renaming a folder there does not move
+  its files), so a push that works here uses no os-level file call.
+  """
+  return f'ram://{tmp_path.name}/serving'
+
+
+def test_push_to_an_object_store_path(tmp_path):
+  from tfx.dsl.io import fileio  # pylint: disable=g-import-not-at-top
+  base = _ram_base(tmp_path)
+  first = _push(tmp_path, _model(tmp_path, 'm1', b'graph-1'), True, base)
+  (version,) = pusher_executor.existing_versions(base)
+  version_dir = f'{base}/{version}'
+  assert first.get_string_custom_property('pushed_destination') == version_dir
+  with fileio.open(f'{version_dir}/saved_model.pb', 'rb') as f:
+    assert f.read() == b'graph-1'
+  with fileio.open(f'{version_dir}/variables/variables.index', 'rb') as f:
+    assert f.read() == b'index'
+  # The same model is not pushed again; a new one gets a newer version.
+  again = _push(tmp_path, _model(tmp_path, 'm2', b'graph-1'), True, base)
+  assert again.get_int_custom_property(
+      pusher_executor.REUSED_VERSION_KEY) == 1
+  _push(tmp_path, _model(tmp_path, 'm3', b'graph-3'), True, base)
+  versions = pusher_executor.existing_versions(base)
+  assert len(versions) == 2 and versions[0] == version < versions[1]
+  assert sorted(fileio.listdir(base)) == sorted(str(v) for v in versions)
+
+
+def test_object_store_push_writes_saved_model_pb_last(tmp_path, monkeypatch):
+  from tfx.dsl.io import fileio  # pylint: disable=g-import-not-at-top
+  copied = []
+  real_copy = fileio.copy
+
+  def recording_copy(src, dst, overwrite=False):
+    if dst.startswith('ram://'):  # Not the lineage copy into the artifact.
+      copied.append(os.path.basename(dst))
+    return real_copy(src, dst, overwrite)
+
+  monkeypatch.setattr(pusher_executor.fileio, 'copy', recording_copy)
+  _push(tmp_path, _model(tmp_path, 'm1', b'graph-1'), True,
+        _ram_base(tmp_path))
+  assert copied == ['variables.index', 'saved_model.pb']
+
+
+def test_failed_object_store_push_leaves_no_version(tmp_path, monkeypatch):
+  base = _ram_base(tmp_path)
+
+  def failing_copy(src, dst, overwrite=False):
+    del src, overwrite
+    if dst.endswith('saved_model.pb'):
+      raise OSError('bucket quota exceeded')
+    from tfx.dsl.io import fileio  # pylint: disable=g-import-not-at-top
+    with fileio.open(dst, 'wb') as f:
+      f.write(b'partial')
+
+  monkeypatch.setattr(pusher_executor.fileio, 'copy', failing_copy)
+  with pytest.raises(OSError, match='bucket quota exceeded'):
+    _push(tmp_path, _model(tmp_path, 'm1', b'graph-1'), True, base)
+  assert pusher_executor.existing_versions(base) == []

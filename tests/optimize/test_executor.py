@@ -290,3 +290,39 @@ def test_component_wires_channels_and_serializes_the_config():
   assert component.outputs['report'].type_name == 'leantfx.OptimizationReport'
   text = component.exec_properties['optimization_config']
   assert config_lib.OptimizationConfig.from_json(text) == config
+
+
+def test_every_uri_and_the_push_base_on_an_object_store(inputs_root, tmp_path):
+  """Artifacts and push base on ram://, as they are on gs:// on Kubeflow.
+
+  ram:// goes through tf.io.gfile like gs:// and s3:// and is not a POSIX
+  folder tree, so a run that works here makes no os-level file call on an
+  artifact or the push base.
+  """
+  from tfx.dsl.io import fileio  # pylint: disable=g-import-not-at-top
+  from tfx.utils import io_utils  # pylint: disable=g-import-not-at-top
+  store = f'ram://{tmp_path.name}'
+  for name in ('model', 'examples', 'transform_graph'):
+    io_utils.copy_dir(str(inputs_root / name), f'{store}/inputs/{name}')
+  input_dict, output_dict = _dicts(
+      type('Root', (), {'__truediv__': lambda _, n: f'{store}/inputs/{n}'})(),
+      type('Out', (), {'__truediv__': lambda _, n: f'{store}/out/{n}'})())
+  executor_lib.Executor().Do(
+      input_dict, output_dict,
+      _properties(_config(Budget(max_accuracy_drop=0.03),
+                          (config_lib.Candidate((), ('int8',)),)),
+                  f'{store}/tflite'))
+  blessing = output_dict[spec.BLESSING_KEY][0]
+  assert blessing.get_int_custom_property('blessed') == 1
+  assert fileio.exists(f'{blessing.uri}/BLESSED')
+  (version,) = push.list_versions(f'{store}/tflite', 'digits')
+  version_dir = f'{store}/tflite/digits/{version}'
+  manifest = push.read_manifest(version_dir)
+  assert manifest['sha256'] == push.sha256_of(f'{version_dir}/model.tflite')
+  assert manifest['version'] == version
+  optimized = output_dict[spec.OPTIMIZED_MODEL_KEY][0]
+  assert push.sha256_of(
+      f'{optimized.uri}/Format-TFLite/model.tflite') == manifest['sha256']
+  report_uri = output_dict[spec.REPORT_KEY][0].uri
+  for name in ('report.html', 'variants.json'):
+    assert fileio.exists(f'{report_uri}/{name}'), name
