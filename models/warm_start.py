@@ -8,6 +8,9 @@ Otherwise, e.g. after a categorical vocabulary grew, training starts cold and
 the reason is logged. Either way ``warm_start.json`` beside ``Format-Serving``
 in the new model's artifact records what happened, so a run's lineage says
 which model it started from.
+
+Files are read and written through tfx.dsl.io.fileio: on Kubeflow the model
+artifacts are on the pipeline root's object store (gs://, s3://).
 """
 import json
 import os
@@ -15,6 +18,7 @@ from typing import Any, Dict, Optional
 
 from absl import logging
 import tf_keras
+from tfx.dsl.io import fileio
 
 from leantfx.components.optimize import types as optimize_types
 
@@ -24,7 +28,7 @@ RECORD_FILE = 'warm_start.json'
 def _load_base(base_model: str) -> tf_keras.Model:
   keras_dir = os.path.join(
       os.path.dirname(base_model.rstrip('/')), optimize_types.KERAS_MODEL_DIR)
-  path = keras_dir if os.path.isdir(keras_dir) else base_model
+  path = keras_dir if fileio.isdir(keras_dir) else base_model
   return tf_keras.models.load_model(path, compile=False)
 
 
@@ -62,17 +66,16 @@ def load_base_weights(model: tf_keras.Model, base_model: Optional[str],
         record['reason'] = f'{len(new_shapes)} weight tensors copied'
   logging.info('Warm start: %s', record)
   artifact_dir = os.path.dirname(serving_model_dir.rstrip('/'))
-  os.makedirs(artifact_dir, exist_ok=True)
-  with open(os.path.join(artifact_dir, RECORD_FILE), 'w',
-            encoding='utf-8') as f:
-    json.dump(record, f, indent=2)
+  fileio.makedirs(artifact_dir)
+  with fileio.open(os.path.join(artifact_dir, RECORD_FILE), 'w') as f:
+    f.write(json.dumps(record, indent=2))
   return record
 
 
 def read_record(model_uri: str) -> Optional[Dict[str, Any]]:
   """Returns warm_start.json of a Model artifact, or None if absent."""
   path = os.path.join(model_uri, RECORD_FILE)
-  if not os.path.isfile(path):
+  if not fileio.exists(path):
     return None
-  with open(path, encoding='utf-8') as f:
+  with fileio.open(path, 'r') as f:
     return json.load(f)
