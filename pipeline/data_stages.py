@@ -18,8 +18,8 @@ from leantfx.components.augment import component as augment_component
 from leantfx.components.image_example_gen import component as image_gen
 from leantfx.components.image_example_gen import decode as image_decode
 from leantfx.components.span_window_example_gen import component as window_gen
-from leantfx.errors import ConfigError
 from leantfx.components.validation_gate import component as gate_component
+from leantfx.errors import ConfigError
 
 CSV_PATTERN = 'span-{SPAN}/*.csv'
 # ImportExampleGen reads every file of the newest span folder as TFRecord
