@@ -199,7 +199,9 @@ def _add_compile(sub) -> None:
   data.add_argument('--name')
   p.add_argument('--train-steps', type=_positive_int,
                  help='default of the train_args parameter')
-  p.add_argument('--span-window', type=_positive_int, default=1)
+  p.add_argument('--span-window', type=_positive_int, default=1,
+                 help='default of the span_window parameter: ExampleGen reads '
+                 'the newest K spans (CSV data)')
   p.add_argument('--cold-start', action='store_true',
                  help='no warm start from the latest blessed model')
   p.add_argument('--min-accuracy', type=float,
