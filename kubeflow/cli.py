@@ -103,6 +103,11 @@ def cmd_compile(args: argparse.Namespace) -> int:
   params = job['pipelineSpec']['root']['inputDefinitions']['parameters']
   print(f'wrote {args.out}: {len(tasks)} tasks, image {args.image}, '
         f'parameters {", ".join(sorted(params))}')
+  # kubeflow_pipeline_config switched it off: say so rather than silently.
+  print('note: on Kubeflow the ValidationGate checks each run against the '
+        'schema, but not drift against the previous span (its resolver is '
+        "not compilable by TFX 1.16's Kubeflow V2 compiler); run "
+        '`leantfx run` locally on a new span to check drift.')
   return 0
 
 
