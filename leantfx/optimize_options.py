@@ -8,6 +8,7 @@ and pushes the selected one to <output>/tflite/<model>/<version>/.
 """
 import argparse
 import glob
+import json
 import os
 from typing import Any, Dict, List, Optional
 
@@ -97,6 +98,10 @@ def summary_lines(summary, config) -> List[str]:
   else:
     lines.append('  tflite: no variant blessed (nothing pushed; see the '
                  'report for each variant\'s figures)')
+  skipped = _custom(optimized, 'skipped_candidates') if optimized else None
+  for failure in json.loads(skipped) if skipped else ():
+    lines.append(f"  tflite: candidate {failure['candidate']} skipped, it "
+                 f"failed at {failure['stage']}: {failure['error']}")
   if report is not None:
     lines.append(f"  report: {os.path.join(report.uri, 'report.html')}")
   return lines

@@ -56,12 +56,22 @@ class Outcome:
     selected: the chosen decision, or None ("no variant blessed").
     pushed: where the selected variant was pushed (None if nothing was).
     report_paths: the files report.write_report wrote.
+    failures: the candidates (or modes) that raised and were skipped.
   """
   baseline: measure.VariantMetrics
   decisions: List[selection.GateDecision]
   selected: Optional[selection.GateDecision]
   pushed: Optional[push.PushResult]
   report_paths: Dict[str, Any]
+  failures: List[Dict[str, str]] = dataclasses.field(default_factory=list)
+
+
+# JSON list of {'candidate', 'stage', 'error'} on the optimized model.
+SKIPPED_CANDIDATES_PROPERTY = 'skipped_candidates'
+
+
+class NoVariantBuilt(RuntimeError):
+  """Every candidate raised: nothing could be built, let alone gated."""
 
 
 # ---------------------------------------------------------------- checks ---
@@ -226,8 +236,16 @@ def build_variants(model: tf_keras.Model,
                    eval_ds: tf.data.Dataset,
                    eval_data: measure.LabeledData,
                    config: config_lib.OptimizationConfig,
-                   variants_dir: str) -> List[measure.VariantMetrics]:
+                   variants_dir: str,
+                   failures: Optional[List[Dict[str, str]]] = None
+                  ) -> List[measure.VariantMetrics]:
   """Runs every candidate chain, exports each mode and measures it.
+
+  A candidate whose technique raises (e.g. a layer tfmot cannot wrap, in a
+  user's architecture) is skipped, and so is a mode whose conversion or
+  measurement raises: the other variants are still built, and the failure
+  is logged and recorded in ``failures`` for the report. The float model has
+  already been pushed by then; one technique must not fail the run.
 
   Args:
     model: the trained Keras model (never modified).
@@ -236,33 +254,53 @@ def build_variants(model: tf_keras.Model,
     eval_data: the same eval set in memory, for measuring.
     config: candidates and measurement settings.
     variants_dir: where <candidate>/<mode>.tflite files go.
+    failures: a list the skipped candidates and modes are appended to, as
+      {'candidate', 'stage', 'error'}.
 
   Returns:
-    One VariantMetrics per (candidate, mode), in config order.
+    One VariantMetrics per (candidate, mode) that was built, in config order.
   """
+  failures = [] if failures is None else failures
+
+  def record(candidate_name, stage, error):
+    logging.exception('Candidate %s failed at %s; skipped.', candidate_name,
+                      stage)
+    failures.append({'candidate': candidate_name, 'stage': stage,
+                     'error': f'{type(error).__name__}: {error}'})
+
   variants = []
   for candidate in config.candidates:
     current, results = model, []
-    for step in candidate.steps:
-      logging.info('Candidate %s: running %s', candidate.name, step.technique)
-      result = config_lib.technique_function(step.technique)(
-          current, train_ds, step.config, eval_ds)
-      results.append(result)
-      current = result.model
+    try:
+      for step in candidate.steps:
+        stage = step.technique
+        logging.info('Candidate %s: running %s', candidate.name,
+                     step.technique)
+        result = config_lib.technique_function(step.technique)(
+            current, train_ds, step.config, eval_ds)
+        results.append(result)
+        current = result.model
+    except Exception as e:  # pylint: disable=broad-except
+      record(candidate.name, stage, e)
+      continue
     chain = '+'.join(r.technique for r in results) or config_lib.BASELINE
     details = _chain_details(results)
     out_dir = os.path.join(variants_dir, candidate.name)
     os.makedirs(out_dir, exist_ok=True)
     for mode in candidate.tflite_modes:
       path = os.path.join(out_dir, f'{mode}.tflite')
-      tflite_export.export_tflite(
-          current, mode, train_ds, output_path=path,
-          num_calibration_samples=config.calibration_samples)
-      metrics = measure.measure_tflite(
-          path, eval_data, name=f'{candidate.name}/{mode}', technique=chain,
-          tflite_mode=mode, num_threads=config.num_threads,
-          latency_runs=config.latency_runs, warmup_runs=config.warmup_runs,
-          keras_model=current, details=details)
+      try:
+        tflite_export.export_tflite(
+            current, mode, train_ds, output_path=path,
+            num_calibration_samples=config.calibration_samples)
+        metrics = measure.measure_tflite(
+            path, eval_data, name=f'{candidate.name}/{mode}', technique=chain,
+            tflite_mode=mode, num_threads=config.num_threads,
+            latency_runs=config.latency_runs, warmup_runs=config.warmup_runs,
+            keras_model=current, details=details)
+      except Exception as e:  # pylint: disable=broad-except
+        record(candidate.name, f'tflite {mode}', e)
+        continue
       logging.info('Variant %s: accuracy %.4f, %d bytes, p99 %.3f ms',
                    metrics.name, metrics.accuracy, metrics.size_bytes,
                    metrics.latency_p99_ms)
@@ -323,8 +361,16 @@ def optimize(model: tf_keras.Model,
       model_dir, eval_data, name=f'{config_lib.BASELINE}/savedmodel',
       latency_runs=config.latency_runs, warmup_runs=config.warmup_runs,
       keras_model=model)
+  failures: List[Dict[str, str]] = []
   variants = build_variants(model, train_ds, eval_ds, eval_data, config,
-                            os.path.join(report_dir, VARIANTS_DIR))
+                            os.path.join(report_dir, VARIANTS_DIR), failures)
+  if not variants and failures:
+    raise NoVariantBuilt(
+        'ModelOptimizer: every candidate failed, nothing to gate or push '
+        '(the SavedModel push is not affected): ' + '; '.join(
+            f"{f['candidate']} at {f['stage']}: {f['error']}"
+            for f in failures) +
+        '. Fix or remove these candidates, or run with --no-optimize.')
   decisions = selection.gate(baseline, variants, config.budget)
   selected = selection.select(decisions, config.policy)
   pushed = None
@@ -351,9 +397,9 @@ def optimize(model: tf_keras.Model,
   report_paths = report.write_report(
       report_dir, baseline, decisions, selected, budget=config.budget,
       policy=config.policy, source_model_uri=source_model_uri,
-      pushed_to=pushed.directory if pushed else None)
+      pushed_to=pushed.directory if pushed else None, failures=failures)
   return Outcome(baseline=baseline, decisions=decisions, selected=selected,
-                 pushed=pushed, report_paths=report_paths)
+                 pushed=pushed, report_paths=report_paths, failures=failures)
 
 
 # -------------------------------------------------------------- executor ---
@@ -450,6 +496,9 @@ class Executor(base_executor.BaseExecutor):
     _write_blessing(blessing, outcome.selected)
     optimized_model.set_int_custom_property(spec.BLESSED_PROPERTY,
                                             int(bool(outcome.selected)))
+    if outcome.failures:
+      optimized_model.set_string_custom_property(
+          SKIPPED_CANDIDATES_PROPERTY, json.dumps(outcome.failures))
     if outcome.selected:
       optimized_model.set_string_custom_property(
           spec.SELECTED_VARIANT_PROPERTY, outcome.selected.variant.name)

@@ -48,7 +48,9 @@ def write_report(report_dir: str,
                  policy: str,
                  title: str = 'Model optimization report',
                  source_model_uri: Optional[str] = None,
-                 pushed_to: Optional[str] = None) -> Dict[str, str]:
+                 pushed_to: Optional[str] = None,
+                 failures: Sequence[Mapping[str, str]] = ()
+                ) -> Dict[str, str]:
   """Writes variants.json and the report built from it.
 
   Args:
@@ -61,6 +63,8 @@ def write_report(report_dir: str,
     title: the report's heading.
     source_model_uri: the trained model the variants came from.
     pushed_to: where the selected variant was pushed, if it was.
+    failures: candidates or modes that raised and were skipped
+      ({'candidate', 'stage', 'error'}).
 
   Returns:
     {'variants': path, 'markdown': path, 'html': path, 'plots': [paths]}.
@@ -77,6 +81,7 @@ def write_report(report_dir: str,
       'decisions': [d.to_dict() for d in decisions],
       'selected': selected.variant.name if selected else None,
       'pushed_to': pushed_to,
+      'failures': [dict(f) for f in failures],
   }
   with open(os.path.join(report_dir, VARIANTS_FILE), 'w',
             encoding='utf-8') as f:
@@ -184,6 +189,9 @@ def _summary_lines(record: Mapping[str, Any]) -> List[str]:
         else ''))
   else:
     lines.append(f'Selected: none ({NO_VARIANT_BLESSED}); nothing pushed.')
+  for failure in record.get('failures') or ():
+    lines.append(f"Skipped: candidate {failure['candidate']} failed at "
+                 f"{failure['stage']}: {failure['error']}")
   lines.append(
       'Drop vs baseline = baseline accuracy - variant accuracy (positive '
       'is worse). Latency: batch 1, after warm-up, in the runtime the '

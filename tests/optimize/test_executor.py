@@ -326,3 +326,50 @@ def test_every_uri_and_the_push_base_on_an_object_store(inputs_root, tmp_path):
   report_uri = output_dict[spec.REPORT_KEY][0].uri
   for name in ('report.html', 'variants.json'):
     assert fileio.exists(f'{report_uri}/{name}'), name
+
+
+def test_a_failing_candidate_is_skipped_and_reported(inputs_root, tmp_path):
+  """Structured 2:4 pruning cannot apply to the 1-channel conv: real failure.
+
+  The other candidate is still built, gated and pushed; the failure is in the
+  report and in the optimized model's custom properties.
+  """
+  two_four = config_lib.TechniqueStep(
+      'pruning', {'epochs': 1, 'frequency': 10, 'structured_2_4': True})
+  input_dict, output_dict = _dicts(inputs_root, tmp_path)
+  push_base = tmp_path / 'tflite_serving'
+  executor_lib.Executor().Do(
+      input_dict, output_dict,
+      _properties(_config(Budget(max_accuracy_drop=0.03), (
+          config_lib.Candidate((two_four,), ('int8',)),
+          config_lib.Candidate((), ('int8',)),
+      )), push_base))
+  assert len(push.list_versions(str(push_base), 'digits')) == 1
+  optimized = output_dict[spec.OPTIMIZED_MODEL_KEY][0]
+  (failure,) = json.loads(optimized.get_string_custom_property(
+      executor_lib.SKIPPED_CANDIDATES_PROPERTY))
+  assert failure['stage'] == 'pruning'
+  assert "'conv3x3' (Conv2D)" in failure['error']
+  report_dir = output_dict[spec.REPORT_KEY][0].uri
+  with open(os.path.join(report_dir, 'variants.json')) as f:
+    record = json.load(f)
+  assert record['failures'] == [failure]
+  assert [d['variant']['name'] for d in record['decisions']] == [
+      f"{config_lib.Candidate((), ('int8',)).name}/int8"]
+  with open(os.path.join(report_dir, 'report.md')) as f:
+    assert f"Skipped: candidate {failure['candidate']} failed at pruning" in (
+        f.read())
+
+
+def test_every_candidate_failing_is_a_clear_error(inputs_root, tmp_path):
+  two_four = config_lib.TechniqueStep(
+      'pruning', {'epochs': 1, 'frequency': 10, 'structured_2_4': True})
+  input_dict, output_dict = _dicts(inputs_root, tmp_path)
+  push_base = tmp_path / 'tflite_serving'
+  with pytest.raises(executor_lib.NoVariantBuilt,
+                     match=r"every candidate failed.*'conv3x3' \(Conv2D\)"):
+    executor_lib.Executor().Do(
+        input_dict, output_dict,
+        _properties(_config(Budget(max_accuracy_drop=0.03), (
+            config_lib.Candidate((two_four,), ('int8',)),)), push_base))
+  assert push.list_versions(str(push_base), 'digits') == []

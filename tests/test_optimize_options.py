@@ -1,0 +1,56 @@
+"""The run summary's optimization lines (leantfx/optimize_options.py)."""
+import json
+import types
+
+import pytest
+from ml_metadata.proto import metadata_store_pb2
+
+from leantfx import optimize_options
+from leantfx.pipeline import run_summary
+
+pytestmark = pytest.mark.unit
+
+
+def _artifact(uri, **properties):
+  artifact = metadata_store_pb2.Artifact(uri=uri)
+  for key, value in properties.items():
+    if isinstance(value, int):
+      artifact.custom_properties[key].int_value = value
+    else:
+      artifact.custom_properties[key].string_value = value
+  return artifact
+
+
+def _summary(optimized):
+  execution = run_summary.NodeExecution(
+      node_id='ModelOptimizer', execution_id=1, state='complete',
+      outputs={'optimized_model': [optimized],
+               'report': [_artifact('/out/report/9')]})
+  return types.SimpleNamespace(executions={'ModelOptimizer': execution})
+
+
+CONFIG = types.SimpleNamespace(optimization=object())
+
+
+def test_pushed_variant_and_report():
+  lines = optimize_options.summary_lines(_summary(_artifact(
+      '/out/m', blessed=1, selected_variant='low_rank/int8',
+      pushed_destination='/out/tflite/digits/7')), CONFIG)
+  assert lines == ['  tflite: low_rank/int8 pushed to /out/tflite/digits/7',
+                   '  report: /out/report/9/report.html']
+
+
+def test_skipped_candidates_are_listed():
+  failure = {'candidate': 'pruning', 'stage': 'pruning',
+             'error': "ConfigError: 'conv3x3' (Conv2D) ..."}
+  lines = optimize_options.summary_lines(_summary(_artifact(
+      '/out/m', blessed=0, skipped_candidates=json.dumps([failure]))), CONFIG)
+  assert lines[1] == ("  tflite: candidate pruning skipped, it failed at "
+                      "pruning: ConfigError: 'conv3x3' (Conv2D) ...")
+  assert 'no variant blessed' in lines[0]
+
+
+def test_nothing_when_optimization_is_off():
+  assert optimize_options.summary_lines(
+      _summary(_artifact('/out/m')),
+      types.SimpleNamespace(optimization=None)) == []
