@@ -270,7 +270,7 @@ def build_variants(model: tf_keras.Model,
 
   variants = []
   for candidate in config.candidates:
-    current, results = model, []
+    current, results, stage = model, [], None
     try:
       for step in candidate.steps:
         stage = step.technique

@@ -219,6 +219,10 @@ def _push_in_place(tflite_path: str, base_dir: str, model_name: str,
                           clock())
   target = os.path.join(model_dir, str(version))
   manifest = dict(manifest, version=version)
+  if fileio.exists(target):
+    # Another pusher claimed it after the listing: never touch its files.
+    raise OSError(f'{target} appeared while pushing (another pusher?); '
+                  'refusing to write into it. Push again.')
   try:
     fileio.makedirs(target)
     fileio.copy(tflite_path, os.path.join(target, MODEL_FILE))

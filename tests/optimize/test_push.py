@@ -141,3 +141,24 @@ def test_manifest_is_plain_json(tflite_file, tmp_path):
   result = _push(tflite_file, tmp_path)
   with open(os.path.join(result.directory, 'manifest.json')) as f:
     assert json.load(f)['model_name'] == 'digits'
+
+
+def test_object_store_push_never_writes_into_a_version_it_did_not_create(
+    tmp_path, monkeypatch):
+  """A version that appears after the listing (a racing pusher) is left alone."""
+  from tfx.dsl.io import fileio  # pylint: disable=g-import-not-at-top
+  base = f'ram://{tmp_path.name}/tflite'
+  theirs = f'{base}/digits/1000/model.tflite'
+  fileio.makedirs(os.path.dirname(theirs))
+  with fileio.open(theirs, 'wb') as f:
+    f.write(b'the other pusher')
+  source = tmp_path / 'm.tflite'
+  source.write_bytes(b'ours')
+  # The listing happened before the other pusher's version appeared.
+  monkeypatch.setattr(push, 'list_versions', lambda *_: [])
+  with pytest.raises(OSError, match='appeared while pushing'):
+    push.push_tflite(str(source), base, 'digits', source_model_uri='m',
+                     technique_chain=[], tflite_mode='int8', metrics={},
+                     clock=lambda: 1000.0)
+  with fileio.open(theirs, 'rb') as f:
+    assert f.read() == b'the other pusher'
