@@ -9,6 +9,8 @@ import json
 import re
 from typing import Any, Dict, Optional, Tuple
 
+from tensorflow_metadata.proto.v0 import anomalies_pb2
+
 from leantfx.errors import ConfigError
 
 _NAME_RE = re.compile(r'^[A-Za-z][A-Za-z0-9_-]{0,62}$')
@@ -340,7 +342,6 @@ class ValidationConfig:
   check_drift: bool = True
 
   def __post_init__(self):
-    from tensorflow_metadata.proto.v0 import anomalies_pb2  # pylint: disable=g-import-not-at-top
     known = set(anomalies_pb2.AnomalyInfo.Type.keys()) | set(
         EXTRA_ANOMALY_KINDS)
     unknown = [k for k in self.allow_anomalies if k not in known]

@@ -5,21 +5,27 @@
   ends in .gz (ImportExampleGen);
 * images: ``span-N/<class name>/*.png|jpg`` (ImageExampleGen).
 
-``write_tfrecord`` and ``write_images`` turn the bundled rows into the other
-two formats so every ingestion path runs end to end on data that ships with
-the installed packages.
+The span layout itself (folder names, marker, ExampleGen patterns) is
+leantfx/spans.py.
+
+``write_tfrecord`` and ``write_digit_images`` turn the bundled rows into the
+other two formats so every ingestion path runs end to end on data that ships
+with the installed packages.
 """
 import io
 import os
-import re
-from typing import Dict, List, Optional, Sequence
+import tempfile
+from typing import List, Optional, Sequence
+
+import numpy as np
+from PIL import Image
 
 from leantfx import config as config_lib
+from leantfx import spans
 from leantfx.errors import ConfigError
 
 IMAGE_EXTENSIONS = ('.png', '.jpg', '.jpeg')
 TFRECORD_HINTS = ('.tfrecord', '.tfrecords', '.tfr', '.gz')
-_SPAN_RE = re.compile(r'span-([0-9]+)')
 # Digits pixels are 0..16 (scikit-learn); PNGs hold 0..255.
 _DIGIT_MAX = 16
 IMAGE_FEATURE = 'image'
@@ -53,11 +59,6 @@ def bundled_spec(name: str, data_format: str,
   return DIGITS_IMAGES
 
 
-def bundled_schema_name(data_format: str) -> str:
-  """The schema file name of a bundled dataset in a format."""
-  return 'schema_images.pbtxt' if data_format == 'images' else 'schema.pbtxt'
-
-
 def _kind(values: Sequence[str]) -> str:
   present = [v for v in values if v != '']
   try:
@@ -80,6 +81,8 @@ def rows_to_examples(rows: List[List[str]]) -> List[bytes]:
   A column is int64 when every non-empty value is an integer, float when
   every one is a number, else bytes; an empty field is an absent feature.
   """
+  # TensorFlow is imported on use: the CLI imports this module to infer
+  # formats and check options, and must start without loading TensorFlow.
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   header, data = rows[0], rows[1:]
   kinds = [_kind([r[i] for r in data]) for i in range(len(header))]
@@ -102,8 +105,8 @@ def rows_to_examples(rows: List[List[str]]) -> List[bytes]:
 
 def tfrecord_bytes(records: Sequence[bytes]) -> bytes:
   """The bytes of an uncompressed TFRecord file holding records."""
+  # Lazy, as in rows_to_examples: the CLI must start without TensorFlow.
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  import tempfile  # pylint: disable=g-import-not-at-top
   with tempfile.TemporaryDirectory() as tmp:
     path = os.path.join(tmp, 'data.tfrecord')
     with tf.io.TFRecordWriter(path) as writer:
@@ -116,15 +119,13 @@ def tfrecord_bytes(records: Sequence[bytes]) -> bytes:
 def write_tfrecord(name: str, rows: List[List[str]], data_root: str,
                    span: int, write) -> str:
   """Writes span-N/<name>.tfrecord; ``write(path, bytes)`` writes atomically."""
-  path = os.path.join(data_root, f'span-{span}', f'{name}.tfrecord')
+  path = os.path.join(spans.span_path(data_root, span), f'{name}.tfrecord')
   write(path, tfrecord_bytes(rows_to_examples(rows)))
   return path
 
 
 def digit_png(pixels: Sequence[int]) -> bytes:
   """An 8x8 grey PNG of 64 pixels in 0..16 scaled to 0..255."""
-  import numpy as np  # pylint: disable=g-import-not-at-top
-  from PIL import Image  # pylint: disable=g-import-not-at-top
   array = np.asarray(pixels, dtype=np.float64).reshape(8, 8)
   scaled = np.round(array * 255.0 / _DIGIT_MAX).astype(np.uint8)
   buf = io.BytesIO()
@@ -137,7 +138,7 @@ def write_digit_images(rows: List[List[str]], data_root: str, span: int,
   """Writes span-N/<digit>/<row:04d>.png for the digits rows; returns the span dir."""
   header, data = rows[0], rows[1:]
   label_index = header.index('digit')
-  span_dir = os.path.join(data_root, f'span-{span}')
+  span_dir = spans.span_path(data_root, span)
   for number, row in enumerate(data):
     pixels = [int(v) for i, v in enumerate(row) if i != label_index]
     write(os.path.join(span_dir, row[label_index], f'{number:04d}.png'),
@@ -152,8 +153,7 @@ def infer_format(span_dir: str) -> Optional[str]:
   every data file has a TFRecord-like name (.tfrecord, .tfr, .gz, ...).
   """
   try:
-    names = [n for n in os.listdir(span_dir)
-             if not n.startswith('.') and n != '_SUCCESS']
+    names = [n for n in os.listdir(span_dir) if spans.is_data_entry(n)]
   except OSError:
     return None
   if not names:
@@ -171,17 +171,6 @@ def infer_format(span_dir: str) -> Optional[str]:
   return None
 
 
-def newest_span_dir(data_root: str) -> Optional[str]:
-  """The span-N folder with the highest N, without any checks (or None)."""
-  try:
-    names = os.listdir(data_root)
-  except OSError:
-    return None
-  spans: Dict[int, str] = {}
-  for name in names:
-    match = _SPAN_RE.fullmatch(name)
-    if match and os.path.isdir(os.path.join(data_root, name)):
-      spans[int(match.group(1))] = name
-  if not spans:
-    return None
-  return os.path.join(data_root, spans[max(spans)])
+# The span layout lives in leantfx/spans.py; this name stays for the importers
+# that still reach it here (cli/options_data.py).
+newest_span_dir = spans.newest_span_dir

@@ -11,6 +11,8 @@ import os
 import tempfile
 from typing import Callable, Dict, List, Sequence
 
+from leantfx import data_formats
+from leantfx import spans
 from leantfx.config import DatasetSpec
 from leantfx.errors import ConfigError
 
@@ -43,6 +45,8 @@ DEFAULT_DATASET = 'digits'
 
 def _penguin_rows() -> List[List[str]]:
   """Rows of palmerpenguins' penguins.csv, 'NA' turned into empty (missing)."""
+  # Imported on use, like scikit-learn below: each pulls in pandas or SciPy,
+  # and the CLI imports this module for BUNDLED without preparing anything.
   import palmerpenguins  # pylint: disable=g-import-not-at-top
   path = os.path.join(
       os.path.dirname(palmerpenguins.__file__), 'data', 'penguins.csv')
@@ -59,6 +63,7 @@ def _penguin_rows() -> List[List[str]]:
 
 def _digit_rows() -> List[List[str]]:
   """Rows of scikit-learn's digits: 64 integer pixels and the digit."""
+  # Imported on use, as palmerpenguins above.
   from sklearn import datasets as sk_datasets  # pylint: disable=g-import-not-at-top
   digits = sk_datasets.load_digits()
   rows = [list(_DIGIT_PIXELS) + ['digit']]
@@ -130,16 +135,16 @@ def prepare(name: str, data_root: str, span: int = 1,
         f'Unknown dataset {name!r}: the bundled datasets are '
         f'{sorted(_ROWS)}. For your own CSV files use --data-root DIR '
         '--label COLUMN.')
-  if span < 1:
-    raise ConfigError(f'Span numbers start at 1, got {span}.')
+  if span < spans.FIRST_SPAN:
+    raise ConfigError(
+        f'Span numbers start at {spans.FIRST_SPAN}, got {span}.')
   if data_format != 'csv':
-    from leantfx import data_formats  # pylint: disable=g-import-not-at-top
     data_formats.bundled_spec(name, data_format, BUNDLED[name])  # Checks it.
     if data_format == 'images':
       return data_formats.write_digit_images(_ROWS[name](), data_root, span,
                                              write_atomically)
     return data_formats.write_tfrecord(name, _ROWS[name](), data_root, span,
                                        write_atomically)
-  path = os.path.join(data_root, f'span-{span}', f'{name}.csv')
+  path = os.path.join(spans.span_path(data_root, span), f'{name}.csv')
   write_atomically(path, _to_csv(_ROWS[name]()))
   return path

@@ -9,7 +9,8 @@ file, 1-based line, column and value, and saying what to do.
 The checks follow what TFX 1.16's CsvExampleGen actually does with the files,
 so that data passing them also passes the component:
 
-* the latest span is found by globbing ``span-*/*`` and parsing the text after
+* the latest span is found by globbing ``span-*/*.csv`` (the pattern of
+  leantfx/spans.py, ``*`` for ``{SPAN}``) and parsing the text after
   ``span-`` as an integer, so a ``span-old/`` folder holding files breaks it;
 * the header is the first line, stripped and split at commas (no CSV quoting);
 * data records are lines, joined while their double quotes are unbalanced
@@ -30,11 +31,9 @@ import re
 import tempfile
 from typing import Iterator, List, Mapping, Optional, Sequence, Tuple
 
+from leantfx import spans
 from leantfx.errors import ConfigError, InputDataError
 
-_SPAN_DIR_RE = re.compile(r'span-([0-9]+)')
-# Hadoop/Spark/Beam jobs drop this marker next to their output; it is no data.
-_SUCCESS_MARKER = '_SUCCESS'
 _CSV_EXTENSION = '.csv'
 # A column whose non-empty values are at least this share finite numbers but
 # not all of them is taken for a numeric column with typos or 'NA'-style
@@ -124,26 +123,26 @@ def latest_span(data_root: str,
         f'the folder that holds span-<N>/ folders of CSV files.{hint}')
   names = sorted(_list_dir(root, f'data root {root!r}'))
 
-  spans = {}  # span number -> folder names
+  found = {}  # span number -> folder names
   not_spans = []  # span-* folders whose suffix is no positive integer
   unparsable_with_files = []  # span-* folders that make TFX's glob fail
   for name in names:
     path = os.path.join(root, name)
-    if not name.startswith('span-') or not os.path.isdir(path):
+    if not name.startswith(spans.SPAN_PREFIX) or not os.path.isdir(path):
       continue
-    match = _SPAN_DIR_RE.fullmatch(name)
-    if match and int(match.group(1)) >= 1:
-      spans.setdefault(int(match.group(1)), []).append(name)
+    number = spans.span_number(name)
+    if number is not None and number >= spans.FIRST_SPAN:
+      found.setdefault(number, []).append(name)
       continue
     not_spans.append(name)
-    if not match and _list_dir(path, f'folder {path!r}'):
+    if number is None and _list_dir(path, f'folder {path!r}'):
       unparsable_with_files.append(name)
 
-  if not spans:
-    found = _describe_entries(root, names)
+  if not found:
     msg = (f'Data root {root!r} has no span folder: CsvExampleGen reads '
            f'folders named span-<N> (N = 1, 2, ...), e.g. '
-           f'{os.path.join(root, "span-1", "data.csv")}. It contains {found}.')
+           f'{os.path.join(root, "span-1", "data.csv")}. It contains '
+           f'{_describe_entries(root, names)}.')
     if not_spans:
       msg += (f' {_names(not_spans)} are not span folders: the text after '
               '"span-" must be a positive integer.')
@@ -160,22 +159,22 @@ def latest_span(data_root: str,
     raise InputDataError(
         f'Data root {root!r} holds {_names(unparsable_with_files)} next to its '
         'span folders. CsvExampleGen looks for the latest span with the '
-        'pattern span-{SPAN}/* and fails on any folder whose text after '
+        f'pattern {spans.CSV_PATTERN} and fails on any folder whose text after '
         '"span-" is not a number, so move those folders out of the data root '
         '(or rename them span-<N> if they hold a span).')
 
-  if span is not None and span not in spans:
+  if span is not None and span not in found:
     raise InputDataError(
         f'Data root {root!r} has no folder for span {span} (--span): it has '
-        f'spans {sorted(spans)}. Pass one of those, or drop --span to use the '
+        f'spans {sorted(found)}. Pass one of those, or drop --span to use the '
         'newest.')
-  span = max(spans) if span is None else span
-  if len(spans[span]) > 1:
+  span = max(found) if span is None else span
+  if len(found[span]) > 1:
     raise InputDataError(
-        f'Data root {root!r} has {len(spans[span])} folders for span {span}: '
-        f'{_names(spans[span])}. CsvExampleGen would ingest only one of them; '
+        f'Data root {root!r} has {len(found[span])} folders for span {span}: '
+        f'{_names(found[span])}. CsvExampleGen would ingest only one of them; '
         'merge them into one folder.')
-  return span, os.path.join(root, spans[span][0])
+  return span, os.path.join(root, found[span][0])
 
 
 def profile_csv_data_root(data_root: str,
@@ -443,7 +442,7 @@ def _span_csv_files(span: int, span_dir: str) -> List[str]:
   files, not_files, wrong_extension, ignored = [], [], [], []
   for name in names:
     path = os.path.join(span_dir, name)
-    if name.startswith('.') or name == _SUCCESS_MARKER:
+    if not spans.is_data_entry(name):
       ignored.append(name)
     elif os.path.isdir(path):
       not_files.append(name + '/')
@@ -459,9 +458,9 @@ def _span_csv_files(span: int, span_dir: str) -> List[str]:
       problems.append(f'{_names(not_files)} are folders')
     raise InputDataError(
         f'Span {span} folder {span_dir!r} holds entries that are not CSV '
-        f'files: {"; ".join(problems)}. CsvExampleGen reads every entry of '
-        f'span-{span}/ as CSV (pattern span-{{SPAN}}/*), so move them out of '
-        'the span folder, or rename a file to .csv if it is CSV.')
+        f'files: {"; ".join(problems)}. CsvExampleGen reads only what matches '
+        f'{spans.CSV_PATTERN} and would skip them without a word, so move '
+        'them out of the span folder, or rename a file to .csv if it is CSV.')
   if not files:
     found = (f'only {_names(ignored)}, which are not data'
              if ignored else 'nothing')

@@ -13,7 +13,7 @@
 Nothing is downloaded: the applications start from random weights. Every
 architecture ends in the MLP head (hidden_units x width, repeated by depth),
 dropout, the Dense layer named 'logits' and a float32 softmax named
-'probabilities' (the Format-Keras contract of components/optimize/types.py).
+'probabilities' (the Format-Keras contract of models/model_layout.py).
 
 width_multiplier scales units and filters; depth_multiplier scales the
 number of layers of each stage, rounded up (EfficientNet's round_repeats).
@@ -25,11 +25,12 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 import tensorflow as tf
 import tf_keras
+from tf_keras.src.applications import efficientnet
 
 from leantfx import config as config_lib
-from leantfx.components.optimize import types as optimize_types
 from leantfx.errors import ConfigError
 from leantfx.models import features
+from leantfx.models import model_layout
 from leantfx.models.training import accumulation
 from leantfx.models.training import precision
 from leantfx.models.training import recompute as recompute_lib
@@ -161,7 +162,6 @@ def _application(name: str, x: tf.Tensor, spec: config_lib.DatasetSpec,
     x = tf_keras.layers.Rescaling(255.0, name='to_0_255')(x)
     # The public module only exports B0..B7; their common builder takes the
     # width and depth coefficients. B0 is EfficientNet(1.0, 1.0, 224, 0.2).
-    from tf_keras.src.applications import efficientnet  # pylint: disable=g-import-not-at-top
     backbone = efficientnet.EfficientNet(
         width_coefficient=training.width_multiplier,
         depth_coefficient=training.depth_multiplier,
@@ -225,13 +225,13 @@ def build(spec: config_lib.DatasetSpec, training: config_lib.TrainingConfig,
   if training.dropout > 0:
     x = tf_keras.layers.Dropout(training.dropout)(x)
   logits = tf_keras.layers.Dense(
-      len(spec.classes), name=optimize_types.LOGITS_LAYER,
+      len(spec.classes), name=model_layout.LOGITS_LAYER,
       kernel_regularizer=_regularizer(training))(x)
   # The output computes in float32 whatever the policy: a bf16/fp16 softmax
   # loses the small probabilities the loss and TFMA need.
   probabilities = tf_keras.layers.Activation(
       'softmax', dtype='float32',
-      name=optimize_types.PROBABILITIES_LAYER)(logits)
+      name=model_layout.PROBABILITIES_LAYER)(logits)
   return inputs, probabilities
 
 

@@ -20,10 +20,10 @@ from tfx import v1 as tfx
 from tfx_bsl.public import tfxio
 
 from leantfx import config as config_lib
-from leantfx.components.optimize import types as optimize_types
 from leantfx.models import architectures
 from leantfx.models import data_policy
 from leantfx.models import features
+from leantfx.models import model_layout
 from leantfx.models import warm_start
 from leantfx.models.training import callbacks as callbacks_lib
 from leantfx.models.training import plan as plan_lib
@@ -226,7 +226,7 @@ def run_fn(fn_args: tfx.components.FnArgs) -> None:
 
   keras_dir = os.path.join(
       os.path.dirname(fn_args.serving_model_dir),
-      optimize_types.KERAS_MODEL_DIR)
+      model_layout.KERAS_MODEL_DIR)
   model.save(keras_dir, save_format='tf')
   signatures = _signatures(model, tf_transform_output, spec)
   model.save(fn_args.serving_model_dir, save_format='tf',

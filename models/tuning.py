@@ -25,12 +25,16 @@ from typing import Any, Dict, List, Mapping, Optional
 
 from absl import logging
 import keras_tuner
+import tensorflow_transform as tft
 import tf_keras
 from tfx import v1 as tfx
 
 from leantfx import config as config_lib
-from leantfx.models import architectures
 from leantfx.errors import ConfigError
+from leantfx.models import architectures
+# model.py imports this module only inside run_fn (keras_tuner loads Keras
+# 3), so importing it here at the top makes no import cycle.
+from leantfx.models import model as model_module
 
 OBJECTIVE = 'val_accuracy'
 UNITS = 'units'
@@ -270,8 +274,6 @@ def tuner_fn(fn_args: tfx.components.FnArgs) -> tfx.components.TunerFnResult:
   Returns:
     The tuner and the arguments its search() passes to fit.
   """
-  import tensorflow_transform as tft  # pylint: disable=g-import-not-at-top
-  from leantfx.models import model as model_module  # pylint: disable=g-import-not-at-top
   spec = config_lib.dataset_from_dict(fn_args.custom_config['dataset'])
   training = config_lib.training_from_dict(fn_args.custom_config['training'])
   tf_keras.utils.set_random_seed(training.seed)

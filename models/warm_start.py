@@ -20,14 +20,14 @@ from absl import logging
 import tf_keras
 from tfx.dsl.io import fileio
 
-from leantfx.components.optimize import types as optimize_types
+from leantfx.models import model_layout
 
 RECORD_FILE = 'warm_start.json'
 
 
 def _load_base(base_model: str) -> tf_keras.Model:
   keras_dir = os.path.join(
-      os.path.dirname(base_model.rstrip('/')), optimize_types.KERAS_MODEL_DIR)
+      os.path.dirname(base_model.rstrip('/')), model_layout.KERAS_MODEL_DIR)
   path = keras_dir if fileio.isdir(keras_dir) else base_model
   return tf_keras.models.load_model(path, compile=False)
 

@@ -27,8 +27,6 @@ from leantfx.models.training import stages as training_stages
 from leantfx.pipeline import data_stages
 from leantfx.pipeline import retraining
 
-# CsvExampleGen reads the newest span-<N>/ folder; only *.csv files in it.
-SPAN_PATTERN = 'span-{SPAN}/*.csv'
 PREPROCESSING_FN = 'leantfx.models.preprocessing.preprocessing_fn'
 RUN_FN = 'leantfx.models.model.run_fn'
 ACCURACY_METRIC = 'sparse_categorical_accuracy'

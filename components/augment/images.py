@@ -10,6 +10,7 @@ import io
 from typing import Tuple
 
 import numpy as np
+from PIL import Image
 from scipy import ndimage
 
 from leantfx import config as config_lib
@@ -79,7 +80,6 @@ def augment_image(image: np.ndarray, rng: np.random.Generator,
 
 def decode_png_or_jpeg(data: bytes) -> np.ndarray:
   """Decodes an encoded image to uint8 HxWxC (C = 1 for grey)."""
-  from PIL import Image  # pylint: disable=g-import-not-at-top
   with Image.open(io.BytesIO(data)) as img:
     img.load()
     array = np.asarray(img)
@@ -90,7 +90,6 @@ def decode_png_or_jpeg(data: bytes) -> np.ndarray:
 
 def encode_png(image_uint8: np.ndarray) -> bytes:
   """Encodes uint8 HxWxC (C = 1 or 3) as PNG."""
-  from PIL import Image  # pylint: disable=g-import-not-at-top
   array = image_uint8[:, :, 0] if image_uint8.shape[2] == 1 else image_uint8
   buf = io.BytesIO()
   Image.fromarray(array).save(buf, format='PNG')

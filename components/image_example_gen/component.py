@@ -9,11 +9,9 @@ from tfx.components.example_gen.component import FileBasedExampleGen
 from tfx.dsl.components.base import executor_spec
 from tfx.proto import example_gen_pb2
 
+from leantfx import spans
 from leantfx.components.image_example_gen import decode
 from leantfx.components.image_example_gen import executor
-
-# The newest span's class folders; the executor keeps only image extensions.
-SPAN_PATTERN = 'span-{SPAN}/*/*'
 
 
 def custom_config(settings: decode.ImageSettings) -> example_gen_pb2.CustomConfig:
@@ -49,7 +47,8 @@ class ImageExampleGen(FileBasedExampleGen):
     super().__init__(
         input_base=input_base,
         input_config=tfx.proto.Input(splits=[
-            tfx.proto.Input.Split(name='single_split', pattern=SPAN_PATTERN)
+            tfx.proto.Input.Split(name='single_split',
+                                  pattern=spans.IMAGES_PATTERN)
         ]),
         output_config=output_config,
         range_config=range_config,

@@ -10,7 +10,10 @@ import io
 import os
 from typing import Optional, Tuple
 
-IMAGE_EXTENSIONS = ('.png', '.jpg', '.jpeg')
+from PIL import Image
+
+from leantfx.data_formats import IMAGE_EXTENSIONS
+
 CORRUPT = 'corrupt'
 WRONG_CHANNELS = 'wrong_channels'
 # PIL modes by channel count; palette and 1-bit images are converted first.
@@ -58,7 +61,6 @@ def decode_image(data: bytes,
     (PNG bytes, '', '') for a good image, else (None, reason, detail) with
     reason CORRUPT or WRONG_CHANNELS.
   """
-  from PIL import Image  # pylint: disable=g-import-not-at-top
   try:
     with Image.open(io.BytesIO(data)) as img:
       img.load()

@@ -25,8 +25,7 @@ from leantfx.errors import ConfigError
 # technique name -> (module, function).
 TECHNIQUES: Dict[str, Tuple[str, str]] = {
     'pruning': ('leantfx.components.optimize.pruning', 'prune'),
-    'qat': ('leantfx.components.optimize.quantization',
-            'quantization_aware_train'),
+    'qat': ('leantfx.components.optimize.qat', 'quantization_aware_train'),
     'distillation': ('leantfx.components.optimize.distillation', 'distill'),
     'low_rank': ('leantfx.components.optimize.low_rank', 'factorize'),
     'clustering': ('leantfx.components.optimize.clustering', 'cluster'),

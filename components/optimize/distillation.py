@@ -9,8 +9,9 @@ The loss follows Hinton et al., "Distilling the Knowledge in a Neural Network"
 
 The T^2 factor keeps the soft-target gradients on the same scale as the hard
 ones when T changes. Teacher logits are the output of the contract's 'logits'
-layer (types.LOGITS_LAYER); a model without one contributes log(probabilities),
-which equals its logits up to a per-example constant that softmax ignores.
+layer (models/model_layout.py); a model without one contributes
+log(probabilities), which equals its logits up to a per-example constant that
+softmax ignores.
 
 By default the student is the teacher's own architecture with every Dense
 width and convolution filter count divided (the output layer keeps its
@@ -27,9 +28,9 @@ import tensorflow as tf
 import tf_keras
 
 from leantfx.components.optimize import _keras_utils
-from leantfx.components.optimize.types import LOGITS_LAYER
 from leantfx.components.optimize.types import OptimizationResult
 from leantfx.errors import ConfigError
+from leantfx.models.model_layout import LOGITS_LAYER
 
 TECHNIQUE = 'distillation'
 SCRATCH_TECHNIQUE = 'student_from_scratch'

@@ -35,10 +35,10 @@ from leantfx.components.optimize import report
 from leantfx.components.optimize import selection
 from leantfx.components.optimize import spec
 from leantfx.components.optimize import tflite_export
-from leantfx.components.optimize.types import KERAS_MODEL_DIR
 from leantfx.errors import ConfigError
 from leantfx.errors import InputDataError
 from leantfx.models import features
+from leantfx.models.model_layout import KERAS_MODEL_DIR
 
 VARIANTS_DIR = 'variants'
 BLESSED_FILE = 'BLESSED'
@@ -88,8 +88,8 @@ def keras_model_dir(model_uri: str) -> str:
     raise InputDataError(
         f'The model artifact at {model_uri} has no {KERAS_MODEL_DIR}/ '
         'directory; ModelOptimizer needs the bare tf_keras model that '
-        "leantfx's run_fn saves there (see optimize/types.py). Point it at "
-        "the Trainer's model output.")
+        "leantfx's run_fn saves there (see models/model_layout.py). Point it "
+        "at the Trainer's model output.")
   if not tf.saved_model.contains_saved_model(path):
     raise InputDataError(
         f'{path} is not a SavedModel (no saved_model.pb); found '

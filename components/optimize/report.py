@@ -19,6 +19,9 @@ import math
 import os
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
 from leantfx.components.optimize.measure import VariantMetrics
 from leantfx.components.optimize.selection import Budget
 from leantfx.components.optimize.selection import GateDecision
@@ -255,8 +258,6 @@ img {{ max-width: 560px; }}
 
 def _figure(width=6.4, height=4.4):
   # A bare Figure on the Agg canvas: no pyplot, no global backend switch.
-  from matplotlib.backends.backend_agg import FigureCanvasAgg  # pylint: disable=g-import-not-at-top
-  from matplotlib.figure import Figure  # pylint: disable=g-import-not-at-top
   figure = Figure(figsize=(width, height), dpi=100)
   FigureCanvasAgg(figure)
   return figure

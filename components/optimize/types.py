@@ -1,19 +1,10 @@
-"""Types shared by every optimization technique and the optimization component."""
+"""What every optimization technique returns to the optimization component.
+
+The trained model the techniques start from is described by the model
+contract in models/model_layout.py.
+"""
 import dataclasses
 from typing import Any, Dict
-
-# The trained model contract (written by leantfx.models.model.run_fn):
-#   <Model artifact uri>/Format-Serving/  SavedModel with signatures
-#       serving_default (raw features), predict_examples (serialized
-#       tf.Example -> probabilities) and transform_features.
-#   <Model artifact uri>/Format-Keras/    the bare tf_keras model (SavedModel
-#       format, load with tf_keras.models.load_model): inputs are a dict of
-#       transformed features, the layer named 'logits' is the last Dense layer
-#       and the final layer is Activation('softmax', name='probabilities').
-SERVING_MODEL_DIR = 'Format-Serving'
-KERAS_MODEL_DIR = 'Format-Keras'
-LOGITS_LAYER = 'logits'
-PROBABILITIES_LAYER = 'probabilities'
 
 
 @dataclasses.dataclass

@@ -22,9 +22,10 @@ from tfx.types import standard_component_specs
 from tfx.utils import io_utils
 from tfx_bsl.coders import csv_decoder
 
+from leantfx import spans
+
 SPAN_WINDOW_KEY = 'span_window'
 SPAN_PATTERN_KEY = 'span_pattern'
-SPAN_TOKEN = '{SPAN}'
 
 
 def window_spans(newest_span: int, window: int) -> List[int]:
@@ -40,7 +41,7 @@ def window_files(input_base: str, span_pattern: str, newest_span: int,
 
   Args:
     input_base: the data root.
-    span_pattern: the split pattern with one {SPAN} (e.g. span-{SPAN}/*.csv).
+    span_pattern: the split pattern with one {SPAN} (e.g. spans.CSV_PATTERN).
     newest_span: the span the driver resolved.
     window: how many spans, counting the newest.
 
@@ -51,15 +52,15 @@ def window_files(input_base: str, span_pattern: str, newest_span: int,
     ValueError: for a pattern without exactly one {SPAN}, or when the newest
       span itself has no file.
   """
-  if span_pattern.count(SPAN_TOKEN) != 1:
+  if span_pattern.count(spans.SPAN_TOKEN) != 1:
     raise ValueError(
-        f'The span pattern {span_pattern!r} must contain {SPAN_TOKEN} exactly '
-        'once (formats such as {SPAN:2} or dates are not supported by the '
-        'span window).')
+        f'The span pattern {span_pattern!r} must contain {spans.SPAN_TOKEN} '
+        'exactly once (formats such as {SPAN:2} or dates are not supported by '
+        'the span window).')
   found = []
   for span in window_spans(newest_span, window):
     pattern = os.path.join(input_base,
-                           span_pattern.replace(SPAN_TOKEN, str(span)))
+                           span_pattern.replace(spans.SPAN_TOKEN, str(span)))
     files = sorted(fileio.glob(pattern))
     if files:
       found.append((span, files))
@@ -120,3 +121,21 @@ class Executor(BaseExampleGenExecutor):
 
   def GetInputSourceToExamplePTransform(self) -> beam.PTransform:
     return _WindowCsvToExample
+
+  def Do(self, input_dict, output_dict, exec_properties) -> None:
+    super().Do(input_dict, output_dict, exec_properties)
+    # The span (and version, fingerprint) the driver resolved, on the
+    # Examples artifact itself: TFX's Kubeflow V2 entry point writes the
+    # executor's artifacts, not the driver's, into the task's ExecutorOutput,
+    # and downstream tasks (the ValidationGate's drift check) read the span
+    # there. Locally the driver already set the same values.
+    for examples in output_dict[standard_component_specs.EXAMPLES_KEY]:
+      for key in (example_gen_utils.SPAN_PROPERTY_NAME,
+                  example_gen_utils.VERSION_PROPERTY_NAME):
+        if exec_properties.get(key) is not None:
+          examples.set_int_custom_property(key, int(exec_properties[key]))
+      fingerprint = exec_properties.get(
+          example_gen_utils.FINGERPRINT_PROPERTY_NAME)
+      if fingerprint:
+        examples.set_string_custom_property(
+            example_gen_utils.FINGERPRINT_PROPERTY_NAME, fingerprint)

@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 from PIL import Image
 
-from leantfx import data_checks
+from leantfx.cli import data_checks
 from leantfx import data_formats
 from leantfx import datasets
 from leantfx import schema_infer

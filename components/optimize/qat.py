@@ -17,6 +17,9 @@ reads them from there. Load a saved QAT model inside
 ``tfmot.quantization.keras.quantize_scope()``. Its layers are renamed
 'quant_<name>' (so the 'logits' layer is 'quant_logits'); it still outputs
 probabilities.
+
+Post-training quantization (float16, dynamic range, int8, 16x8 at conversion
+time, no training) is tflite_export.py.
 """
 import dataclasses
 from typing import Any, Dict, Mapping, Optional

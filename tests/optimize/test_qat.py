@@ -1,4 +1,4 @@
-"""Tests for leantfx.components.optimize.quantization (QAT and PQAT)."""
+"""Tests for leantfx.components.optimize.qat (QAT and PQAT)."""
 import json
 
 import numpy as np
@@ -6,7 +6,7 @@ import pytest
 import tf_keras
 
 from leantfx.components.optimize import _keras_utils
-from leantfx.components.optimize import quantization
+from leantfx.components.optimize import qat
 from leantfx.errors import ConfigError
 from tests.optimize import conftest
 
@@ -19,7 +19,7 @@ ACCURACY_TOLERANCE = 0.02
 def magnitude_sparsified_copy(model, sparsity):
   """A copy of ``model`` with the smallest |w| of each kernel set to 0.
 
-  Independent of pruning.py so these tests only exercise quantization.
+  Independent of pruning.py so these tests only exercise QAT.
   """
   copy = _keras_utils.copy_model(model)
   for name in KERNEL_LAYERS:
@@ -41,9 +41,9 @@ def test_qat_wraps_every_layer_keeps_accuracy_and_regrows_pruned_zeros(
   before = _keras_utils.kernel_sparsity(half_sparse_teacher)
   assert before['overall'] == pytest.approx(0.5, abs=0.01)
   weights_before = [w.copy() for w in half_sparse_teacher.get_weights()]
-  config = quantization.QatConfig(epochs=1, learning_rate=1e-4)
+  config = qat.QatConfig(epochs=1, learning_rate=1e-4)
 
-  result = quantization.quantization_aware_train(
+  result = qat.quantization_aware_train(
       half_sparse_teacher, digits.train_ds(), config, digits.eval_ds())
 
   assert result.technique == 'qat'
@@ -80,10 +80,10 @@ def test_qat_wraps_every_layer_keeps_accuracy_and_regrows_pruned_zeros(
 @pytest.mark.unit
 def test_pqat_keeps_the_zeros_of_a_pruned_model(half_sparse_teacher, digits):
   before = _keras_utils.kernel_sparsity(half_sparse_teacher)
-  config = quantization.QatConfig(
+  config = qat.QatConfig(
       epochs=1, learning_rate=1e-4, preserve_sparsity=True)
 
-  result = quantization.quantization_aware_train(
+  result = qat.quantization_aware_train(
       half_sparse_teacher, digits.train_ds(), config, digits.eval_ds())
 
   assert result.technique == 'pqat'
@@ -96,9 +96,9 @@ def test_pqat_keeps_the_zeros_of_a_pruned_model(half_sparse_teacher, digits):
 
 @pytest.mark.unit
 def test_preserve_sparsity_on_a_dense_model_is_a_config_error(teacher, digits):
-  config = quantization.QatConfig(preserve_sparsity=True)
+  config = qat.QatConfig(preserve_sparsity=True)
   with pytest.raises(ConfigError, match='no zero kernel weights'):
-    quantization.quantization_aware_train(teacher, digits.train_ds(), config)
+    qat.quantization_aware_train(teacher, digits.train_ds(), config)
 
 
 @pytest.mark.unit
@@ -106,12 +106,11 @@ def test_custom_layer_is_named_in_error_or_kept_in_float(digits):
   model = conftest.build_model_with_custom_layer()
 
   with pytest.raises(ConfigError, match=r"'my_scale' \(ScaleLayer\)"):
-    quantization.quantization_aware_train(model, digits.train_ds(),
-                                          quantization.QatConfig())
+    qat.quantization_aware_train(model, digits.train_ds(), qat.QatConfig())
 
-  result = quantization.quantization_aware_train(
+  result = qat.quantization_aware_train(
       model, digits.train_ds().take(5),
-      quantization.QatConfig(skip_unsupported_layers=True))
+      qat.QatConfig(skip_unsupported_layers=True))
   assert result.details['skipped_layers'] == [{
       'name': 'my_scale',
       'class': 'ScaleLayer'
@@ -131,14 +130,14 @@ def test_custom_layer_is_named_in_error_or_kept_in_float(digits):
 ])
 def test_invalid_config_values_raise(field, value):
   with pytest.raises(ConfigError, match=f'QatConfig.{field}'):
-    quantization.QatConfig(**{field: value})
+    qat.QatConfig(**{field: value})
 
 
 @pytest.mark.unit
 def test_config_round_trips_through_dict():
-  config = quantization.QatConfig(
+  config = qat.QatConfig(
       epochs=3, learning_rate=5e-5, preserve_sparsity=True,
       skip_unsupported_layers=True)
-  assert quantization.QatConfig.from_dict(config.to_dict()) == config
+  assert qat.QatConfig.from_dict(config.to_dict()) == config
   with pytest.raises(ConfigError, match='preserve_zeros'):
-    quantization.QatConfig.from_dict({'preserve_zeros': True})
+    qat.QatConfig.from_dict({'preserve_zeros': True})

@@ -1,0 +1,23 @@
+"""The trained model contract: what a Trainer Model artifact holds.
+
+Written by ``leantfx.models.model.run_fn``; read by warm start
+(models/warm_start.py), the ModelOptimizer (components/optimize/), the
+serving side and the benchmarks:
+
+  <Model artifact uri>/Format-Serving/  SavedModel with signatures
+      serving_default (raw features), predict_examples (serialized
+      tf.Example -> probabilities) and transform_features. TFX's Trainer
+      chooses this folder (fn_args.serving_model_dir).
+  <Model artifact uri>/Format-Keras/    the bare tf_keras model (SavedModel
+      format, load with tf_keras.models.load_model): inputs are a dict of
+      transformed features, the layer named 'logits' is the last Dense layer
+      and the final layer is Activation('softmax', name='probabilities').
+
+It lives with the model code, the lowest layer that needs it, so that the
+components above read it from here and models/ never imports a component.
+"""
+
+SERVING_MODEL_DIR = 'Format-Serving'
+KERAS_MODEL_DIR = 'Format-Keras'
+LOGITS_LAYER = 'logits'
+PROBABILITIES_LAYER = 'probabilities'
