@@ -3,17 +3,20 @@
 TFX's Pusher copies the model straight into ``<base>/<unix time>/`` (writing
 saved_model.pb last), and pushes the same model again as a new version each
 time the Evaluator re-blesses it, e.g. when a re-run first finds a baseline.
-This executor instead:
-  * on a local filesystem, copies into a hidden ``<base>/.push-<version>-<pid>/``
-    and renames it into place, so a model server polling ``<base>`` never sees
-    a half-written version (TF Serving ignores non-numeric folder names);
+This executor instead pushes through components/versioned_push.py, the
+versioned atomic push the TFLite push uses too:
+  * on a local filesystem, copies into a hidden staging folder beside the
+    versions and renames it into place, so a model server polling ``<base>``
+    never sees a half-written version (TF Serving ignores non-numeric folder
+    names);
   * on an object store (``gs://``, ``s3://``, any ``scheme://`` that
     tf.io.gfile knows), where renaming a folder is not one operation (it is
     not even supported by every filesystem plugin), copies straight into the
-    version folder with the SavedModel's ``saved_model.pb`` written last, as
-    TFX's Pusher does: TF Serving cannot load a version before that file
-    exists;
-  * picks a version strictly greater than every existing one;
+    version folder with the SavedModel's ``saved_model.pb`` (the commit file)
+    written last, as TFX's Pusher does: TF Serving cannot load a version
+    before that file exists;
+  * picks a version strictly greater than every existing one and than the
+    last one ever pushed there (versioned_push.next_version);
   * does not push a model whose files are identical to the newest pushed
     version: it records that version as the push instead.
 All file access goes through tfx.dsl.io.fileio (tf.io.gfile), so the same
@@ -21,8 +24,7 @@ code pushes to a local folder and to a bucket on Kubeflow.
 """
 import hashlib
 import os
-import time
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List
 
 from absl import logging
 from tfx import types
@@ -34,69 +36,23 @@ from tfx.types import standard_component_specs
 from tfx.utils import io_utils
 from tfx.utils import proto_utils
 
+from leantfx.components import versioned_push
+
 REUSED_VERSION_KEY = 'reused_existing_version'
-# Written last on object stores: a version without it is not loadable yet.
-_SAVED_MODEL_FILES = ('saved_model.pb', 'saved_model.pbtxt')
-
-
-def is_local(path: str) -> bool:
-  """True for a plain local path (os.rename works on it)."""
-  return '://' not in path
-
-
-def _files_below(path: str) -> List[str]:
-  """Relative paths of every file below path, sorted.
-
-  Computed by prefix, not os.path.relpath, which would normalize the '//'
-  of a scheme:// path.
-  """
-  top = path.rstrip('/')
-  found = []
-  for root, _, files in fileio.walk(top):
-    relative_root = root.rstrip('/')[len(top):].lstrip('/')
-    for name in files:
-      found.append(os.path.join(relative_root, name) if relative_root else name)
-  return sorted(found)
+# The commit files: written last on object stores, a version without one is
+# not loadable yet.
+SAVED_MODEL_FILES = ('saved_model.pb', 'saved_model.pbtxt')
 
 
 def model_digest(path: str) -> str:
   """sha256 over the relative paths and contents of every file below path."""
   digest = hashlib.sha256()
-  for relative in _files_below(path):
+  for relative in versioned_push.files_below(path):
     digest.update(relative.encode('utf-8') + b'\0')
     with fileio.open(os.path.join(path, relative), 'rb') as f:
       for block in iter(lambda: f.read(1 << 20), b''):
         digest.update(block)
   return digest.hexdigest()
-
-
-def existing_versions(base_directory: str) -> List[int]:
-  """Numeric version folders below base_directory, ascending."""
-  if not fileio.isdir(base_directory):
-    return []
-  versions = []
-  for name in fileio.listdir(base_directory):
-    name = name.rstrip('/')  # Object stores list folders as 'name/'.
-    if name.isdigit() and fileio.isdir(os.path.join(base_directory, name)):
-      versions.append(int(name))
-  return sorted(versions)
-
-
-def next_version(base_directory: str, now: Optional[int] = None) -> int:
-  """The Unix time, or one more than the newest version if that is later."""
-  now = int(time.time()) if now is None else now
-  versions = existing_versions(base_directory)
-  return max([now] + [v + 1 for v in versions])
-
-
-def _copy_saved_model_last(model_path: str, destination: str) -> None:
-  """Copies every file, the SavedModel's saved_model.pb(txt) last."""
-  files = _files_below(model_path)
-  last = [f for f in files if f in _SAVED_MODEL_FILES]
-  for relative in [f for f in files if f not in last] + last:
-    target = os.path.join(destination, relative)
-    fileio.makedirs(os.path.dirname(target))
-    fileio.copy(os.path.join(model_path, relative), target, overwrite=False)
 
 
 def push_atomically(model_path: str, base_directory: str,
@@ -114,31 +70,10 @@ def push_atomically(model_path: str, base_directory: str,
   Raises:
     FileExistsError: if the version folder already exists.
   """
-  fileio.makedirs(base_directory)
-  destination = os.path.join(base_directory, str(version))
-  if fileio.exists(destination):
-    raise FileExistsError(f'{destination} already exists; refusing to '
-                          'overwrite a pushed version.')
-  if not is_local(base_directory):
-    try:
-      _copy_saved_model_last(model_path, destination)
-    except Exception:
-      # A partial version must not stay behind for a server to find.
-      if fileio.exists(destination):
-        fileio.rmtree(destination)
-      raise
-    return destination
-  staging = os.path.join(base_directory, f'.push-{version}-{os.getpid()}')
-  if fileio.exists(staging):
-    fileio.rmtree(staging)
-  try:
-    io_utils.copy_dir(model_path, staging)
-    # One rename(2) on a local filesystem: the version appears whole.
-    os.rename(staging, destination)
-  finally:
-    if fileio.exists(staging):
-      fileio.rmtree(staging)
-  return destination
+  return versioned_push.push(
+      base_directory,
+      versioned_push.directory_payload(model_path, SAVED_MODEL_FILES),
+      version=version).path
 
 
 class Executor(tfx_pusher_executor.Executor):
@@ -175,7 +110,7 @@ class Executor(tfx_pusher_executor.Executor):
     base_directory = push_destination.filesystem.base_directory
     model_path = self.GetModelPath(input_dict)
     digest = model_digest(model_path)
-    versions = existing_versions(base_directory)
+    versions = versioned_push.list_versions(base_directory)
     if versions:
       newest = os.path.join(base_directory, str(versions[-1]))
       if model_digest(newest) == digest:
@@ -185,8 +120,11 @@ class Executor(tfx_pusher_executor.Executor):
         self._MarkPushed(model_push, pushed_destination=newest,
                          pushed_version=str(versions[-1]))
         return
-    version = next_version(base_directory)
-    serving_path = push_atomically(model_path, base_directory, version)
+    pushed = versioned_push.push(
+        base_directory,
+        versioned_push.directory_payload(model_path, SAVED_MODEL_FILES),
+        existing=versions)
+    version, serving_path = pushed.version, pushed.path
     logging.info('Model pushed to %s.', serving_path)
     # Like TFX's Pusher, keep a copy in the artifact for lineage.
     io_utils.copy_dir(model_path, model_push.uri)

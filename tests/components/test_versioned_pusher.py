@@ -6,6 +6,7 @@ from tfx.types import standard_artifacts
 from tfx.utils import proto_utils
 from tfx.proto import pusher_pb2
 
+from leantfx.components import versioned_push
 from leantfx.components.versioned_pusher import executor as pusher_executor
 
 pytestmark = pytest.mark.unit
@@ -44,13 +45,15 @@ def test_blessed_model_is_pushed_as_a_complete_version(tmp_path):
   base = str(tmp_path / 'serving')
   pushed = _push(tmp_path, _model(tmp_path, 'm1', b'graph-1'), True, base)
   assert pushed.get_int_custom_property('pushed') == 1
-  versions = pusher_executor.existing_versions(base)
+  versions = versioned_push.list_versions(base)
   assert len(versions) == 1
   version_dir = os.path.join(base, str(versions[0]))
   assert pushed.get_string_custom_property('pushed_destination') == version_dir
   with open(os.path.join(version_dir, 'saved_model.pb'), 'rb') as f:
     assert f.read() == b'graph-1'
-  assert os.listdir(base) == [str(versions[0])]  # no staging folder left
+  # No staging folder left; only the version and the last-version record.
+  assert sorted(os.listdir(base)) == [versioned_push.LAST_VERSION_FILE,
+                                      str(versions[0])]
 
 
 def test_unblessed_model_is_not_pushed(tmp_path):
@@ -64,7 +67,7 @@ def test_identical_model_is_not_pushed_twice(tmp_path):
   base = str(tmp_path / 'serving')
   first = _push(tmp_path, _model(tmp_path, 'm1', b'graph-1'), True, base)
   again = _push(tmp_path, _model(tmp_path, 'm1-copy', b'graph-1'), True, base)
-  assert len(pusher_executor.existing_versions(base)) == 1
+  assert len(versioned_push.list_versions(base)) == 1
   assert again.get_int_custom_property('pushed') == 1
   assert again.get_int_custom_property(
       pusher_executor.REUSED_VERSION_KEY) == 1
@@ -78,14 +81,14 @@ def test_new_model_gets_a_strictly_newer_version(tmp_path):
   future = 10**10
   os.makedirs(os.path.join(base, str(future)))
   _push(tmp_path, _model(tmp_path, 'm2', b'graph-2'), True, base)
-  assert pusher_executor.existing_versions(base) == [future, future + 1]
+  assert versioned_push.list_versions(base) == [future, future + 1]
 
 
 def test_leftover_staging_folder_is_not_a_version(tmp_path):
   base = tmp_path / 'serving'
   (base / '.push-123-1').mkdir(parents=True)
-  assert pusher_executor.existing_versions(str(base)) == []
-  assert pusher_executor.next_version(str(base), now=5) == 5
+  assert versioned_push.list_versions(str(base)) == []
+  assert versioned_push.next_version(str(base), now=5) == 5
 
 
 def test_push_atomically_refuses_to_overwrite(tmp_path):
@@ -122,7 +125,7 @@ def test_push_to_an_object_store_path(tmp_path):
   from tfx.dsl.io import fileio  # pylint: disable=g-import-not-at-top
   base = _ram_base(tmp_path)
   first = _push(tmp_path, _model(tmp_path, 'm1', b'graph-1'), True, base)
-  (version,) = pusher_executor.existing_versions(base)
+  (version,) = versioned_push.list_versions(base)
   version_dir = f'{base}/{version}'
   assert first.get_string_custom_property('pushed_destination') == version_dir
   with fileio.open(f'{version_dir}/saved_model.pb', 'rb') as f:
@@ -134,9 +137,10 @@ def test_push_to_an_object_store_path(tmp_path):
   assert again.get_int_custom_property(
       pusher_executor.REUSED_VERSION_KEY) == 1
   _push(tmp_path, _model(tmp_path, 'm3', b'graph-3'), True, base)
-  versions = pusher_executor.existing_versions(base)
+  versions = versioned_push.list_versions(base)
   assert len(versions) == 2 and versions[0] == version < versions[1]
-  assert sorted(fileio.listdir(base)) == sorted(str(v) for v in versions)
+  assert sorted(fileio.listdir(base)) == sorted(
+      [str(v) for v in versions] + [versioned_push.LAST_VERSION_FILE])
 
 
 def test_object_store_push_writes_saved_model_pb_last(tmp_path, monkeypatch):
@@ -169,4 +173,4 @@ def test_failed_object_store_push_leaves_no_version(tmp_path, monkeypatch):
   monkeypatch.setattr(pusher_executor.fileio, 'copy', failing_copy)
   with pytest.raises(OSError, match='bucket quota exceeded'):
     _push(tmp_path, _model(tmp_path, 'm1', b'graph-1'), True, base)
-  assert pusher_executor.existing_versions(base) == []
+  assert versioned_push.list_versions(base) == []
