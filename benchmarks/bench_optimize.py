@@ -5,7 +5,8 @@ the bundled 'digits' DatasetSpec and the default TrainingConfig: two conv
 blocks, Dense 64/32, 37,738 parameters), trained here on scikit-learn's
 ``load_digits()`` (pixels / 16 as {'image_xf': [64]}, a fixed 80/20 split).
 Every TFLite figure is measured through ``tf.lite.Interpreter`` with one
-thread, the way the ModelOptimizer measures variants.
+thread (figure 5 also at the deploy target's count), the way the
+ModelOptimizer measures variants.
 
 Figures and anchors (each row names its source):
   1. int8 vs float32 TFLite: size ratio and accuracy drop. Anchor: the TFLite
@@ -25,12 +26,21 @@ Figures and anchors (each row names its source):
      fine-tuning): Dense kernel parameters before/after and accuracy drop.
      No published anchor for this model; the bound it respects is
      Eckart-Young (checked by the technique itself).
-  5. latency, batch 1, one thread: MobileNetV2 (alpha 0.35, 96x96x3, random
-     weights, 10 classes) as TF float32 (SavedModel signature), TFLite
-     float32 and TFLite int8. Anchor: the TFLite post-training quantization
+  5. latency, batch 1: MobileNetV2 (alpha 1.0, 224x224x3, random weights,
+     1000 classes) as TF float32 (SavedModel signature, 1 thread), TFLite
+     float32 and TFLite int8 at 1 thread and at the deploy target's thread
+     count: ``invoke()`` on prepared interpreters in interleaved rounds
+     (``measure.measure_latency_interleaved``, the ModelOptimizer's method),
+     the SignatureRunner per-call overhead beside each, and the old method
+     (a SignatureRunner call per run on an interpreter never allocated)
+     re-timed for comparison. Anchor: the TFLite post-training quantization
      guide, full integer quantization "3x+ speedup" on CPU.
 
-  .venv/bin/python -m benchmarks.bench_optimize [--latency-runs N] [--seeds N]
+  .venv/bin/python -m benchmarks.bench_optimize [--latency-runs N]
+      [--latency-rounds N] [--deploy-threads N] [--seeds N] [--only-latency]
+
+``--only-latency`` runs figure 5 alone and writes
+``results/optimize_latency.json`` (the full run writes ``optimize.json``).
 """
 import argparse
 import gzip
@@ -228,62 +238,203 @@ def low_rank_rows(model, data) -> List[Dict[str, Any]]:
   }]
 
 
-def latency_rows(work, runs) -> List[Dict[str, Any]]:
+def _legacy_runner_p50(paths: Dict[str, str], inputs: Dict[str, Any],
+                       runs: int, rounds: int) -> Dict[str, float]:
+  """The method measure.py used before: per timed run, one SignatureRunner
+  call on an interpreter whose allocate_tensors() never ran (so the default
+  XNNPACK delegate was never applied). p50 ms per label, interleaved rounds."""
+  runners = {}
+  for label, path in paths.items():
+    interpreter = tf.lite.Interpreter(model_path=path, num_threads=1)
+    runners[label] = interpreter.get_signature_runner(measure.SERVING_SIGNATURE)
+  durations: Dict[str, List[float]] = {label: [] for label in paths}
+  per_round = max(1, runs // rounds)
+  labels = list(paths)
+  for label in labels:
+    for _ in range(WARMUP_RUNS):
+      runners[label](**inputs[label])
+  for r in range(rounds):
+    for label in labels if r % 2 == 0 else labels[::-1]:
+      runner, feed = runners[label], inputs[label]
+      for _ in range(measure.ROUND_WARMUP_RUNS):
+        runner(**feed)
+      for _ in range(per_round):
+        start = time.perf_counter()
+        runner(**feed)
+        durations[label].append(time.perf_counter() - start)
+  return {label: float(np.percentile(np.asarray(d) * 1000, 50))
+          for label, d in durations.items()}
+
+
+def latency_rows(work, runs, rounds=measure.DEFAULT_LATENCY_ROUNDS,
+                 deploy_threads=None) -> List[Dict[str, Any]]:
+  """Figure 5: MobileNetV2 1.0 224px, batch 1, TF vs TFLite float32 vs int8.
+
+  TFLite rows time invoke() on prepared interpreters in interleaved rounds
+  (measure.measure_latency_interleaved, as the ModelOptimizer does), with the
+  SignatureRunner per-call overhead beside them; the last rows re-time the
+  old method (a SignatureRunner call per run on an interpreter never
+  allocated) for comparison.
+  """
   tf_keras.utils.set_random_seed(SEED)
   model = tf_keras.applications.MobileNetV2(
-      alpha=0.35, input_shape=(96, 96, 3), weights=None, classes=10)
+      alpha=1.0, input_shape=(224, 224, 3), weights=None, classes=1000)
   rng = np.random.default_rng(SEED)
   name = tflite_export.serving_input_specs(model).popitem()[0]
-  images = rng.random((MOBILENET_CALIBRATION, 96, 96, 3), dtype=np.float32)
+  images = rng.random((MOBILENET_CALIBRATION, 224, 224, 3), dtype=np.float32)
   # Random weights and inputs: the labels only make measure() run; accuracy
   # is meaningless here and not reported.
-  data = measure.LabeledData({name: images[:8]}, np.zeros(8, np.int64))
+  data = measure.LabeledData({name: images[:4]}, np.zeros(4, np.int64))
   saved = os.path.join(work, 'mobilenet_savedmodel')
   tflite_export.save_serving_model(model, saved)
   tf32 = measure.measure_saved_model(saved, data, latency_runs=runs,
                                      warmup_runs=WARMUP_RUNS)
-  results = {'TF float32 (SavedModel)': tf32}
+  paths = {}
   for mode in ('float32', 'int8'):
-    path = os.path.join(work, f'mobilenet_{mode}.tflite')
-    with open(path, 'wb') as f:
+    paths[mode] = os.path.join(work, f'mobilenet_{mode}.tflite')
+    with open(paths[mode], 'wb') as f:
       f.write(tflite_export.convert_saved_model(
           saved, mode, {name: images},
           num_calibration_samples=MOBILENET_CALIBRATION))
-    results[f'TFLite {mode}'] = measure.measure_tflite(
-        path, data, tflite_mode=mode, latency_runs=runs,
-        warmup_runs=WARMUP_RUNS, num_threads=1)
-  rows = []
-  for label, m in results.items():
+  example = data.example(0)
+  thread_counts = [1] + ([deploy_threads] if deploy_threads and
+                         deploy_threads != 1 else [])
+  variants = [measure.LatencyVariant(f'{mode} {t}t', paths[mode], t, example)
+              for t in thread_counts for mode in ('float32', 'int8')]
+  load_before = os.getloadavg()
+  result = measure.measure_latency_interleaved(
+      variants, runs=runs, warmup_runs=WARMUP_RUNS, rounds=rounds)
+  legacy_inputs = {}
+  for mode, path in paths.items():
+    legacy_inputs[mode] = measure.TFLitePredictor(path).prepare(example)
+  legacy = _legacy_runner_p50(paths, legacy_inputs, runs, rounds)
+  load_after = os.getloadavg()
+  stats = result.variants
+
+  def rounds_text(s):
+    return ', '.join(f'{x:.2f}' for x in s.round_p50_ms)
+
+  rows = [{
+      'figure': 'MobileNetV2 1.0 224px p50 ms: TF float32 (SavedModel, 1 '
+                'intra-op thread)',
+      'measured': tf32.latency_p50_ms,
+      'detail': f'p99 {tf32.latency_p99_ms:.2f} ms; {tf32.size_bytes} B',
+      'anchor': '-', 'anchor source': '-',
+  }]
+  for t in thread_counts:
+    for mode in ('float32', 'int8'):
+      s = stats[f'{mode} {t}t']
+      rows.append({
+          'figure': f'MobileNetV2 1.0 224px p50 ms: TFLite {mode}, {t} '
+                    'thread(s), invoke()',
+          'measured': s.p50_ms,
+          'detail': (f'p99 {s.p99_ms:.2f} ms; {s.runs} runs; round p50s '
+                     f'{rounds_text(s)} (spread {s.spread:.2f})'),
+          'anchor': '-', 'anchor source': '-',
+      })
+      rows.append({
+          'figure': f'  SignatureRunner per-call overhead ms: TFLite {mode}, '
+                    f'{t} thread(s)',
+          'measured': s.call_overhead_ms,
+          'detail': ('runner call p50 per round ' + ', '.join(
+              f'{x:.2f}' for x in s.runner_round_p50_ms) +
+                     ' ms, same prepared interpreter'),
+          'anchor': '-', 'anchor source': '-',
+      })
+    f32, int8 = stats[f'float32 {t}t'], stats[f'int8 {t}t']
     rows.append({
-        'figure': f'MobileNetV2-0.35 96px p50 ms: {label}',
-        'measured': m.latency_p50_ms,
-        'detail': f'p99 {m.latency_p99_ms:.3f} ms; {m.size_bytes} B',
+        'figure': f'MobileNetV2 speedup, {t} thread(s): TFLite float32 p50 / '
+                  'int8 p50',
+        'measured': f32.p50_ms / int8.p50_ms,
+        'detail': (f'TF float32 / TFLite int8: '
+                   f'{tf32.latency_p50_ms / int8.p50_ms:.2f}x' if t == 1
+                   else f'deploy target: {t} threads'),
+        'anchor': '3x+ speedup',
+        'anchor source': ('TFLite post-training quantization guide (its '
+                          'latency tables: Pixel 2, one big ARM core)'),
+    })
+  for mode in ('float32', 'int8'):
+    rows.append({
+        'figure': f'old method p50 ms: TFLite {mode}, 1 thread, '
+                  'SignatureRunner call per run, never allocate_tensors()',
+        'measured': legacy[mode],
+        'detail': (f'{legacy[mode] / stats[f"{mode} 1t"].p50_ms:.2f}x the '
+                   'invoke() p50'),
         'anchor': '-', 'anchor source': '-',
     })
-  int8, f32 = results['TFLite int8'], results['TFLite float32']
   rows.append({
-      'figure': 'MobileNetV2 speedup: TFLite float32 p50 / int8 p50',
-      'measured': f32.latency_p50_ms / int8.latency_p50_ms,
-      'detail': (f'TF float32 / TFLite int8: '
-                 f'{tf32.latency_p50_ms / int8.latency_p50_ms:.2f}x'),
-      'anchor': '3x+ speedup',
-      'anchor source': ('TFLite post-training quantization guide (its '
-                        'latency tables: Pixel 2, one big ARM core)'),
+      'figure': 'old method speedup: TFLite float32 p50 / int8 p50',
+      'measured': legacy['float32'] / legacy['int8'],
+      'detail': 'what docs/measurements.md used to report',
+      'anchor': '-', 'anchor source': '-',
   })
+  f32_size, int8_size = (os.path.getsize(paths['float32']),
+                         os.path.getsize(paths['int8']))
   rows.append({
       'figure': 'MobileNetV2 size: TFLite float32 / int8',
-      'measured': f32.size_bytes / int8.size_bytes,
-      'detail': f'{f32.size_bytes} / {int8.size_bytes} B',
+      'measured': f32_size / int8_size,
+      'detail': f'{f32_size} / {int8_size} B',
       'anchor': '4x smaller',
       'anchor source': 'TFLite post-training quantization guide',
   })
+  rows.append({
+      'figure': 'latency measurement: attempts / stable',
+      'measured': float(result.attempts),
+      'detail': (f'stable={result.stable} (bound {result.max_round_spread}; '
+                 'worst spread per attempt ' + ', '.join(
+                     f'{x:.2f}' for x in result.attempt_spreads) +
+                 f'); load average {load_before[0]:.2f} before, '
+                 f'{load_after[0]:.2f} after'),
+      'anchor': '-', 'anchor source': '-',
+  })
   return rows
+
+
+def _latency_notes(rows, args) -> List[str]:
+  speedup = _measured(rows, 'MobileNetV2 speedup')
+  old = _measured(rows, 'old method speedup')
+  notes = [
+      f'Latency: TFLite int8 runs at {speedup:.2f}x the speed of TFLite '
+      'float32 (1 thread, invoke() on prepared interpreters); the old method '
+      f'(a SignatureRunner call per run on an interpreter never allocated, so '
+      f'without the XNNPACK delegate) gave {old:.2f}x. int8 makes '
+      f"MobileNetV2 {_measured(rows, 'MobileNetV2 size'):.1f}x smaller.",
+      f'Latency: batch 1, {args.latency_runs} timed invoke() runs per variant '
+      f'in {args.latency_rounds} interleaved rounds after {WARMUP_RUNS} '
+      'warm-up runs; SignatureRunner overhead = median over rounds of (runner '
+      'call p50 - invoke p50) on the same interpreter. The machine is shared '
+      f'with other work (p99 is noisy). {_cpu_note()}',
+  ]
+  return notes
+
+
+def _cpu_note() -> str:
+  """Which SIMD extensions the CPU reports (int8 kernels depend on them)."""
+  try:
+    with open('/proc/cpuinfo', encoding='utf-8') as f:
+      flags = next((line.split(':', 1)[1].split() for line in f
+                    if line.startswith('flags')), [])
+  except OSError:
+    return ''
+  wanted = ('avx', 'fma', 'avx2', 'avx512f', 'avx512_vnni', 'avx_vnni')
+  have = [w for w in wanted if w in flags]
+  missing = [w for w in wanted if w not in flags]
+  return (f'CPU flags: has {", ".join(have) or "none"} of {", ".join(wanted)}'
+          f'{"; lacks " + ", ".join(missing) if missing else ""}. The '
+          "guide's 3x+ comes from mobile ARM CPUs.")
 
 
 def main(argv=None) -> None:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument('--latency-runs', type=int, default=LATENCY_RUNS)
+  parser.add_argument('--latency-rounds', type=int,
+                      default=measure.DEFAULT_LATENCY_ROUNDS)
+  parser.add_argument('--deploy-threads', type=int, default=os.cpu_count(),
+                      help='TFLite thread count of the deploy target, timed '
+                      'beside 1 thread (default: this machine\'s CPUs)')
   parser.add_argument('--seeds', type=int, default=SEEDS)
+  parser.add_argument('--only-latency', action='store_true',
+                      help='run figure 5 only (results/optimize_latency.json)')
   args = parser.parse_args(argv)
   # One thread for TensorFlow too, so TF and TFLite latencies compare; set
   # before any op runs.
@@ -299,6 +450,16 @@ def main(argv=None) -> None:
     return result
 
   rows: List[Dict[str, Any]] = []
+  latency_args = (args.latency_runs, args.latency_rounds, args.deploy_threads)
+  if args.only_latency:
+    with tempfile.TemporaryDirectory(prefix='leantfx-bench-optimize-') as work:
+      rows += timed('latency', latency_rows, work, *latency_args)
+    elapsed = time.perf_counter() - start
+    notes = _latency_notes(rows, args) + [f'Run time {elapsed:.0f} s.']
+    harness.report('optimize_latency',
+                   'TFLite latency, MobileNetV2 1.0 224px: invoke() on '
+                   'prepared interpreters', rows, notes)
+    return
   with tempfile.TemporaryDirectory(prefix='leantfx-bench-optimize-') as work:
     data = _digits()
     model = timed('train', _train_baseline, data)
@@ -308,7 +469,7 @@ def main(argv=None) -> None:
     rows += timed('pruning', pruning_rows, model, data, work, dense_f32)
     rows += timed('distillation', distillation_rows, model, data, args.seeds)
     rows += timed('low_rank', low_rank_rows, model, data)
-    rows += timed('latency', latency_rows, work, args.latency_runs)
+    rows += timed('latency', latency_rows, work, *latency_args)
   elapsed = time.perf_counter() - start
   notes = [
       f'digits CNN: {model.count_params()} params, eval accuracy '
@@ -325,20 +486,9 @@ def main(argv=None) -> None:
         f'Distillation: the anchor\'s +0.005 does not reproduce here '
         f'({gain:+.4f}); the per-seed accuracies are in the row. The '
         'anchor is MNIST (60k training images); digits has 1.4k.')
-  speedup = _measured(rows, 'MobileNetV2 speedup')
-  if speedup < 3:
-    notes.append(
-        f'Latency: TFLite int8 runs at {speedup:.2f}x the speed of TFLite '
-        'float32 on this x86 CPU, whose float32 path uses XNNPACK; the '
-        "guide's 3x+ comes from mobile ARM CPUs. int8 still makes "
-        f"MobileNetV2 {_measured(rows, 'MobileNetV2 size'):.1f}x smaller.")
-  notes += [
-      f'Latency: batch 1, {args.latency_runs} timed runs after '
-      f'{WARMUP_RUNS} warm-up runs, on a machine shared with other work '
-      '(p99 is noisy).',
-      f'Run time {elapsed:.0f} s (' + ', '.join(
-          f'{k} {v:.0f} s' for k, v in seconds.items()) + ').',
-  ]
+  notes += _latency_notes(rows, args)
+  notes.append(f'Run time {elapsed:.0f} s (' + ', '.join(
+      f'{k} {v:.0f} s' for k, v in seconds.items()) + ').')
   harness.report('optimize',
                  'Model optimization on digits: measured vs anchors', rows,
                  notes)

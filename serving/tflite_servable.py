@@ -1,22 +1,36 @@
-"""The TFLite backend: signature runners, with int8 models served as float ones.
+"""The TFLite backend: prepared interpreters, with int8 models served as float ones.
 
 ``tf.lite.Interpreter`` is not thread-safe, so each servable keeps a small pool
 of interpreters (as TF Serving's ``TfLiteInterpreterPool`` does) and a request
-borrows one for the duration of a call. Inputs and outputs that the converter
-quantized (int8/uint8/int16 tensors with a scale) are exposed with dtype float:
-requests are quantized with the tensor's ``(scale, zero_point)`` and outputs
-dequantized, so the same JSON works against the float SavedModel and the int8
-TFLite model.
+borrows one for the duration of a call. Each interpreter is prepared once at
+load: ``allocate_tensors()`` on the whole interpreter (which is also what applies
+TFLite's default XNNPACK delegate), and every signature bound to its tensor
+indices (:class:`~leantfx.components.optimize.tflite_runtime.PreparedSignature`). A request then costs ``set_tensor`` per
+input, ``invoke()`` and ``get_tensor`` per output; inputs are resized and
+tensors re-allocated only when the request's shapes differ from the previous
+request's on that interpreter (a new batch size).
+
+``SignatureRunner.__call__`` is not used on the request path: in TF 2.16 it
+resizes every input and re-allocates on each call, and it allocates only its
+own subgraph, so an interpreter that never saw ``allocate_tensors()`` runs
+without the XNNPACK delegate (MobileNetV2 1.0 224px, 1 thread: about 2x the
+time of ``invoke()`` on a prepared interpreter; see docs/measurements.md).
+
+Inputs and outputs that the converter quantized (int8/uint8/int16 tensors
+with a scale) are exposed with dtype float: requests are quantized with the
+tensor's ``(scale, zero_point)`` and outputs dequantized, so the same JSON
+works against the float SavedModel and the int8 TFLite model.
 """
 import dataclasses
 import hashlib
 import json
 import os
 import queue
-from typing import Dict, Mapping, Optional, Sequence
+from typing import Dict, List, Mapping, Optional, Sequence
 
 import numpy as np
 
+from leantfx.components.optimize import tflite_runtime
 from leantfx.serving import dtypes
 from leantfx.serving import servable as servable_lib
 from leantfx.serving import signature as signature_lib
@@ -25,6 +39,8 @@ from leantfx.serving import status
 # Two interpreters: this code targets small machines (2 cores); a request
 # that finds both busy waits for one rather than oversubscribing the CPU.
 DEFAULT_NUM_INTERPRETERS = 2
+# One thread per interpreter: the pool, not intra-op threads, uses the cores.
+DEFAULT_NUM_THREADS = 1
 # Written beside model.tflite by leantfx's TFLite pusher.
 MANIFEST_FILENAME = 'manifest.json'
 _QUANTIZED_DTYPES = (np.int8, np.uint8, np.int16)
@@ -95,13 +111,22 @@ def _check_manifest(path: str, content: bytes) -> None:
 
 
 class TfLiteServable(servable_lib.Servable):
-  """A ``model.tflite`` version, run through its signature runners."""
+  """A ``model.tflite`` version, run on a pool of prepared interpreters."""
 
   platform = servable_lib.PLATFORM_TFLITE
 
   def __init__(self, name: str, version: int, path: str,
-               num_interpreters: int = DEFAULT_NUM_INTERPRETERS):
-    """Loads the model into `num_interpreters` interpreters.
+               num_interpreters: int = DEFAULT_NUM_INTERPRETERS,
+               num_threads: int = DEFAULT_NUM_THREADS):
+    """Loads the model into `num_interpreters` prepared interpreters.
+
+    Args:
+      name: model name.
+      version: version number.
+      path: the version directory (with model.tflite).
+      num_interpreters: pool size: how many requests run at once on this
+        version (an Interpreter serves one thread at a time).
+      num_threads: threads of each interpreter.
 
     Raises:
       LoadError: the file is missing, not a TFLite flatbuffer, or has no
@@ -114,8 +139,10 @@ class TfLiteServable(servable_lib.Servable):
       with open(model_path, 'rb') as f:
         content = f.read()
       _check_manifest(path, content)
-      interpreters = [tf.lite.Interpreter(model_content=content, num_threads=1)
-                      for _ in range(max(1, num_interpreters))]
+      interpreters = [
+          tf.lite.Interpreter(model_content=content,
+                              num_threads=max(1, num_threads))
+          for _ in range(max(1, num_interpreters))]
       signature_list = interpreters[0].get_signature_list()
     except (IOError, OSError) as e:
       raise servable_lib.LoadError(
@@ -130,36 +157,34 @@ class TfLiteServable(servable_lib.Servable):
           'tf.lite.TFLiteConverter.from_saved_model() or from_keras_model(), '
           'which keep the serving signature.', status.Code.FAILED_PRECONDITION)
 
-    self._pool: 'queue.Queue[Dict[str, object]]' = queue.Queue()
-    signatures: Dict[str, signature_lib.Signature] = {}
+    # Each pool entry: signature key -> PreparedSignature of one interpreter.
+    self._pool: 'queue.Queue[Dict[str, tflite_runtime.PreparedSignature]]' = (
+        queue.Queue())
+    self._entries: List[Dict[str, tflite_runtime.PreparedSignature]] = []
+    for interpreter in interpreters:
+      try:
+        prepared = tflite_runtime.prepare_interpreter(interpreter)
+      except Exception as e:  # pylint: disable=broad-except
+        raise servable_lib.LoadError(
+            f'{model_path} cannot be prepared to run: {type(e).__name__}: '
+            f'{e}', status.Code.FAILED_PRECONDITION) from e
+      self._entries.append(prepared)
+      self._pool.put(prepared)
+    first = self._entries[0]
+    self._signatures: Dict[str, signature_lib.Signature] = {}
     self._in_quant: Dict[str, Dict[str, Optional[_Quantization]]] = {}
     self._out_quant: Dict[str, Dict[str, Optional[_Quantization]]] = {}
-    for index, interpreter in enumerate(interpreters):
-      runners = {}
-      for key in signature_list:
-        try:
-          runner = interpreter.get_signature_runner(key)
-          if index == 0:
-            in_details = runner.get_input_details()
-            out_details = runner.get_output_details()
-        except Exception as e:  # pylint: disable=broad-except
-          raise servable_lib.LoadError(
-              f'Signature {key!r} of {model_path} cannot run: {e}',
-              status.Code.FAILED_PRECONDITION) from e
-        runners[key] = runner
-        if index == 0:
-          signatures[key] = signature_lib.Signature(
-              name=key, method_name=signature_lib.PREDICT_METHOD,
-              inputs={k: _exposed_spec(v) for k, v in sorted(in_details.items())},
-              outputs={k: _exposed_spec(v)
-                       for k, v in sorted(out_details.items())})
-          self._in_quant[key] = {k: _quantization_of(v)
-                                 for k, v in in_details.items()}
-          self._out_quant[key] = {k: _quantization_of(v)
-                                  for k, v in out_details.items()}
-      self._pool.put(runners)
-    self._signatures = signatures
-    self._signature_defs = _signature_defs(signatures)
+    for key, prepared in first.items():
+      in_details, out_details = prepared.input_details, prepared.output_details
+      self._signatures[key] = signature_lib.Signature(
+          name=key, method_name=signature_lib.PREDICT_METHOD,
+          inputs={k: _exposed_spec(v) for k, v in sorted(in_details.items())},
+          outputs={k: _exposed_spec(v) for k, v in sorted(out_details.items())})
+      self._in_quant[key] = {k: _quantization_of(v)
+                             for k, v in in_details.items()}
+      self._out_quant[key] = {k: _quantization_of(v)
+                              for k, v in out_details.items()}
+    self._signature_defs = _signature_defs(self._signatures)
 
   @property
   def signatures(self) -> Mapping[str, signature_lib.Signature]:
@@ -169,6 +194,14 @@ class TfLiteServable(servable_lib.Servable):
   def signature_defs(self) -> Mapping[str, object]:
     return self._signature_defs
 
+  @property
+  def pool_size(self) -> int:
+    return len(self._entries)
+
+  def resizes(self) -> int:
+    """Input resizes (each with a re-allocation) across the pool so far."""
+    return sum(p.resizes for entry in self._entries for p in entry.values())
+
   def run(self, signature_name: str, inputs: Mapping[str, np.ndarray],
           output_aliases: Sequence[str]) -> Dict[str, np.ndarray]:
     feeds = {}
@@ -177,21 +210,21 @@ class TfLiteServable(servable_lib.Servable):
       quantization = in_quant.get(alias)
       feeds[alias] = (quantization.quantize(array) if quantization is not None
                       else array)
-    runners = self._pool.get()
+    entry = self._pool.get()
     try:
-      results = runners[signature_name](**feeds)
+      results = entry[signature_name].run(feeds, output_aliases)
     except (ValueError, RuntimeError) as e:
       raise status.invalid_argument(
           f'TFLite signature {signature_name} failed: {e}') from None
     finally:
-      self._pool.put(runners)
+      self._pool.put(entry)
     outputs = {}
     out_quant = self._out_quant[signature_name]
     for alias in output_aliases:
       quantization = out_quant.get(alias)
       value = results[alias]
       outputs[alias] = (quantization.dequantize(value)
-                        if quantization is not None else np.array(value))
+                        if quantization is not None else value)
     return outputs
 
   def close(self) -> None:
@@ -200,6 +233,7 @@ class TfLiteServable(servable_lib.Servable):
         self._pool.get_nowait()
       except queue.Empty:
         break
+    self._entries = []
 
 
 def _signature_defs(
