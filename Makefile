@@ -4,7 +4,6 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.leantfx-installed
 PYTEST_ARGS ?=
-export TF_USE_LEGACY_KERAS := 1
 export TF_CPP_MIN_LOG_LEVEL := 2
 
 .PHONY: venv run test test-unit test-e2e bench constraints clean
@@ -17,6 +16,7 @@ $(STAMP): setup.py pyproject.toml constraints.txt
 	$(PY) -m pip install --quiet --disable-pip-version-check "pip==24.2" && \
 	echo "installing leantfx and its pinned stack into $(VENV) (about 2 minutes the first time)" && \
 	$(PY) -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[test,bench]' && \
+	cp leantfx/leantfx-keras2.pth "$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/" && \
 	touch $(STAMP)
 
 run: $(STAMP)

@@ -1,14 +1,15 @@
 """Packaging for leantfx.
 
 The repository keeps the design card's layout (``pipeline/``, ``components/``,
-``serving/``, ``kubeflow/``, ``models/``, ``schemas/`` at the top level), and each
-of those folders is installed as a sub-package of ``leantfx`` so nothing generic
-such as ``pipeline`` lands at the top of site-packages.
+``serving/``, ``kubeflow/``, ``models/``, ``schemas/`` at the top level, plus
+``cli/``, the front end), and each of those folders is installed as a
+sub-package of ``leantfx`` so nothing generic such as ``pipeline`` lands at the
+top of site-packages.
 """
 import setuptools
 
 _SUBPACKAGES = ('pipeline', 'components', 'serving', 'kubeflow', 'models',
-                'schemas')
+                'schemas', 'cli')
 
 
 def _packages():
@@ -36,6 +37,11 @@ setuptools.setup(
     packages=_PACKAGES,
     package_dir=_PACKAGE_DIR,
     package_data={'leantfx.schemas': ['*/*.pbtxt']},
+    # Every Python process of the environment imports leantfx first (which
+    # sets TF_USE_LEGACY_KERAS before TensorFlow loads), however it starts:
+    # console script, `python -m`, a Beam SDK worker, a KFP executor.
+    data_files=[('lib/python3.10/site-packages',
+                 ['leantfx/leantfx-keras2.pth'])],
     include_package_data=True,
     install_requires=[
         'tfx==1.16.0',
@@ -59,5 +65,5 @@ setuptools.setup(
         # The serving benchmark's baseline is the Flask app most users write.
         'bench': ['flask'],
     },
-    entry_points={'console_scripts': ['leantfx=leantfx.cli:main']},
+    entry_points={'console_scripts': ['leantfx=leantfx.cli.main:main']},
 )

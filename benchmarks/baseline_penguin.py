@@ -12,7 +12,7 @@ import csv
 import os
 import sys
 
-os.environ.setdefault('TF_USE_LEGACY_KERAS', '1')
+import leantfx  # noqa: F401  Keras 2 before TensorFlow (leantfx/__init__.py).
 
 _FEATURES = ('bill_length_mm', 'bill_depth_mm', 'flipper_length_mm',
              'body_mass_g')

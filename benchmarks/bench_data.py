@@ -33,7 +33,7 @@ import numpy as np
 
 from benchmarks import harness
 
-TRAIN_STEPS = 1000  # leantfx's default for penguins (leantfx/cli.py).
+TRAIN_STEPS = 1000  # leantfx's default for penguins (cli/build.py).
 SEED = 42
 
 
@@ -73,9 +73,9 @@ from leantfx import config as config_lib, data_formats
 from leantfx.components.augment import executor as ex, spec as sp
 schema_dir = os.path.join({out_dir!r}, 'schema')
 os.makedirs(schema_dir, exist_ok=True)
-from leantfx import cli
+from leantfx import schemas
 import shutil
-shutil.copy(os.path.join(cli._schema_dir(), 'digits', 'schema_images.pbtxt'),
+shutil.copy(schemas.bundled_schema('digits', 'images'),
             os.path.join(schema_dir, 'schema.pbtxt'))
 examples = standard_artifacts.Examples(); examples.uri = {examples_dir!r}
 examples.split_names = artifact_utils.encode_split_names(['train', 'eval'])
@@ -97,7 +97,7 @@ e.Do({{sp.EXAMPLES_KEY: [examples], sp.SCHEMA_KEY: [schema]}},
 print('SECONDS', time.perf_counter() - start)
 print('AFTER', out.get_string_custom_property(sp.CLASS_COUNTS_AFTER_PROPERTY))
 '''
-  env = dict(os.environ, TF_USE_LEGACY_KERAS='1', TF_CPP_MIN_LOG_LEVEL='2')
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2')
   result = subprocess.run([sys.executable, '-c', code], env=env,
                           capture_output=True, text=True, check=False)
   if result.returncode:
@@ -169,7 +169,7 @@ def _penguin_like_rows(count: int, seed: int):
 
 def figure_statistics(scratch: str, count: int):
   import tensorflow_data_validation as tfdv  # pylint: disable=g-import-not-at-top
-  from leantfx import cli  # pylint: disable=g-import-not-at-top
+  from leantfx import schemas  # pylint: disable=g-import-not-at-top
   path = os.path.join(scratch, 'tabular.csv')
   started = time.perf_counter()
   with open(path, 'w', newline='', encoding='utf-8') as f:
@@ -180,7 +180,7 @@ def figure_statistics(scratch: str, count: int):
         writer.writeheader()
       writer.writerow(row)
   generation = time.perf_counter() - started
-  schema = tfdv.load_schema_text(cli.bundled_schema('penguins'))
+  schema = tfdv.load_schema_text(schemas.bundled_schema('penguins'))
   options = tfdv.StatsOptions(schema=schema)
   started = time.perf_counter()
   statistics = tfdv.generate_statistics_from_csv(path, stats_options=options)
@@ -224,10 +224,11 @@ def _per_class_recall(model_uri: str, eval_files, classes):
 def figure_rebalancing(scratch: str):
   import glob  # pylint: disable=g-import-not-at-top
   from leantfx import datasets  # pylint: disable=g-import-not-at-top
+  from leantfx.models import model_layout  # pylint: disable=g-import-not-at-top
   from leantfx.pipeline import run_summary  # pylint: disable=g-import-not-at-top
   classes = list(datasets.BUNDLED['penguins'].classes)
   leantfx = os.path.join(os.path.dirname(sys.executable), 'leantfx')
-  env = dict(os.environ, TF_USE_LEGACY_KERAS='1', TF_CPP_MIN_LOG_LEVEL='2')
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2')
   output = os.path.join(scratch, 'penguins')
   rows = []
   for name, flags in (('none', []),
@@ -246,7 +247,7 @@ def figure_rebalancing(scratch: str):
                                     'leantfx-penguins', since)
     model_uri = os.path.join(
         summary.executions['Trainer'].outputs['model'][0].uri,
-        'Format-Serving')
+        model_layout.SERVING_MODEL_DIR)
     eval_uri = run_summary.summarize(
         os.path.join(output, 'metadata.sqlite'),
         'leantfx-penguins').executions['CsvExampleGen'].outputs[

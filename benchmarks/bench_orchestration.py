@@ -30,7 +30,7 @@ SPAN_STEPS = 20  # A small budget, where the starting weights matter.
 
 
 def _env():
-  return dict(os.environ, TF_USE_LEGACY_KERAS='1', TF_CPP_MIN_LOG_LEVEL='2')
+  return dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2')
 
 
 def _leantfx(args, expect=(0,)):

@@ -36,7 +36,7 @@ def main(argv=None) -> int:
   parser = argparse.ArgumentParser(description=__doc__)
   parser.add_argument('--repeats', type=int, default=2)
   args = parser.parse_args(argv)
-  env = dict(os.environ, TF_USE_LEGACY_KERAS='1', TF_CPP_MIN_LOG_LEVEL='2')
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2')
   leantfx = os.path.join(os.path.dirname(sys.executable), 'leantfx')
   times = {'leantfx': [], 'baseline': []}
   with tempfile.TemporaryDirectory() as scratch:

@@ -50,7 +50,7 @@ SWAP_CLIENTS = 4  # Hot swap: gRPC client threads.
 TRAIN_EPOCHS = 8  # Enough for ~95% validation accuracy on load_digits.
 
 _RUN_SERVE = ('import sys, argparse\n'
-              'from leantfx.serving import cli\n'
+              'from leantfx.cli import serving as cli\n'
               'parser = argparse.ArgumentParser(prog="leantfx")\n'
               'cli.add_commands(parser.add_subparsers())\n'
               'args = parser.parse_args(sys.argv[1:])\n'
@@ -61,7 +61,7 @@ _RUN_BASELINE = ('import sys\n'
 
 
 def _env() -> Dict[str, str]:
-  return dict(os.environ, TF_USE_LEGACY_KERAS='1', TF_CPP_MIN_LOG_LEVEL='2')
+  return dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2')
 
 
 def _flask_available() -> bool:
@@ -78,7 +78,7 @@ def baseline_server(keras_path: str) -> None:
   Runs Flask when it is installed, else the same handler on the standard
   library's ThreadingHTTPServer. Prints ``port <n>`` and serves forever.
   """
-  os.environ.setdefault('TF_USE_LEGACY_KERAS', '1')
+  import leantfx  # noqa: F401  Keras 2 before TensorFlow (leantfx/__init__.py).
   import tf_keras  # pylint: disable=g-import-not-at-top
   model = tf_keras.models.load_model(keras_path)
 
@@ -354,7 +354,7 @@ def main(argv=None) -> int:
                       default=BASELINE_REQUESTS)
   parser.add_argument('--concurrency', type=int, default=CONCURRENCY)
   args = parser.parse_args(argv)
-  os.environ.setdefault('TF_USE_LEGACY_KERAS', '1')
+  import leantfx  # noqa: F401  Keras 2 before TensorFlow (leantfx/__init__.py).
   workdir = tempfile.mkdtemp(prefix='bench-serving-')
   rows_out = []
   try:

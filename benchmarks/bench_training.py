@@ -29,7 +29,7 @@ import sys
 import tempfile
 import time
 
-os.environ.setdefault('TF_USE_LEGACY_KERAS', '1')
+import leantfx  # noqa: F401  Keras 2 before TensorFlow (leantfx/__init__.py).
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
 # pylint: disable=g-import-not-at-top

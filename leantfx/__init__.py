@@ -2,8 +2,10 @@
 
 tfmot and every model here need Keras 2 (``tf_keras``). TensorFlow decides which
 Keras ``tf.keras`` means when ``tf.keras`` is first touched, so the default is
-put in place as soon as this package is imported; entry points (the CLI, the
-tests' conftest, the Kubeflow image) set it before anything imports TensorFlow.
+put in place here, the one place it is set. ``leantfx-keras2.pth`` (installed
+into the environment by ``make`` and the Kubeflow image) imports this package
+at interpreter start-up, so every process gets it before TensorFlow loads:
+the console script, ``python -m``, Beam SDK workers, KFP executors, tests.
 """
 import os
 

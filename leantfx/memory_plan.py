@@ -21,9 +21,7 @@ float32 training keeps 4-byte parameters and gradients and no master copy
 per device as given (--activations-gb) or estimated from a model's layer
 outputs for a per-device batch (--model with --batch-size).
 """
-import argparse
 import dataclasses
-import json
 import os
 import re
 from typing import List, Optional, Sequence, Tuple
@@ -183,7 +181,6 @@ def model_facts(path: str, batch_size: Optional[int] = None,
     if os.path.isdir(os.path.join(path, sub)):
       path = os.path.join(path, sub)
       break
-  os.environ.setdefault('TF_USE_LEGACY_KERAS', '1')
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   import tf_keras  # pylint: disable=g-import-not-at-top
   try:
@@ -289,74 +286,3 @@ def _gb_total(value: float) -> str:
   if 0 < value < 0.05 * GB:
     return _gb(value)
   return f'{value / GB:.1f} GB'
-
-
-def cmd_memory_plan(args: argparse.Namespace) -> int:
-  """Handler of ``leantfx memory-plan``."""
-  if (args.params is None) == (args.model is None):
-    raise ConfigError('Give the model size as exactly one of --params N (e.g. '
-                      '7.5B) or --model PATH (a SavedModel or Keras model).')
-  if args.devices < 1:
-    raise ConfigError(f'--devices must be >= 1, got {args.devices}.')
-  if args.batch_size is not None and args.batch_size < 1:
-    raise ConfigError(f'--batch-size must be >= 1, got {args.batch_size}.')
-  if args.activations_gb is not None and args.activations_gb < 0:
-    raise ConfigError(f'--activations-gb must be >= 0, got '
-                      f'{args.activations_gb}.')
-  activations = (args.activations_gb or 0.0) * GB
-  if args.model is not None:
-    params, estimate = model_facts(args.model, args.batch_size,
-                                   args.precision)
-    if estimate is not None and args.activations_gb is None:
-      activations = estimate
-  else:
-    params = parse_count(args.params)
-  stages = STAGES if args.stage is None else (args.stage,)
-  plans = plan(params, args.devices, args.precision, args.optimizer,
-               activations, stages)
-  if args.json:
-    print(json.dumps({
-        'parameters': params,
-        'devices': args.devices,
-        'precision': args.precision,
-        'optimizer': args.optimizer,
-        'gb': GB,
-        'stages': [dict(dataclasses.asdict(p), total=p.total) for p in plans],
-    }, indent=2))
-  else:
-    print(format_plan(plans, params, args.devices, args.precision,
-                      args.optimizer))
-  return 0
-
-
-def add_commands(subparsers) -> None:
-  """Adds ``memory-plan`` to the leantfx command line."""
-  parser = subparsers.add_parser(
-      'memory-plan',
-      help='per-device memory under data parallelism and ZeRO stages 1-3',
-      description='Prints per-device memory for parameters, gradients, '
-      'optimizer state and activations under plain data parallelism (stage '
-      '0) and ZeRO stages 1-3 (Rajbhandari et al. 2020). Example, the '
-      "paper's: leantfx memory-plan --params 7.5B --devices 64 --precision "
-      'mixed_float16  ->  120.0, 31.4, 16.6, 1.9 GB.')
-  size = parser.add_argument_group('model size (one of)')
-  size.add_argument('--params', help='parameter count: 7500000000, 7.5e9, '
-                    '7.5B, 125M')
-  size.add_argument('--model', help='a SavedModel folder, a .keras/.h5 file '
-                    'or a Trainer model artifact: its trainable parameters')
-  parser.add_argument('--devices', type=int, default=1,
-                      help='data-parallel devices N_d (default 1)')
-  parser.add_argument('--precision', choices=PRECISIONS, default='float32',
-                      help='training precision (default float32)')
-  parser.add_argument('--optimizer', choices=OPTIMIZERS, default='adam',
-                      help='optimizer whose state is planned (default adam)')
-  parser.add_argument('--stage', type=int, choices=STAGES,
-                      help='print only this stage (default: all four)')
-  parser.add_argument('--activations-gb', type=float,
-                      help='activation memory per device, in GB (10^9 B)')
-  parser.add_argument('--batch-size', type=int,
-                      help='with --model: per-device batch for an activation '
-                      'estimate (sum of layer outputs)')
-  parser.add_argument('--json', action='store_true',
-                      help='print the plan as JSON (bytes)')
-  parser.set_defaults(func=cmd_memory_plan)

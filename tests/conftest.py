@@ -1,10 +1,13 @@
 """Test set-up shared by every test module.
 
-TF_USE_LEGACY_KERAS must be in the environment before TensorFlow is imported
-anywhere (tfmot needs Keras 2), and child processes (Beam workers, trainer
-subprocesses) inherit it from here.
+tfmot needs Keras 2: leantfx/__init__.py sets TF_USE_LEGACY_KERAS before
+TensorFlow is imported, and the .pth file `make` installs into the
+environment imports leantfx first in every Python process (this one, and
+the subprocesses the tests start). Importing it here as well keeps a test
+run correct in an environment set up without that file.
 """
 import os
 
-os.environ['TF_USE_LEGACY_KERAS'] = '1'
+import leantfx  # pylint: disable=unused-import
+
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')

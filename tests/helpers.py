@@ -14,17 +14,15 @@ RUN_TIMEOUT_S = 1800
 def _without_optimizer(args: Sequence[str]) -> list:
   """Adds --no-optimize to `run` (and to the runs `watch` starts)."""
   args = list(args)
-  if not args or '--no-optimize' in args or '--run-arg=--no-optimize' in args:
+  if not args or '--no-optimize' in args:
     return args
-  if args[0] == 'run':
+  if args[0] in ('run', 'watch'):
     return args + ['--no-optimize']
-  if args[0] == 'watch':
-    return args + ['--run-arg=--no-optimize']
   return args
 
 
 def run_cli(args: Sequence[str], timeout: float = RUN_TIMEOUT_S,
-            cwd: str = None, optimize: bool = False
+            cwd: str = None, optimize: bool = False, env: dict = None
             ) -> subprocess.CompletedProcess:
   """Runs ``leantfx ARGS`` in a subprocess and returns the completed process.
 
@@ -35,9 +33,10 @@ def run_cli(args: Sequence[str], timeout: float = RUN_TIMEOUT_S,
     optimize: keep the ModelOptimizer in pipeline runs. It adds one to two
       minutes per run, so only the tests about optimization turn it on; the
       rest test everything else with --no-optimize.
+    env: more environment variables for the command.
   """
   if not optimize:
     args = _without_optimizer(args)
-  env = dict(os.environ, TF_USE_LEGACY_KERAS='1', TF_CPP_MIN_LOG_LEVEL='2')
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2', **(env or {}))
   return subprocess.run([LEANTFX, *args], capture_output=True, text=True,
                         timeout=timeout, env=env, cwd=cwd, check=False)

@@ -7,9 +7,8 @@ import os
 
 import pytest
 
-from leantfx import cli
 from leantfx import datasets
-from leantfx.errors import ConfigError
+from leantfx import schemas
 from tests.helpers import run_cli
 
 pytestmark = pytest.mark.unit
@@ -190,20 +189,11 @@ def test_bad_numeric_options(tmp_path, flag, value):
   assert 'Traceback' not in result.stderr
 
 
-def test_beam_pipeline_args():
-  assert cli.beam_pipeline_args('multi_processing', 2, ['--foo=1']) == [
-      '--direct_running_mode=multi_processing', '--direct_num_workers=2',
-      '--foo=1'
-  ]
-  with pytest.raises(ConfigError, match='Beam mode'):
-    cli.beam_pipeline_args('threads', 1)
-
-
 def test_bundled_schemas_exist_and_parse():
   from google.protobuf import text_format  # pylint: disable=g-import-not-at-top
   from tensorflow_metadata.proto.v0 import schema_pb2  # pylint: disable=g-import-not-at-top
   for name, spec in datasets.BUNDLED.items():
-    path = cli.bundled_schema(name)
+    path = schemas.bundled_schema(name)
     assert path, name
     with open(path, encoding='utf-8') as f:
       schema = text_format.Parse(f.read(), schema_pb2.Schema())

@@ -3,7 +3,7 @@ import dataclasses
 
 import pytest
 
-from leantfx import cli
+from leantfx import schemas
 from leantfx import config as config_lib
 from leantfx import datasets
 from leantfx.errors import ConfigError
@@ -26,7 +26,7 @@ def _config(tmp_path, **dataset_changes):
 
 def test_graph_with_curated_schema(tmp_path):
   built = pipeline.create_pipeline(
-      _config(tmp_path, schema_file=cli.bundled_schema('penguins')))
+      _config(tmp_path, schema_file=schemas.bundled_schema('penguins')))
   ids = {c.id for c in built.components}
   assert ids == {
       'CsvExampleGen', 'StatisticsGen', 'ImportSchemaGen', 'ExampleValidator',

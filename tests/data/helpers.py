@@ -14,7 +14,7 @@ import tensorflow_data_validation as tfdv
 from tensorflow_data_validation.statistics import stats_impl
 from tensorflow_metadata.proto.v0 import schema_pb2
 
-from leantfx import cli
+from leantfx import schemas
 from leantfx import datasets
 
 
@@ -26,7 +26,7 @@ def bundled_rows(name: str, tmp_dir: str) -> List[Dict[str, str]]:
 
 
 def schema(name: str) -> schema_pb2.Schema:
-  return tfdv.load_schema_text(cli.bundled_schema(name))
+  return tfdv.load_schema_text(schemas.bundled_schema(name))
 
 
 def _kind(values: Sequence[str]) -> str:

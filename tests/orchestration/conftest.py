@@ -10,7 +10,8 @@ COMPILE_ARGS = [
     'compile', '--target', 'kubeflow', '--image', IMAGE, '--dataset',
     'penguins', '--data-root', 'gs://bucket/data', '--pipeline-root',
     'gs://bucket/root', '--serving-dir', 'gs://bucket/serving',
-    '--train-steps', '500', '--trainer-gpu', 'nvidia.com/gpu:1',
+    '--tflite-dir', 'gs://bucket/tflite', '--warm-start', '--train-steps',
+    '500', '--trainer-gpu', 'nvidia.com/gpu:1',
     '--no-cache-component', 'Pusher', '--retries', '3'
 ]
 

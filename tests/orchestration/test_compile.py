@@ -50,9 +50,9 @@ def test_compiled_yaml_parses_with_kfp_protos_and_has_every_component(
         'python', '-m',
         'tfx.orchestration.kubeflow.v2.container.kubeflow_v2_run_executor']
   assert f'{len(tasks)} tasks, image {IMAGE}' in compiled['stdout']
-  # The drift check is compiled off, and the user is told.
-  assert 'not drift against the previous span' in compiled['stdout']
-  assert 'ValidationGate' in tasks
+  # Every component of the local run is compiled: the ValidationGate with
+  # its drift check, and the ModelOptimizer (under the blessing condition).
+  assert {'ValidationGate', 'Augment', 'ModelOptimizer'} <= tasks
 
 
 def test_runtime_parameters_are_declared_with_defaults_and_wired(compiled):

@@ -112,7 +112,7 @@ def _run_example_gen_task(spec, workdir, overrides=None):
     command = [sys.executable if c == 'python' else c for c in command]
     return command + [executor_input if a == '{{$}}' else a for a in args]
 
-  env = dict(os.environ, TF_USE_LEGACY_KERAS='1')
+  env = dict(os.environ)
   hook = container['lifecycle']['preCacheCheck']
   driver_output = None
   for line in (command_line(hook['command'], hook['args']),

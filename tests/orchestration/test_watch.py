@@ -16,6 +16,7 @@ import time
 import pytest
 
 from leantfx.errors import ConfigError
+from leantfx.cli import watch as watch_command
 from leantfx.pipeline import watch
 
 pytestmark = pytest.mark.unit
@@ -124,7 +125,24 @@ def test_span_without_data_is_rejected_not_run(tmp_path, caplog):
   w.poll()
   assert runner.calls == []
   assert _statuses(w) == {1: 'rejected'}
-  assert 'holds no *.csv file' in caplog.text
+  assert 'holds no data file' in caplog.text
+
+
+def test_spans_of_every_data_format_are_seen_with_their_files(tmp_path):
+  """TFRecord files and image class folders are data, like CSV files."""
+  runner = Recorder()
+  w, root = _watcher(tmp_path, runner)
+  _span(root, 1, rows='tf.Example records', name='part-0.tfrecord.gz')
+  images = os.path.join(root, 'span-2', '7')
+  os.makedirs(images)
+  with open(os.path.join(images, 'a.png'), 'wb') as f:
+    f.write(b'png bytes')
+  open(os.path.join(root, 'span-2', watch.MARKER), 'w').close()
+  folders = watch.list_spans(root)
+  assert [f.data_files for f in folders] == [
+      {'part-0.tfrecord.gz': 18}, {'7/a.png': 9}]
+  w.poll()
+  assert runner.calls == [1, 2]
 
 
 def test_span_number_going_backwards_is_skipped(tmp_path, caplog):
@@ -210,8 +228,7 @@ def test_sigterm_exits_cleanly(tmp_path):
       [sys.executable, '-m', 'leantfx.cli', 'watch', '--data-root',
        str(data), '--state', str(tmp_path / 'state.json'), '--interval',
        '300', '--output', str(tmp_path / 'out')],
-      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-      env=dict(os.environ, TF_USE_LEGACY_KERAS='1'))
+      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
   try:
     lines = []
     deadline = time.monotonic() + 60
@@ -257,9 +274,9 @@ def test_stopping_a_child_ends_its_process_group():
       ['/bin/sh', '-c', 'sleep 60 & sleep 60; wait'],
       start_new_session=True)
   started = time.monotonic()
-  watch._stop_child(child)  # pylint: disable=protected-access
+  watch_command._stop_child(child)  # pylint: disable=protected-access
   assert child.returncode is not None
-  assert time.monotonic() - started < watch.STOP_GRACE_S
+  assert time.monotonic() - started < watch_command.STOP_GRACE_S
   # No process of the group is left (the orphaned sleep may need a moment
   # to be reaped by init; bounded wait).
   deadline = time.monotonic() + 10

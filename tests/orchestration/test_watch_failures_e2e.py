@@ -32,7 +32,7 @@ def test_component_failure_is_retried_then_given_up(tmp_path):
   open(os.path.join(data, 'span-1', '_SUCCESS'), 'w').close()
   # Every Beam-based component fails: the Beam runner does not exist. The
   # run gets past the input checks and fails inside the pipeline (exit 3).
-  broken = ['--run-arg=--beam-arg=--runner=NoSuchRunner']
+  broken = ['--beam-arg=--runner=NoSuchRunner']
   first = _watch(data, output, *broken)
   assert first.returncode == 0, first.stdout + first.stderr
   assert 'result failed (attempt 1 of 2): exit code 3' in first.stdout

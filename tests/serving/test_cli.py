@@ -11,10 +11,10 @@ import urllib.request
 
 import pytest
 
-from leantfx.serving import cli
+from leantfx.cli import serving as cli
 
 _RUN_CLI = ('import sys, argparse\n'
-            'from leantfx.serving import cli\n'
+            'from leantfx.cli import serving as cli\n'
             'parser = argparse.ArgumentParser(prog="leantfx")\n'
             'cli.add_commands(parser.add_subparsers())\n'
             'args = parser.parse_args(sys.argv[1:])\n'

@@ -9,7 +9,7 @@ from google.protobuf import text_format
 from tensorflow_serving.config import model_server_config_pb2
 
 from leantfx.serving import batching_parameters
-from leantfx.serving import cli
+from leantfx.cli import serving as cli
 from leantfx.serving import deploy
 
 pytestmark = pytest.mark.unit

@@ -32,7 +32,7 @@ def _worker(out, backup_dir, hang_at=None):
           '--steps-per-epoch', '3']
   if hang_at is not None:
     args += ['--hang-at-epoch', str(hang_at)]
-  env = dict(os.environ, TF_USE_LEGACY_KERAS='1', TF_CPP_MIN_LOG_LEVEL='2')
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2')
   env.pop('TF_CONFIG', None)
   log = open(os.path.join(out, 'worker.log'), 'a')
   return subprocess.Popen(args, cwd=REPO, env=env, stdout=log,

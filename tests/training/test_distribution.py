@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import tf_keras
 
-from leantfx import cli
+from leantfx.cli import main as cli
 from leantfx.errors import ConfigError
 from leantfx.models import architectures
 from leantfx.models.training import distribution
@@ -47,7 +47,7 @@ def _worker_args(out, tag, args):
 
 
 def _start(out, tag, args, tf_config=None):
-  env = dict(os.environ, TF_USE_LEGACY_KERAS='1', TF_CPP_MIN_LOG_LEVEL='2')
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2')
   env.pop('TF_CONFIG', None)
   if tf_config is not None:
     env['TF_CONFIG'] = json.dumps(tf_config)
@@ -64,7 +64,7 @@ def runs(tmp_path_factory):
   out = str(tmp_path_factory.mktemp('distribution'))
   mirrored = _start(out, 'mirrored', ['--strategy', 'mirrored',
                                       '--logical-cpus', '2'])
-  env = dict(os.environ, TF_USE_LEGACY_KERAS='1', TF_CPP_MIN_LOG_LEVEL='2')
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2')
   with concurrent.futures.ThreadPoolExecutor(1) as pool:
     # The workers run on a private loopback network when the machine allows
     # it (models/training/local_cluster.py), each with its own TF_CONFIG.

@@ -4,7 +4,7 @@ import json
 import pytest
 import tf_keras
 
-from leantfx import cli
+from leantfx.cli import main as cli
 from leantfx import memory_plan
 from leantfx.errors import ConfigError
 from tests.helpers import run_cli

@@ -21,7 +21,7 @@ import os
 import sys
 import time
 
-os.environ.setdefault('TF_USE_LEGACY_KERAS', '1')
+import leantfx  # noqa: F401  Keras 2 before TensorFlow (leantfx/__init__.py).
 
 
 def main(argv=None) -> int:

@@ -1,41 +1,18 @@
 """The ``serve``, ``deploy tf-serving`` and ``predict`` commands.
 
-The main ``leantfx`` CLI calls :func:`add_commands` with its subparsers; each
-command sets ``func`` to a handler that takes the parsed args and returns the
-process exit code. Importing this module is cheap: TensorFlow is imported only
-when a command runs.
+Each command sets ``func`` to a handler that takes the parsed args and
+returns the process exit code. Importing this module is cheap: the serving
+modules (which import TensorFlow) load only when a command runs.
 """
 import argparse
 import json
 import logging
-import re
 import sys
 from typing import Optional
 
-from leantfx.errors import LeantfxError
-
-_SIZE_RE = re.compile(r'^\s*(\d+)\s*(|b|k|kb|kib|m|mb|mib|g|gb|gib)\s*$',
-                      re.IGNORECASE)
-_SIZE_UNITS = {'': 1, 'b': 1, 'k': 1024, 'kb': 1000, 'kib': 1024,
-               'm': 1024**2, 'mb': 1000**2, 'mib': 1024**2, 'g': 1024**3,
-               'gb': 1000**3, 'gib': 1024**3}
-
-
-def parse_size(text: str) -> int:
-  """Parses ``16MiB``, ``10MB``, ``1048576`` ... into bytes."""
-  match = _SIZE_RE.match(text)
-  if not match:
-    raise argparse.ArgumentTypeError(
-        f'{text!r} is not a size; use e.g. 16MiB, 500KB or 1048576.')
-  return int(match.group(1)) * _SIZE_UNITS[match.group(2).lower()]
-
-
-def _port(text: str) -> int:
-  value = int(text)
-  if not 0 <= value <= 65535:
-    raise argparse.ArgumentTypeError(f'port {value} is not in 0..65535')
-  return value
-
+from leantfx.cli import argtypes
+from leantfx.cli import console
+from leantfx.errors import ConfigError, LeantfxError
 
 def add_commands(subparsers) -> None:
   """Registers ``serve``, ``deploy`` (``tf-serving``) and ``predict``.
@@ -59,9 +36,9 @@ def add_commands(subparsers) -> None:
       '--model-config-file',
       help='A TF Serving models.config (ModelServerConfig text proto) '
       'listing several models; replaces --model-base-path.')
-  serve_parser.add_argument('--rest-port', type=_port, default=8501,
+  serve_parser.add_argument('--rest-port', type=argtypes.port, default=8501,
                             help='REST port (0 = any free port).')
-  serve_parser.add_argument('--grpc-port', type=_port, default=8500,
+  serve_parser.add_argument('--grpc-port', type=argtypes.port, default=8500,
                             help='gRPC port (0 = any free port).')
   serve_parser.add_argument('--host', default='127.0.0.1',
                             help='Address to bind (default 127.0.0.1).')
@@ -73,7 +50,7 @@ def add_commands(subparsers) -> None:
   serve_parser.add_argument(
       '--file-system-poll-wait-seconds', type=float, default=1.0,
       help='Seconds between polls for new versions (0 = once at start).')
-  serve_parser.add_argument('--max-body-bytes', type=parse_size,
+  serve_parser.add_argument('--max-body-bytes', type=argtypes.size_bytes,
                             default='16MiB',
                             help='Largest request body (default 16MiB).')
   serve_parser.add_argument(
@@ -111,8 +88,8 @@ def add_commands(subparsers) -> None:
   predict_parser = subparsers.add_parser(
       'predict', help='Send a predict request to a model server.')
   predict_parser.add_argument('--host', default='127.0.0.1')
-  predict_parser.add_argument('--rest-port', type=_port, default=8501)
-  predict_parser.add_argument('--grpc-port', type=_port, default=8500)
+  predict_parser.add_argument('--rest-port', type=argtypes.port, default=8501)
+  predict_parser.add_argument('--grpc-port', type=argtypes.port, default=8500)
   predict_parser.add_argument('--model', required=True)
   predict_parser.add_argument('--version', type=int)
   predict_parser.add_argument('--label')
@@ -127,13 +104,14 @@ def add_commands(subparsers) -> None:
 
 
 def _fail(error: Exception) -> int:
-  print(f'leantfx: {error}', file=sys.stderr)
+  print(f'leantfx: {error}', file=console.terminal())
   return getattr(error, 'exit_code', 2)
 
 
 def _configure_logging() -> None:
+  """The server's own log lines (loads, version changes) on the terminal."""
   if not logging.getLogger().handlers:
-    logging.basicConfig(level=logging.INFO,
+    logging.basicConfig(level=logging.INFO, stream=console.terminal(),
                         format='%(asctime)s %(levelname)s %(name)s: '
                         '%(message)s')
 
@@ -144,7 +122,6 @@ def build_server(args: argparse.Namespace):
   Raises:
     LeantfxError: the options are inconsistent or a file is invalid.
   """
-  from leantfx.errors import ConfigError  # pylint: disable=g-import-not-at-top
   from leantfx.serving import batching_parameters  # pylint: disable=g-import-not-at-top
   from leantfx.serving import model_config  # pylint: disable=g-import-not-at-top
   from leantfx.serving import server as server_lib  # pylint: disable=g-import-not-at-top
@@ -278,7 +255,7 @@ def _predict_grpc(args: argparse.Namespace, body: bytes) -> Optional[int]:
     except grpc.RpcError as e:
       return _fail(ValueError(f'{e.code().name}: {e.details()}'))
   print(f'# model {result.model_name} version {result.version} signature '
-        f'{result.signature_name}', file=sys.stderr)
+        f'{result.signature_name}', file=console.terminal())
   print(json_tensor.predict_outputs_to_json(result.outputs,
                                             request_format).decode('utf-8'))
   return 0

@@ -2,7 +2,8 @@
 
   leantfx compile --target kubeflow --image IMAGE --out pipeline.yaml \\
       --dataset penguins --data-root gs://BUCKET/data \\
-      --pipeline-root gs://BUCKET/root --serving-dir gs://BUCKET/serving
+      --pipeline-root gs://BUCKET/root --serving-dir gs://BUCKET/serving \\
+      --tflite-dir gs://BUCKET/tflite   [any `leantfx run` pipeline option]
   leantfx kfp upload   --host URL --package pipeline.yaml --name leantfx
   leantfx kfp submit   --host URL --package pipeline.yaml [--span N]
   leantfx kfp schedule --host URL --package pipeline.yaml --cron '0 0 3 * * *'
@@ -14,7 +15,9 @@ import argparse
 import os
 import tempfile
 
-from leantfx import config as config_lib
+from leantfx import schemas
+from leantfx.cli import argtypes
+from leantfx.cli import options
 from leantfx.errors import ConfigError
 
 # Where kubeflow/Dockerfile puts this repository inside the image (editable
@@ -24,9 +27,7 @@ IMAGE_SOURCE_DIR = '/opt/leantfx'
 
 def _image_path(local_path: str) -> str:
   """Maps a schema below leantfx.schemas to its path in the image."""
-  from leantfx import schemas  # pylint: disable=g-import-not-at-top
-  schemas_dir = os.path.dirname(os.path.abspath(schemas.__file__))
-  relative = os.path.relpath(os.path.abspath(local_path), schemas_dir)
+  relative = os.path.relpath(os.path.abspath(local_path), schemas.SCHEMAS_DIR)
   if relative.startswith('..'):
     raise ConfigError(
         f'--schema {local_path} is not in the schemas/ folder of this '
@@ -36,7 +37,7 @@ def _image_path(local_path: str) -> str:
 
 
 def _resources(cpu, memory, gpu=None):
-  from leantfx.kubeflow import compiler  # pylint: disable=g-import-not-at-top
+  from leantfx.kubeflow import compiler  # pylint: disable=g-import-not-at-top  # Lazy: TFX.
   kind, count = compiler.parse_gpu(gpu) if gpu else ('', 0)
   return compiler.Resources(cpu=cpu, memory_gb=compiler.parse_memory(memory),
                             gpu_type=kind, gpu_count=count)
@@ -45,9 +46,9 @@ def _resources(cpu, memory, gpu=None):
 def cmd_compile(args: argparse.Namespace) -> int:
   """Handler of ``leantfx compile``."""
   # pylint: disable=g-import-not-at-top
-  from leantfx import cli
+  # Lazy: the builder and the compiler import TFX.
+  from leantfx.cli import build
   from leantfx.kubeflow import compiler
-  from leantfx.pipeline import beam_presets
   # pylint: enable=g-import-not-at-top
   compiler.check_image(args.image)
   if args.dataset is None and args.sample_data is None:
@@ -55,59 +56,35 @@ def cmd_compile(args: argparse.Namespace) -> int:
                       '--label COLUMN: a local copy of your data that fixes '
                       'the columns, classes and schema compiled in.')
   with tempfile.TemporaryDirectory(prefix='leantfx-compile-') as scratch:
-    data_args = argparse.Namespace(
-        dataset=args.dataset, data_root=args.sample_data, label=args.label,
-        categorical=args.categorical, schema=args.schema, name=args.name,
-        span=None)
-    _, spec, _ = cli.resolve_dataset(data_args, scratch)
-  training = cli._training_config(  # pylint: disable=protected-access
-      argparse.Namespace(train_steps=args.train_steps, epochs=None,
-                         batch_size=None, learning_rate=None, seed=None),
-      spec)
-  config = config_lib.PipelineConfig(
-      pipeline_name=f'leantfx-{spec.name}',
-      pipeline_root=args.pipeline_root,
-      data_root=args.data_root,
-      serving_model_dir=f'{args.serving_dir.rstrip("/")}/{spec.name}',
-      dataset=spec,
-      training=training,
-      evaluation=config_lib.EvaluationConfig(
-          min_accuracy=args.min_accuracy,
-          max_accuracy_drop=args.max_accuracy_drop),
-      beam_pipeline_args=tuple(
-          beam_presets.beam_pipeline_args(args.beam_runner, args.beam_mode,
-                                          args.beam_workers, args.beam_arg)),
-      enable_cache=not args.no_cache,
-      orchestration=config_lib.OrchestrationConfig(
-          span_window=args.span_window, warm_start=not args.cold_start))
-  config = compiler.kubeflow_pipeline_config(config, args.pipeline_root)
-  component_resources = [
-      ('Transform', _resources(args.trainer_cpu, args.trainer_memory)),
-      ('Evaluator', _resources(args.trainer_cpu, args.trainer_memory)),
-      ('Trainer', _resources(args.trainer_cpu, args.trainer_memory,
-                             args.trainer_gpu)),
-  ]
+    target = build.KubeflowTarget(
+        pipeline_root=build.cluster_path('--pipeline-root',
+                                         args.pipeline_root),
+        data_root=build.cluster_path('--data-root', args.data_root),
+        serving_dir=build.cluster_path('--serving-dir', args.serving_dir),
+        tflite_dir=build.cluster_path('--tflite-dir', args.tflite_dir),
+        scratch=scratch)
+    config = build.build_pipeline_config(args, target).config
   options = compiler.TaskOptions(
       retry=compiler.RetryPolicy(max_retries=args.retries,
                                  backoff=f'{args.retry_backoff}s'),
       default_resources=_resources(args.cpu, args.memory),
-      component_resources=tuple(component_resources),
+      component_resources=(
+          ('Transform', _resources(args.trainer_cpu, args.trainer_memory)),
+          ('Evaluator', _resources(args.trainer_cpu, args.trainer_memory)),
+          ('Trainer', _resources(args.trainer_cpu, args.trainer_memory,
+                                 args.trainer_gpu)),
+      ),
       no_cache=tuple(args.no_cache_component))
   # Components read the schema inside the image, where the repository is
   # IMAGE_SOURCE_DIR (the pipeline itself reads it here while being built).
-  relocate = ({spec.schema_file: _image_path(spec.schema_file)}
-              if spec.schema_file else {})
-  job = compiler.compile_pipeline(config, args.image, args.out, args.format,
+  schema = config.dataset.schema_file
+  relocate = {schema: _image_path(schema)} if schema else {}
+  job = compiler.compile_pipeline(config, args.image, args.out, args.spec_format,
                                   options, relocate)
   tasks = sorted(job['pipelineSpec']['root']['dag']['tasks'])
   params = job['pipelineSpec']['root']['inputDefinitions']['parameters']
   print(f'wrote {args.out}: {len(tasks)} tasks, image {args.image}, '
         f'parameters {", ".join(sorted(params))}')
-  # kubeflow_pipeline_config switched it off: say so rather than silently.
-  print('note: on Kubeflow the ValidationGate checks each run against the '
-        'schema, but not drift against the previous span (its resolver is '
-        "not compilable by TFX 1.16's Kubeflow V2 compiler); run "
-        '`leantfx run` locally on a new span to check drift.')
   return 0
 
 
@@ -146,97 +123,47 @@ def cmd_schedule(args: argparse.Namespace) -> int:
   return 0
 
 
-def _positive_int(text: str) -> int:
-  try:
-    value = int(text)
-  except ValueError:
-    raise argparse.ArgumentTypeError(f'{text!r} is not a whole number')
-  if value < 1:
-    raise argparse.ArgumentTypeError(f'must be >= 1, got {value}')
-  return value
-
-
-def _non_negative_int(text: str) -> int:
-  if not text.isdigit():
-    raise argparse.ArgumentTypeError(f'{text!r} is not a whole number >= 0')
-  return int(text)
-
-
-def _positive_float(text: str) -> float:
-  try:
-    value = float(text)
-  except ValueError:
-    raise argparse.ArgumentTypeError(f'{text!r} is not a number')
-  if value <= 0:
-    raise argparse.ArgumentTypeError(f'must be > 0, got {value}')
-  return value
-
-
 def _add_compile(sub) -> None:
-  from leantfx import datasets  # pylint: disable=g-import-not-at-top
-  from leantfx.pipeline import beam_presets  # pylint: disable=g-import-not-at-top
   p = sub.add_parser(
       'compile', help='compile the pipeline for Kubeflow Pipelines',
       description='Compiles the same create_pipeline() that `leantfx run` '
-      'runs with KubeflowV2DagRunner: a PipelineSpec .yaml (for kfp.Client '
-      'uploads) or a PipelineJob .json. Pipeline parameters: data_root, '
-      'range_config (the span), train_args. Needs no cluster.')
+      'runs, from the same options, with KubeflowV2DagRunner: a PipelineSpec '
+      '.yaml (for kfp.Client uploads) or a PipelineJob .json. Pipeline '
+      'parameters: data_root, range_config (the span), span_window (CSV '
+      'data), train_args. Needs no cluster.')
   p.add_argument('--target', choices=('kubeflow',), required=True)
   p.add_argument('--image', required=True,
                  help='image built from kubeflow/Dockerfile')
   p.add_argument('--out', required=True, help='FILE.yaml or FILE.json')
-  p.add_argument('--format', choices=('spec-yaml', 'job-json'),
-                 help='default: from the --out extension')
-  p.add_argument('--pipeline-root', required=True,
-                 help='where components write on the cluster (gs://, s3://, '
-                 'minio://, or a mounted path)')
-  p.add_argument('--data-root', required=True,
-                 help='default of the data_root parameter (cluster path)')
-  p.add_argument('--serving-dir', required=True,
-                 help="Pusher's base directory on the cluster")
-  data = p.add_argument_group('dataset (fixes columns and classes)')
-  data.add_argument('--dataset', choices=sorted(datasets.BUNDLED))
-  data.add_argument('--sample-data', help='local span-<N>/*.csv folder of '
-                    'your own data')
-  data.add_argument('--label')
-  data.add_argument('--categorical', action='append', default=[])
-  data.add_argument('--schema')
-  data.add_argument('--name')
-  p.add_argument('--train-steps', type=_positive_int,
-                 help='default of the train_args parameter')
-  p.add_argument('--span-window', type=_positive_int, default=1,
-                 help='default of the span_window parameter: ExampleGen reads '
-                 'the newest K spans (CSV data)')
-  p.add_argument('--cold-start', action='store_true',
-                 help='no warm start from the latest blessed model')
-  p.add_argument('--min-accuracy', type=float,
-                 default=config_lib.EvaluationConfig().min_accuracy)
-  p.add_argument('--max-accuracy-drop', type=float,
-                 default=config_lib.EvaluationConfig().max_accuracy_drop)
-  p.add_argument('--no-cache', action='store_true',
-                 help='compile with caching off for every component')
+  p.add_argument('--spec-format', choices=('spec-yaml', 'job-json'),
+                 help='default: from the --out extension (.yaml/.yml: '
+                 'spec-yaml, .json: job-json)')
+  cluster = p.add_argument_group(
+      'paths on the cluster (object-store URIs such as gs://BUCKET/x, or '
+      'absolute paths of volumes mounted in every component)')
+  cluster.add_argument('--pipeline-root', required=True,
+                       help='where components write')
+  cluster.add_argument('--serving-dir', required=True,
+                       help="the Pusher's base directory")
+  cluster.add_argument('--tflite-dir',
+                       help="the ModelOptimizer's TFLite push base (needed "
+                       'unless --no-optimize)')
+  options.add_pipeline_options(p, 'compile')
   p.add_argument('--no-cache-component', action='append', default=[],
                  metavar='ID', help='caching off for this component '
                  '(repeatable), e.g. Pusher')
   tasks = p.add_argument_group('tasks (added to the compiled spec)')
-  tasks.add_argument('--retries', type=_non_negative_int, default=2)
-  tasks.add_argument('--retry-backoff', type=_positive_int, default=60,
-                     metavar='SECONDS')
-  tasks.add_argument('--cpu', type=_positive_float, default=1.0)
+  tasks.add_argument('--retries', type=argtypes.non_negative_int, default=2)
+  tasks.add_argument('--retry-backoff', type=argtypes.positive_int,
+                     default=60, metavar='SECONDS')
+  tasks.add_argument('--cpu', type=argtypes.positive_float, default=1.0)
   tasks.add_argument('--memory', default='2G')
-  tasks.add_argument('--trainer-cpu', type=_positive_float, default=2.0,
-                     help='also Transform and Evaluator')
+  tasks.add_argument('--trainer-cpu', type=argtypes.positive_float,
+                     default=2.0, help='also Transform and Evaluator')
   tasks.add_argument('--trainer-memory', default='4G',
                      help='also Transform and Evaluator')
   tasks.add_argument('--trainer-gpu', metavar='TYPE[:COUNT]',
                      help='e.g. nvidia.com/gpu:1')
-  beam = p.add_argument_group('beam')
-  beam.add_argument('--beam-runner', choices=beam_presets.RUNNERS,
-                    default='direct')
-  beam.add_argument('--beam-mode', choices=beam_presets.DIRECT_MODES,
-                    default='in_memory')
-  beam.add_argument('--beam-workers', type=_positive_int, default=1)
-  beam.add_argument('--beam-arg', action='append', default=[], metavar='ARG')
   p.set_defaults(func=cmd_compile)
 
 
@@ -247,11 +174,11 @@ def _add_run_params(p) -> None:
   p.add_argument('--experiment', default='leantfx')
   p.add_argument('--run-name', default='leantfx')
   p.add_argument('--data-root', help='data_root parameter')
-  p.add_argument('--span', type=_positive_int,
+  p.add_argument('--span', type=argtypes.positive_int,
                  help='pin ExampleGen to span N (range_config parameter)')
-  p.add_argument('--train-steps', type=_positive_int,
+  p.add_argument('--train-steps', type=argtypes.positive_int,
                  help='train_args parameter')
-  p.add_argument('--span-window', type=_positive_int,
+  p.add_argument('--span-window', type=argtypes.positive_int,
                  help='train on the newest K spans (span_window parameter)')
   p.add_argument('--param', action='append', default=[],
                  metavar='NAME=VALUE', help='any pipeline parameter')
@@ -280,5 +207,5 @@ def add_commands(subparsers) -> None:
   when = sched.add_mutually_exclusive_group(required=True)
   when.add_argument('--cron', help='6 fields, seconds first: '
                     '"0 0 3 * * *" = 03:00 daily')
-  when.add_argument('--interval', type=_positive_int, metavar='SECONDS')
+  when.add_argument('--interval', type=argtypes.positive_int, metavar='SECONDS')
   sched.set_defaults(func=cmd_schedule)

@@ -1,11 +1,11 @@
-"""The run summary's optimization lines (leantfx/optimize_options.py)."""
+"""The run summary's optimization lines (cli/summary.py)."""
 import json
 import types
 
 import pytest
 from ml_metadata.proto import metadata_store_pb2
 
-from leantfx import optimize_options
+from leantfx.cli import summary
 from leantfx.pipeline import run_summary
 
 pytestmark = pytest.mark.unit
@@ -33,7 +33,7 @@ CONFIG = types.SimpleNamespace(optimization=object())
 
 
 def test_pushed_variant_and_report():
-  lines = optimize_options.summary_lines(_summary(_artifact(
+  lines = summary._optimization_lines(_summary(_artifact(
       '/out/m', blessed=1, selected_variant='low_rank/int8',
       pushed_destination='/out/tflite/digits/7')), CONFIG)
   assert lines == ['  tflite: low_rank/int8 pushed to /out/tflite/digits/7',
@@ -43,7 +43,7 @@ def test_pushed_variant_and_report():
 def test_skipped_candidates_are_listed():
   failure = {'candidate': 'pruning', 'stage': 'pruning',
              'error': "ConfigError: 'conv3x3' (Conv2D) ..."}
-  lines = optimize_options.summary_lines(_summary(_artifact(
+  lines = summary._optimization_lines(_summary(_artifact(
       '/out/m', blessed=0, skipped_candidates=json.dumps([failure]))), CONFIG)
   assert lines[1] == ("  tflite: candidate pruning skipped, it failed at "
                       "pruning: ConfigError: 'conv3x3' (Conv2D) ...")
@@ -51,6 +51,6 @@ def test_skipped_candidates_are_listed():
 
 
 def test_nothing_when_optimization_is_off():
-  assert optimize_options.summary_lines(
+  assert summary._optimization_lines(
       _summary(_artifact('/out/m')),
       types.SimpleNamespace(optimization=None)) == []

@@ -19,6 +19,7 @@ import os
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from leantfx import input_checks
+from leantfx import spans
 from leantfx.components.image_example_gen import decode
 from leantfx.errors import InputDataError
 
@@ -66,7 +67,7 @@ def _data_files(span: int, span_dir: str) -> List[str]:
   names = sorted(os.listdir(span_dir))
   files, folders = [], []
   for name in names:
-    if name.startswith('.') or name == '_SUCCESS':
+    if not spans.is_data_entry(name):
       continue
     path = os.path.join(span_dir, name)
     (folders if os.path.isdir(path) else files).append(path)
@@ -116,6 +117,8 @@ def profile_tfrecord_data_root(
     InputDataError: a file that is not TFRecord or holds no tf.Example, a
       missing label, a missing feature or one of the wrong kind, no examples.
   """
+  # TensorFlow is imported on use: the CLI imports this module before it
+  # knows the format, and must start without loading TensorFlow.
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   span, span_dir = _span(data_root, span)
   files = _data_files(span, span_dir)
@@ -219,8 +222,7 @@ def profile_image_data_root(data_root: str,
       image at all, or bad images under the 'fail' policy.
   """
   span, span_dir = _span(data_root, span)
-  entries = sorted(n for n in os.listdir(span_dir)
-                   if not n.startswith('.') and n != '_SUCCESS')
+  entries = sorted(n for n in os.listdir(span_dir) if spans.is_data_entry(n))
   loose = [n for n in entries if not os.path.isdir(os.path.join(span_dir, n))]
   if loose:
     raise InputDataError(

@@ -1,0 +1,92 @@
+"""The argument types of every ``leantfx`` command, one rule each.
+
+argparse calls these on the option's text; an ``ArgumentTypeError`` becomes
+``leantfx COMMAND: error: argument --X: <message>`` and exit 2, the same
+message whichever command (run, compile, watch, ...) has the option.
+"""
+import argparse
+import re
+
+_SIZE_RE = re.compile(r'^\s*(\d+)\s*(|b|k|kb|kib|m|mb|mib|g|gb|gib)\s*$',
+                      re.IGNORECASE)
+_SIZE_UNITS = {'': 1, 'b': 1, 'k': 1024, 'kb': 1000, 'kib': 1024,
+               'm': 1024**2, 'mb': 1000**2, 'mib': 1024**2, 'g': 1024**3,
+               'gb': 1000**3, 'gib': 1024**3}
+
+
+def _number(text: str, kind=float):
+  try:
+    return kind(text)
+  except ValueError:
+    what = 'a whole number' if kind is int else 'a number'
+    raise argparse.ArgumentTypeError(f'{text!r} is not {what}') from None
+
+
+def whole_number(text: str) -> int:
+  """Any integer (the config objects check the range)."""
+  return _number(text, int)
+
+
+def positive_int(text: str) -> int:
+  """A whole number >= 1."""
+  value = _number(text, int)
+  if value < 1:
+    raise argparse.ArgumentTypeError(f'must be >= 1, got {value}')
+  return value
+
+
+def non_negative_int(text: str) -> int:
+  """A whole number >= 0."""
+  value = _number(text, int)
+  if value < 0:
+    raise argparse.ArgumentTypeError(f'must be >= 0, got {value}')
+  return value
+
+
+def positive_float(text: str) -> float:
+  """A number > 0."""
+  value = _number(text)
+  if not value > 0:
+    raise argparse.ArgumentTypeError(f'must be > 0, got {value}')
+  return value
+
+
+def non_negative_float(text: str) -> float:
+  """A number >= 0."""
+  value = _number(text)
+  if not value >= 0:
+    raise argparse.ArgumentTypeError(f'must be >= 0, got {value}')
+  return value
+
+
+def fraction(text: str) -> float:
+  """A share from 0 to 1, both included (accuracies, accuracy drops)."""
+  value = _number(text)
+  if not 0.0 <= value <= 1.0:
+    raise argparse.ArgumentTypeError(f'must be in [0, 1], got {value}')
+  return value
+
+
+def fraction_below_one(text: str) -> float:
+  """A share in [0, 1): augmentation ranges, where 1 would erase the image."""
+  value = _number(text)
+  if not 0.0 <= value < 1.0:
+    raise argparse.ArgumentTypeError(f'must be in [0, 1), got {value}')
+  return value
+
+
+def port(text: str) -> int:
+  """A TCP port, 0 meaning any free one."""
+  value = _number(text, int)
+  if not 0 <= value <= 65535:
+    raise argparse.ArgumentTypeError(f'port {value} is not in 0..65535')
+  return value
+
+
+def size_bytes(text: str) -> int:
+  """``16MiB``, ``10MB``, ``1048576`` ... in bytes."""
+  match = _SIZE_RE.match(text)
+  if not match:
+    raise argparse.ArgumentTypeError(
+        f'{text!r} is not a size; use e.g. 16MiB, 500KB or 1048576.')
+  return int(match.group(1)) * _SIZE_UNITS[match.group(2).lower()]

@@ -1,0 +1,314 @@
+"""The one PipelineConfig builder: ``run``, ``compile`` and ``watch`` call it.
+
+``build_pipeline_config(args, target)`` turns the pipeline option set
+(cli/options.py) into the PipelineConfig that ``pipeline.create_pipeline``
+takes. What differs between runners is only the target: where the pipeline
+writes (a local output folder, or the cluster's pipeline root, serving and
+TFLite directories) and, for Kubeflow, ``kubeflow_pipeline_config``'s runner
+facts (no local ML Metadata, runtime parameters, the span window read by
+ExampleGen). An option a runner cannot honour is refused with a message that
+names it; nothing is dropped silently.
+"""
+import argparse
+import dataclasses
+import os
+import re
+from typing import Any, Dict, Optional, Tuple, Union
+
+from leantfx import config as config_lib
+from leantfx.cli import dataset as dataset_lib
+from leantfx.cli import options
+from leantfx.components.optimize import config as optimize_config
+from leantfx.components.optimize import selection
+from leantfx.errors import ConfigError
+from leantfx.kubeflow import compiler
+from leantfx.pipeline import beam_presets
+
+# Bundled datasets train for different budgets: digits' CNN needs more steps.
+_DEFAULT_TRAIN_STEPS = {'digits': 1000, 'penguins': 1000}
+# A cluster reaches object stores and mounted volumes, never this machine's
+# relative paths.
+_URI_RE = re.compile(r'^[a-z][a-z0-9+.-]*://\S+$')
+
+
+@dataclasses.dataclass(frozen=True)
+class LocalTarget:
+  """``leantfx run`` on this machine: everything below one output folder."""
+  output: str  # Absolute.
+
+
+@dataclasses.dataclass(frozen=True)
+class KubeflowTarget:
+  """``leantfx compile --target kubeflow``: paths as the cluster sees them.
+
+  Attributes:
+    pipeline_root: where components write (gs://, s3://, or a mounted path).
+    data_root: the default of the data_root parameter.
+    serving_dir: the Pusher's base directory.
+    tflite_dir: the ModelOptimizer's TFLite push base (None: optimization
+      off is then required).
+    scratch: a local folder for the sample data of a bundled dataset.
+  """
+  pipeline_root: str
+  data_root: str
+  serving_dir: str
+  tflite_dir: Optional[str]
+  scratch: str
+
+
+Target = Union[LocalTarget, KubeflowTarget]
+
+
+@dataclasses.dataclass(frozen=True)
+class Built:
+  """A built configuration and the data it was built from."""
+  config: config_lib.PipelineConfig
+  data: dataset_lib.ResolvedData
+
+
+def cluster_path(option: str, value: Optional[str]) -> Optional[str]:
+  """Checks that a path is one the cluster's containers can reach.
+
+  Raises:
+    ConfigError: for a relative local path.
+  """
+  if value is None or _URI_RE.match(value) or value.startswith('/'):
+    return value.rstrip('/') if value not in (None, '/') else value
+  raise ConfigError(
+      f'{option} {value!r} is a relative path on this machine, which the '
+      "cluster's containers cannot reach. Pass an object-store URI (gs://, "
+      's3://, minio://) or an absolute path of a volume mounted in every '
+      'component.')
+
+
+def allowed_kinds(values) -> Tuple[str, ...]:
+  """--allow-anomalies values (comma-separated, repeatable) as kinds."""
+  kinds = []
+  for value in values:
+    for kind in value.split(','):
+      kind = kind.strip().upper()
+      if kind and kind not in kinds:
+        kinds.append(kind)
+  return tuple(kinds)
+
+
+def _training_fields(args: argparse.Namespace) -> Dict[str, Any]:
+  fields = dict(
+      precision=args.precision, strategy=args.strategy,
+      global_batch_size=args.global_batch_size,
+      accumulation_steps=args.accumulation_steps, recompute=args.recompute,
+      architecture=args.architecture,
+      width_multiplier=args.width_multiplier,
+      depth_multiplier=args.depth_multiplier, image_size=args.image_size,
+      dropout=args.dropout, l2=args.l2,
+      early_stopping_patience=args.early_stopping_patience,
+      warmup_steps=args.warmup_steps, lr_decay=args.lr_decay,
+      tuner_algorithm=args.tuner, tuner_steps=args.tuner_steps,
+      tuner_epochs=args.tuner_epochs)
+  if args.tune is not None:
+    fields.update(tune=True, tuner_trials=args.tune)
+  return fields
+
+
+def training_config(args: argparse.Namespace,
+                    dataset_name: Optional[str]) -> config_lib.TrainingConfig:
+  """The TrainingConfig of the options (steps default by dataset)."""
+  defaults = config_lib.TrainingConfig()
+  steps = args.train_steps or _DEFAULT_TRAIN_STEPS.get(dataset_name,
+                                                       defaults.train_steps)
+  return config_lib.TrainingConfig(
+      train_steps=steps,
+      epochs=min(args.epochs or defaults.epochs, steps),
+      batch_size=args.batch_size or defaults.batch_size,
+      learning_rate=args.learning_rate or defaults.learning_rate,
+      seed=defaults.seed if args.seed is None else args.seed,
+      **_training_fields(args))
+
+
+def augment_config(args: argparse.Namespace,
+                   spec: Optional[config_lib.DatasetSpec]
+                  ) -> config_lib.AugmentConfig:
+  """The AugmentConfig; spec None checks the values alone (watch start-up).
+
+  Raises:
+    ConfigError: for options this dataset cannot use.
+  """
+  is_image = spec is None or bool(spec.image_key or spec.image_features)
+  augment = is_image if args.augment is None else args.augment
+  if augment and not is_image:
+    raise ConfigError(
+        f'--augment makes augmented copies of images, and {spec.name!r} '
+        'has no images. For tabular data use --oversample random|smote '
+        '(optionally with --jitter) or --class-weights auto.')
+  copies = 0
+  if augment:
+    copies = (options.DEFAULT_IMAGE_COPIES if args.augment_copies is None
+              else args.augment_copies)
+  config = config_lib.AugmentConfig(
+      copies=copies,
+      rotation_degrees=args.rotation,
+      shift_fraction=args.shift,
+      zoom_fraction=args.zoom,
+      brightness=args.brightness,
+      contrast=args.contrast,
+      noise_stddev=args.noise,
+      horizontal_flip=args.flip_horizontal,
+      vertical_flip=args.flip_vertical,
+      oversample=args.oversample,
+      target_ratio=args.oversample_ratio,
+      smote_neighbors=args.smote_neighbors,
+      jitter_stddev=args.jitter,
+      seed=config_lib.TrainingConfig().seed if args.seed is None else args.seed)
+  if (spec is not None and config.oversample == 'smote' and
+      not spec.numeric_features):
+    raise ConfigError(
+        f'--oversample smote interpolates numeric features and '
+        f'{spec.name!r} has none; use --oversample random.')
+  return config
+
+
+def optimization_config(
+    args: argparse.Namespace) -> Optional[optimize_config.OptimizationConfig]:
+  """The ModelOptimizer's config, or None with --no-optimize."""
+  if not args.optimize:
+    return None
+  return optimize_config.OptimizationConfig(
+      budget=selection.Budget(
+          max_accuracy_drop=args.tflite_max_accuracy_drop,
+          max_size_bytes=args.tflite_max_size_bytes,
+          max_p99_ms=args.tflite_max_p99_ms),
+      policy=args.tflite_policy,
+      latency_runs=args.tflite_latency_runs)
+
+
+def check_option_values(args: argparse.Namespace) -> None:
+  """Checks every option value that does not depend on the data.
+
+  ``watch`` calls it before it starts polling, so a bad option is refused
+  with the message ``run`` would give, before any span arrives.
+
+  Raises:
+    ConfigError: for a bad value.
+  """
+  training_config(args, args.dataset)
+  augment_config(args, None)
+  optimization_config(args)
+  config_lib.EvaluationConfig(min_accuracy=args.min_accuracy,
+                              max_accuracy_drop=args.max_accuracy_drop)
+  config_lib.ValidationConfig(allow_anomalies=allowed_kinds(
+      args.allow_anomalies))
+  config_lib.OrchestrationConfig(span=getattr(args, 'span', None),
+                                 span_window=args.span_window,
+                                 warm_start=args.warm_start)
+  beam_presets.beam_pipeline_args(args.beam_runner, args.beam_mode,
+                                  args.beam_workers, args.beam_arg)
+  if args.image_shape is not None:
+    dataset_lib.image_shape(args.image_shape)
+
+
+def _local_root(args: argparse.Namespace, target: Target) -> Optional[str]:
+  if isinstance(target, KubeflowTarget):
+    return args.sample_data
+  return args.data_root
+
+
+def build_pipeline_config(args: argparse.Namespace, target: Target) -> Built:
+  """Builds the PipelineConfig of the options for a target.
+
+  Args:
+    args: the parsed pipeline option set (cli/options.py).
+    target: LocalTarget or KubeflowTarget.
+
+  Returns:
+    The Built config and the data it was resolved from.
+
+  Raises:
+    LeantfxError: for a bad option or unusable data (exit 2).
+  """
+  check_option_values(args)
+  on_cluster = isinstance(target, KubeflowTarget)
+  scratch = target.scratch if on_cluster else target.output
+  data = dataset_lib.resolve_dataset(args, _local_root(args, target), scratch)
+  spec = data.spec
+  if args.noisy_rows:
+    spec = dataclasses.replace(spec, noisy_rows=args.noisy_rows)
+  optimization = optimization_config(args)
+  if on_cluster:
+    paths = dict(
+        pipeline_root=target.pipeline_root,
+        data_root=target.data_root,
+        serving_model_dir=f'{target.serving_dir}/{spec.name}',
+        metadata_path=None,
+        tflite_push_base=target.tflite_dir if optimization else None)
+    if optimization is not None and not target.tflite_dir:
+      raise ConfigError(
+          'The ModelOptimizer pushes TFLite models: pass --tflite-dir DIR '
+          '(where the cluster writes them, e.g. gs://BUCKET/tflite), or '
+          '--no-optimize to compile without it.')
+    if data.data_format != 'csv' and args.span_window > 1:
+      raise ConfigError(
+          f'--span-window {args.span_window} cannot work on Kubeflow with '
+          f'{data.data_format} data: the Kubeflow ExampleGen reads a window '
+          'of CSV spans only (TFX 1.16 cannot compile the local span-window '
+          'resolver). Compile with --span-window 1, or use CSV data.')
+  else:
+    output = target.output
+    paths = dict(
+        pipeline_root=os.path.join(output, 'tfx'),
+        data_root=data.data_root,
+        serving_model_dir=os.path.join(output, 'serving', spec.name),
+        metadata_path=os.path.join(output, 'metadata.sqlite'),
+        tflite_push_base=(os.path.join(output, 'tflite')
+                          if optimization else None))
+  config = config_lib.PipelineConfig(
+      pipeline_name=f'leantfx-{spec.name}',
+      dataset=spec,
+      training=training_config(args, spec.name),
+      evaluation=config_lib.EvaluationConfig(
+          min_accuracy=args.min_accuracy,
+          max_accuracy_drop=args.max_accuracy_drop),
+      beam_pipeline_args=tuple(
+          beam_presets.beam_pipeline_args(args.beam_runner, args.beam_mode,
+                                          args.beam_workers, args.beam_arg)),
+      enable_cache=not args.no_cache,
+      orchestration=config_lib.OrchestrationConfig(
+          span=getattr(args, 'span', None), span_window=args.span_window,
+          warm_start=args.warm_start),
+      ingestion=config_lib.IngestionConfig(data_format=data.data_format,
+                                           bad_images=args.bad_images),
+      validation=config_lib.ValidationConfig(
+          allow_anomalies=allowed_kinds(args.allow_anomalies),
+          check_drift=not args.no_drift_check),
+      augment=augment_config(args, spec),
+      class_weights=args.class_weights,
+      optimization=optimization,
+      **paths)
+  if on_cluster:
+    config = compiler.kubeflow_pipeline_config(config, target.pipeline_root)
+  return Built(config, data)
+
+
+def preflight_local_trainer(training: config_lib.TrainingConfig) -> None:
+  """Checks what the local Trainer will run on, before the pipeline starts.
+
+  The local runners train in this process, so this machine's devices and
+  TF_CONFIG are the Trainer's (a cluster's are not known when compiling).
+  TensorFlow is imported only for the checks that need it.
+
+  Raises:
+    ConfigError: mixed_float16 without a GPU; multi_worker with a missing or
+      invalid TF_CONFIG; a global batch that does not split over the
+      replicas.
+  """
+  # pylint: disable=g-import-not-at-top
+  # Lazy: these import TensorFlow, which only these checks need.
+  if training.strategy == 'multi_worker':
+    from leantfx.models.training import distribution
+    distribution.parse_tf_config(distribution.env_tf_config(None))
+  if training.precision == 'mixed_float16':
+    from leantfx.models.training import precision
+    precision.check_supported(training.precision)
+  if training.global_batch_size is not None:
+    from leantfx.models.training import distribution
+    replicas = distribution.expected_replicas(training.strategy)
+    distribution.plan_batches(training, replicas)

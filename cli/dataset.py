@@ -1,0 +1,193 @@
+"""Which data a command trains on: one resolution for every format and command.
+
+``resolve_dataset`` decides the local data root (the bundled data, prepared,
+or the user's folder), checks the newest (or pinned) span before anything
+heavy runs, and returns the DatasetSpec the pipeline is built for. ``run``
+and ``watch`` resolve the data they train on; ``compile`` resolves a local
+sample that fixes the columns, classes and schema compiled in.
+"""
+import argparse
+import dataclasses
+import os
+import re
+from typing import Optional, Tuple
+
+from leantfx import config as config_lib
+from leantfx.cli import data_checks
+from leantfx import data_formats
+from leantfx import datasets
+from leantfx import input_checks
+from leantfx import schemas
+from leantfx.cli import options
+from leantfx.components.image_example_gen import decode
+from leantfx.errors import ConfigError
+
+_SHAPE_RE = re.compile(r'^([0-9]+)x([0-9]+)x([13])$')
+
+
+@dataclasses.dataclass(frozen=True)
+class ResolvedData:
+  """The data a pipeline is built for.
+
+  Attributes:
+    data_root: absolute local data root (span-<N>/ folders).
+    spec: the DatasetSpec.
+    profile: what the checks saw in the span (rows, span, label values).
+    data_format: 'csv', 'tfrecord' or 'images'.
+  """
+  data_root: str
+  spec: config_lib.DatasetSpec
+  profile: object
+  data_format: str
+
+
+def name_from_path(path: str) -> str:
+  """A model name from a data root's folder name."""
+  base = re.sub(r'[^A-Za-z0-9_-]', '_', os.path.basename(os.path.abspath(path)))
+  return base if re.match(r'^[A-Za-z]', base) else f'data_{base}'
+
+
+def image_shape(text: Optional[str]) -> Tuple[int, int, int]:
+  """Parses --image-shape HxWxC (default DEFAULT_IMAGE_SHAPE)."""
+  text = text or options.DEFAULT_IMAGE_SHAPE
+  match = _SHAPE_RE.match(text)
+  if not match:
+    raise ConfigError(
+        f'--image-shape {text!r} is not HEIGHTxWIDTHxCHANNELS with 1 or 3 '
+        'channels, e.g. 32x32x3.')
+  return tuple(int(g) for g in match.groups())
+
+
+def data_format(fmt: Optional[str], data_root: Optional[str]) -> str:
+  """--format, or the format the newest span's layout shows.
+
+  Raises:
+    ConfigError: when the data root's newest span is ambiguous.
+  """
+  if fmt:
+    return fmt
+  if not data_root:
+    return 'csv'
+  span_dir = data_formats.newest_span_dir(os.path.abspath(data_root))
+  if span_dir is None:
+    return 'csv'  # The CSV checks explain what is missing.
+  found = data_formats.infer_format(span_dir)
+  if found is None:
+    raise ConfigError(
+        f'Cannot tell the data format of {span_dir}: it holds a mix of '
+        'entries (or nothing). Pass --format csv (span-N/*.csv), --format '
+        'tfrecord (span-N/* TFRecord files of tf.Examples) or --format '
+        'images (span-N/<class name>/*.png).')
+  return found
+
+
+def _image_settings(spec: config_lib.DatasetSpec,
+                    bad_images: str) -> decode.ImageSettings:
+  height, width, channels = spec.image_shape
+  return decode.ImageSettings(height=height, width=width, channels=channels,
+                              image_feature=spec.image_key,
+                              label_feature=spec.label, bad_images=bad_images)
+
+
+def _check_known_labels(profile, spec: config_lib.DatasetSpec, dataset: str,
+                        data_root: str) -> None:
+  unknown = sorted(set(profile.label_values) - set(spec.classes))
+  if unknown:
+    raise ConfigError(
+        f'Span {profile.span} of {data_root} has label values {unknown} in '
+        f'{spec.label!r} that the {dataset!r} model does not know (its '
+        f'classes are {list(spec.classes)}). Fix the labels, or train on '
+        'your own data without --dataset.')
+
+
+def resolve_dataset(args: argparse.Namespace, local_root: Optional[str],
+                    scratch: str) -> ResolvedData:
+  """Decides the data root and DatasetSpec, and checks the data.
+
+  Args:
+    args: parsed pipeline options (cli/options.py).
+    local_root: the local data root given (run: --data-root; compile:
+      --sample-data), or None for the bundled --dataset.
+    scratch: where a bundled dataset is prepared when local_root is None
+      (OUTPUT for run: OUTPUT/data/NAME).
+
+  Returns:
+    The ResolvedData.
+
+  Raises:
+    LeantfxError: for unusable data or options (exit 2).
+  """
+  dataset = args.dataset
+  if dataset is None and local_root is None:
+    dataset = datasets.DEFAULT_DATASET
+  fmt = data_format(args.data_format, local_root)
+  span = getattr(args, 'span', None)
+  if dataset is not None:
+    spec = datasets.BUNDLED[dataset]
+    if fmt != 'csv':
+      spec = data_formats.bundled_spec(dataset, fmt, spec)
+    if args.label and args.label != spec.label:
+      raise ConfigError(
+          f'--label {args.label!r} does not match the bundled dataset '
+          f'{dataset!r}, whose label column is {spec.label!r}. Drop '
+          '--label, or drop --dataset to train on your own columns.')
+    data_root = local_root
+    if data_root is None:
+      folder = dataset if fmt == 'csv' else f'{dataset}-{fmt}'
+      data_root = os.path.join(scratch, 'data', folder)
+      datasets.prepare(dataset, data_root, 1, fmt)
+    spec = dataclasses.replace(
+        spec, schema_file=args.schema or schemas.bundled_schema(dataset, fmt))
+    if fmt == 'images':
+      profile = data_checks.profile_image_data_root(
+          data_root, _image_settings(spec, args.bad_images), span)
+    elif fmt == 'tfrecord':
+      profile = data_checks.profile_tfrecord_data_root(
+          data_root, spec.label,
+          numeric_columns=spec.numeric_features + spec.image_features,
+          categorical_columns=spec.categorical_features, span=span)
+    else:
+      profile = input_checks.profile_csv_data_root(
+          data_root, spec.label,
+          numeric_columns=spec.numeric_features + spec.image_features,
+          categorical_columns=spec.categorical_features,
+          required_columns=spec.feature_columns, span=span)
+    _check_known_labels(profile, spec, dataset, data_root)
+    return ResolvedData(os.path.abspath(data_root), spec, profile, fmt)
+
+  name = args.name or name_from_path(local_root)
+  if fmt == 'images':
+    height, width, channels = image_shape(args.image_shape)
+    image = dict(label=args.label or 'label', image_key='image',
+                 image_shape=(height, width, channels), image_max_value=255.0,
+                 model='cnn')
+    probe = config_lib.DatasetSpec(name='probe', classes=('a', 'b'), **image)
+    profile = data_checks.profile_image_data_root(
+        local_root, _image_settings(probe, args.bad_images), span)
+    spec = config_lib.DatasetSpec(
+        name=name, classes=tuple(profile.label_values),
+        schema_file=args.schema, **image)
+    return ResolvedData(os.path.abspath(local_root), spec, profile, fmt)
+  if not args.label:
+    what = 'column' if fmt == 'csv' else 'feature of the examples'
+    raise ConfigError(
+        f'--data-root {local_root} needs --label COLUMN: the {what} that '
+        'holds the class to predict.')
+  if fmt == 'csv':
+    profile = input_checks.profile_csv_data_root(
+        local_root, args.label, categorical_columns=args.categorical,
+        span=span)
+    numeric, categorical = profile.numeric_columns, profile.categorical_columns
+  else:
+    profile = data_checks.profile_tfrecord_data_root(local_root, args.label,
+                                                     span=span)
+    categorical = tuple(sorted(set(profile.categorical_columns) |
+                               set(args.categorical)))
+    numeric = tuple(c for c in profile.numeric_columns
+                    if c not in categorical)
+  spec = config_lib.DatasetSpec(
+      name=name, label=args.label, classes=tuple(profile.label_values),
+      numeric_features=tuple(numeric),
+      categorical_features=tuple(categorical), model='mlp',
+      schema_file=args.schema)
+  return ResolvedData(os.path.abspath(local_root), spec, profile, fmt)

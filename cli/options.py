@@ -1,0 +1,338 @@
+"""The pipeline option set: one definition for ``run``, ``compile`` and ``watch``.
+
+Every option that shapes the pipeline (data, validation, augmentation,
+training, the Evaluator's gate, model optimization, retraining, Beam) is added
+here once, with one argument type and one help text, so the three commands
+accept the same options with the same checks and the same messages.
+``build.build_pipeline_config`` turns the parsed options into the
+PipelineConfig; ``pipeline_argv`` turns them back into ``leantfx run``
+arguments, which is how ``leantfx watch`` passes them through.
+
+Runner facts are not here: ``run`` adds --output and --runner, ``compile``
+adds the cluster paths, image, resources and retries.
+"""
+import argparse
+from typing import List, Sequence
+
+from leantfx import config as config_lib
+from leantfx import datasets
+from leantfx.cli import argtypes
+from leantfx.pipeline import beam_presets
+
+# The attribute the parser keeps the pipeline options' destinations in.
+_DESTS_ATTR = '_leantfx_pipeline_dests'
+POLICIES = ('smallest', 'fastest', 'most_accurate')
+DEFAULT_IMAGE_SHAPE = '32x32x3'
+# Image datasets are augmented by default (the digits run uses it): one
+# augmented copy per train image. Digits accuracy with and without it is in
+# docs/data.md.
+DEFAULT_IMAGE_COPIES = 1
+
+
+class _Recorder:
+  """Adds arguments to a parser or group and records their destinations."""
+
+  def __init__(self, parser: argparse.ArgumentParser):
+    self.parser = parser
+    self.dests: List[str] = []
+
+  def group(self, title: str, description: str = None) -> '_Group':
+    return _Group(self, self.parser.add_argument_group(title, description))
+
+
+class _Group:
+
+  def __init__(self, recorder: _Recorder, group):
+    self._recorder = recorder
+    self._group = group
+
+  def add(self, *flags, **kwargs):
+    action = self._group.add_argument(*flags, **kwargs)
+    self._recorder.dests.append(action.dest)
+    return action
+
+
+COMMANDS = ('run', 'compile', 'watch')
+
+
+def add_pipeline_options(parser: argparse.ArgumentParser,
+                         command: str = 'run') -> None:
+  """Adds the pipeline option set to a command's parser.
+
+  Args:
+    parser: the subcommand's parser.
+    command: 'run'; 'compile', where --data-root is the cluster's data root
+      (the data_root parameter's default) and --sample-data names a local
+      copy that fixes the columns, classes and schema compiled in; or
+      'watch', which has its own --data-root (the folder it watches) and
+      pins each run's --span itself.
+  """
+  assert command in COMMANDS, command
+  for_cluster = command == 'compile'
+  pin_span = command != 'watch'
+  rec = _Recorder(parser)
+  data = rec.group('data')
+  data.add('--dataset', choices=sorted(datasets.BUNDLED),
+           help='a bundled dataset (its schema and model are used)')
+  if for_cluster:
+    # Not a pipeline option of its own: the cluster path is a runner fact
+    # that compile adds; the local copy stands in for it while building.
+    parser.add_argument(
+        '--data-root', required=True,
+        help='the data root as the cluster reads it (gs://, s3://, or a '
+        'mounted path): the default of the data_root parameter')
+    data.add('--sample-data', metavar='DIR',
+             help='a local copy of your data (span-<N>/...) that fixes the '
+             'columns, classes and schema compiled in (default for '
+             '--dataset: the bundled data)')
+  elif command == 'run':
+    data.add('--data-root', help='folder of span-<N>/ folders (CSV, '
+             'TFRecord or images; default for --dataset: OUTPUT/data/NAME, '
+             'prepared)')
+  data.add('--label', help='label column of your own data')
+  data.add('--categorical', action='append', default=[], metavar='COLUMN',
+           help='treat COLUMN as categorical even if its values look '
+           'numeric (repeatable)')
+  data.add('--schema', help='a curated schema.pbtxt to validate against '
+           '(default: the bundled one, else inferred)')
+  data.add('--name', help='model name for your own data (default: the data '
+           'root folder name)')
+
+  fmt = rec.group('data format and validation')
+  fmt.add('--format', choices=config_lib.DATA_FORMATS, dest='data_format',
+          help='csv (span-N/*.csv), tfrecord (span-N/* files of tf.Examples, '
+          '.gz for gzip) or images (span-N/<class>/*.png|jpg); inferred from '
+          'the newest span when unambiguous')
+  fmt.add('--image-shape', default=None, metavar='HxWxC',
+          help='images of your own data are resized to this (channels 1 or '
+          f'3; default {DEFAULT_IMAGE_SHAPE})')
+  fmt.add('--bad-images', choices=config_lib.BAD_IMAGE_POLICIES,
+          default='fail', help='a corrupt image or one of the wrong channel '
+          'count stops the run (fail, default) or is left out (skip); '
+          'counted either way')
+  fmt.add('--allow-anomalies', action='append', default=[],
+          metavar='KIND,...', help='anomaly kinds the validation gate reports '
+          'without stopping the run (e.g. ENUM_TYPE_UNEXPECTED_STRING_VALUES);'
+          ' recorded in ML Metadata')
+  fmt.add('--no-drift-check', action='store_true',
+          help='do not compare the span with the previous one')
+  fmt.add('--noisy-rows', choices=config_lib.NOISY_ROW_POLICIES,
+          help='rows with missing or out-of-domain values: impute (default) '
+          'or drop them from the train split; counted either way')
+
+  aug = rec.group('augmentation and rebalancing')
+  defaults = config_lib.AugmentConfig()
+  aug.add('--augment', action=argparse.BooleanOptionalAction, default=None,
+          help='augmented copies of train images (default: on for image '
+          'datasets, e.g. digits)')
+  aug.add('--augment-copies', type=argtypes.non_negative_int, default=None,
+          metavar='N', help='augmented copies per train image (default '
+          f'{DEFAULT_IMAGE_COPIES})')
+  aug.add('--rotation', type=argtypes.non_negative_float,
+          default=defaults.rotation_degrees, metavar='DEGREES')
+  for flag, default in (('--shift', defaults.shift_fraction),
+                        ('--zoom', defaults.zoom_fraction),
+                        ('--brightness', defaults.brightness),
+                        ('--contrast', defaults.contrast)):
+    aug.add(flag, type=argtypes.fraction_below_one, default=default,
+            metavar='FRACTION')
+  aug.add('--noise', type=argtypes.non_negative_float,
+          default=defaults.noise_stddev, metavar='STDDEV')
+  aug.add('--flip-horizontal', action='store_true',
+          help='random left-right flips (off: a flipped 2 is no 2)')
+  aug.add('--flip-vertical', action='store_true')
+  aug.add('--oversample', choices=config_lib.OVERSAMPLING_METHODS,
+          default='none', help='add minority-class rows to the train split: '
+          'random duplicates or SMOTE-style interpolation')
+  aug.add('--oversample-ratio', type=float, default=defaults.target_ratio,
+          metavar='RATIO', help='raise each class to this share of the '
+          'largest')
+  aug.add('--smote-neighbors', type=argtypes.whole_number,
+          default=defaults.smote_neighbors, metavar='K')
+  aug.add('--jitter', type=argtypes.non_negative_float,
+          default=defaults.jitter_stddev, metavar='STDDEV',
+          help='Gaussian jitter on numeric features of oversampled rows, in '
+          'class standard deviations')
+  aug.add('--class-weights', choices=config_lib.CLASS_WEIGHT_MODES,
+          default='none', help='auto: weigh the loss by inverse class '
+          'frequency of the train split (an alternative to oversampling)')
+
+  _add_training(rec.group('training'))
+
+  gate = rec.group('evaluation gate')
+  evaluation = config_lib.EvaluationConfig()
+  gate.add('--min-accuracy', type=argtypes.fraction,
+           default=evaluation.min_accuracy,
+           help='bless only at or above this eval accuracy')
+  gate.add('--max-accuracy-drop', type=argtypes.fraction,
+           default=evaluation.max_accuracy_drop,
+           help='how far below the last blessed model a new one may fall')
+
+  opt = rec.group(
+      'model optimization (TFLite)',
+      'After the Evaluator blesses the model, build optimized TFLite '
+      'variants, gate them on the budget and push the selected one.')
+  opt.add('--no-optimize', dest='optimize', action='store_false',
+          help='skip the ModelOptimizer (no TFLite push)')
+  opt.add('--tflite-max-accuracy-drop', type=argtypes.fraction,
+          default=0.01, help='largest accuracy drop vs the float model a '
+          'variant may have (default 0.01)')
+  opt.add('--tflite-max-size-bytes', type=argtypes.positive_int,
+          help='largest .tflite file a variant may be')
+  opt.add('--tflite-max-p99-ms', type=argtypes.positive_float,
+          help='largest batch-1 p99 latency (ms, 1 thread)')
+  opt.add('--tflite-policy', choices=POLICIES, default='smallest',
+          help='which blessed variant to push (default smallest)')
+  opt.add('--tflite-latency-runs', type=argtypes.positive_int, default=200,
+          help='timed batch-1 runs per variant (default 200)')
+
+  retrain = rec.group('continuous retraining')
+  if pin_span:
+    retrain.add('--span', type=argtypes.positive_int, metavar='N',
+                help='ingest span N instead of the newest (the watcher pins '
+                'each run to the span it saw complete)')
+  retrain.add('--span-window', type=argtypes.positive_int, default=1,
+              metavar='K', help='train on the newest K spans (default 1: the '
+              'newest span only)')
+  retrain.add('--warm-start', action='store_true',
+              help='start training from the latest blessed model')
+  retrain.add('--no-cache', action='store_true',
+              help='re-run every component (compile: caching off for every '
+              'task)')
+
+  beam = rec.group('beam (the data components: ExampleGen, statistics, '
+                   'Augment, Transform, Evaluator)')
+  beam.add('--beam-runner', choices=beam_presets.RUNNERS, default='direct',
+           help='direct (default) or a cluster preset; see '
+           'pipeline/beam_presets.py')
+  beam.add('--beam-mode', choices=beam_presets.DIRECT_MODES,
+           default='in_memory', help='DirectRunner running mode (default '
+           'in_memory)')
+  beam.add('--beam-workers', type=argtypes.positive_int, default=1,
+           help='DirectRunner workers (e.g. 2 with multi_processing)')
+  beam.add('--beam-arg', action='append', default=[], metavar='ARG',
+           help='extra Beam pipeline argument, passed through (repeatable), '
+           'e.g. --beam-arg=--runner=FlinkRunner')
+  existing = getattr(parser, _DESTS_ATTR, [])
+  setattr(parser, _DESTS_ATTR, existing + rec.dests)
+
+
+def _add_training(group: _Group) -> None:
+  """The training flags: budget, precision, distribution, memory, tuner."""
+  defaults = config_lib.TrainingConfig()
+  group.add('--train-steps', type=argtypes.positive_int,
+            help='optimizer steps (default: 1000 for the bundled datasets, '
+            f'else {defaults.train_steps})')
+  group.add('--epochs', type=argtypes.positive_int)
+  group.add('--batch-size', type=argtypes.positive_int)
+  group.add('--learning-rate', type=argtypes.positive_float)
+  group.add('--seed', type=argtypes.whole_number)
+  group.add(
+      '--precision', choices=config_lib.PRECISIONS, default=defaults.precision,
+      help='auto (default): mixed_float16 on GPUs with compute capability '
+      '>= 7.0, mixed_bfloat16 on TPUs, on CPUs with bf16 units the faster of '
+      'float32 and mixed_bfloat16 in a short probe (cached)')
+  group.add(
+      '--strategy', choices=config_lib.STRATEGIES, default=defaults.strategy,
+      help='tf.distribute strategy (auto: multi_worker when TF_CONFIG names a '
+      'cluster, mirrored on 2+ GPUs, else one device)')
+  group.add('--global-batch-size', type=argtypes.whole_number, metavar='N',
+            help='fixed global batch split over the replicas (default: '
+            '--batch-size per replica)')
+  group.add('--accumulation-steps', type=argtypes.whole_number, metavar='N',
+            default=defaults.accumulation_steps,
+            help='micro-batches per optimizer step (gradient accumulation; '
+            'default 1)')
+  group.add('--recompute', action='store_true',
+            help='activation checkpointing: recompute block activations in '
+            'the backward pass (mlp, cnn)')
+  group.add('--architecture', choices=config_lib.ARCHITECTURES,
+            default=defaults.architecture,
+            help="model architecture (auto: the dataset's mlp/cnn)")
+  group.add('--width-multiplier', type=float,
+            default=defaults.width_multiplier,
+            help='scales units/filters (MobileNetV2 alpha)')
+  group.add('--depth-multiplier', type=float,
+            default=defaults.depth_multiplier,
+            help='scales layers per stage (rounded up)')
+  group.add('--image-size', type=argtypes.whole_number,
+            default=defaults.image_size,
+            help='resize images to this side for mobilenet_v2 and '
+            'efficientnet_b0 (0: own size, at least 32)')
+  group.add('--dropout', type=float, default=defaults.dropout)
+  group.add('--l2', type=float, default=defaults.l2,
+            help='L2 penalty on kernels (default 0: off)')
+  group.add('--early-stopping-patience', type=argtypes.whole_number,
+            default=defaults.early_stopping_patience, metavar='EPOCHS',
+            help='stop after this many epochs without a lower validation '
+            'loss, keeping the best weights (0: off)')
+  group.add('--warmup-steps', type=argtypes.whole_number,
+            default=defaults.warmup_steps,
+            help='linear learning-rate warm-up steps (default 0)')
+  group.add('--lr-decay', choices=config_lib.LR_DECAYS,
+            default=defaults.lr_decay,
+            help='after warm-up: constant (default), linear, cosine')
+  group.add('--tune', type=argtypes.whole_number, metavar='TRIALS',
+            help='run the TFX Tuner with this trial budget first; the '
+            'Trainer uses its best hyperparameters')
+  group.add('--tuner', choices=config_lib.TUNER_ALGORITHMS,
+            default=defaults.tuner_algorithm,
+            help='search algorithm (default random)')
+  group.add('--tuner-steps', type=argtypes.whole_number,
+            default=defaults.tuner_steps, help='training steps per trial')
+  group.add('--tuner-epochs', type=argtypes.whole_number,
+            default=defaults.tuner_epochs,
+            help="epochs per trial (Hyperband's max_epochs)")
+
+
+def pipeline_dests(parser: argparse.ArgumentParser) -> List[str]:
+  """The destinations of the pipeline options a parser holds."""
+  return list(getattr(parser, _DESTS_ATTR, []))
+
+
+def given_options(parser: argparse.ArgumentParser,
+                  args: argparse.Namespace) -> List[str]:
+  """The pipeline options set to something other than their default."""
+  return [
+      action.option_strings[0] for action in parser._actions  # pylint: disable=protected-access
+      if action.dest in pipeline_dests(parser) and action.option_strings and
+      getattr(args, action.dest, action.default) != action.default
+  ]
+
+
+def pipeline_argv(parser: argparse.ArgumentParser,
+                  args: argparse.Namespace,
+                  skip: Sequence[str] = ()) -> List[str]:
+  """The pipeline options of ``args`` as ``leantfx run`` arguments.
+
+  Only options whose value differs from the default are written, each with
+  its first flag, so ``run`` parses them back into the same values.
+
+  Args:
+    parser: the parser that parsed args (it knows the option set).
+    args: the parsed arguments.
+    skip: destinations not to write (e.g. those the caller sets itself).
+
+  Returns:
+    A list of arguments for ``leantfx run``.
+  """
+  argv = []
+  dests = set(pipeline_dests(parser)) - set(skip)
+  for action in parser._actions:  # pylint: disable=protected-access
+    if action.dest not in dests or not action.option_strings:
+      continue
+    value = getattr(args, action.dest, action.default)
+    if value == action.default:
+      continue
+    flag = action.option_strings[0]
+    if isinstance(action, argparse.BooleanOptionalAction):
+      argv.append(flag if value else f'--no-{flag[2:]}')
+    elif isinstance(action, (argparse._StoreTrueAction,  # pylint: disable=protected-access
+                             argparse._StoreFalseAction)):  # pylint: disable=protected-access
+      argv.append(flag)
+    elif isinstance(action, argparse._AppendAction):  # pylint: disable=protected-access
+      for item in value:
+        argv.append(f'{flag}={item}')
+    else:
+      argv.append(f'{flag}={value}')
+  return argv

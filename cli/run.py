@@ -1,0 +1,136 @@
+"""``leantfx run``: the whole pipeline once, on this machine.
+
+Exit codes: 0 pushed (or already pushed, from cache); 2 bad input or option,
+nothing ran; 3 a component failed, nothing pushed; 4 the model was not
+blessed, nothing pushed. Every run writes a run record (JSON) beside its log,
+or to --run-record: what ``leantfx watch`` decides from.
+"""
+import argparse
+import os
+import time
+from typing import Any, Dict
+
+from leantfx import input_checks
+from leantfx.cli import console
+from leantfx.cli import options
+from leantfx.cli import summary as summary_lib
+from leantfx.errors import LeantfxError
+
+DEFAULT_OUTPUT = 'leantfx-output'
+RUNNERS = ('local', 'beam')
+
+
+def _print_summary(summary, config, seconds: float, log_path: str) -> None:
+  """Prints the closing summary."""
+  states = [e.state for e in summary.executions.values()]
+  cached = states.count('cached')
+  print(f'\nleantfx run finished in {seconds:.1f}s '
+        f'({len(states)} components: {len(states) - cached} ran, '
+        f'{cached} from cache)')
+  if summary.accuracy is not None:
+    count = (f', {summary.example_count} examples'
+             if summary.example_count is not None else '')
+    print(f'  accuracy (eval split{count}): {summary.accuracy:.4f} '
+          f'(gate: >= {config.evaluation.min_accuracy}, at most '
+          f'{config.evaluation.max_accuracy_drop} below the last blessed '
+          'model)')
+  blessed = {True: 'yes', False: 'no', None: 'unknown'}[summary.blessed]
+  print(f'  blessed: {blessed}')
+  pusher = summary.executions.get('Pusher')
+  if summary.pushed:
+    note = ''
+    if pusher and pusher.state == 'cached':
+      note = ' (cached: inputs unchanged since that push)'
+    elif summary.reused_version:
+      note = ' (already the newest version there: not pushed again)'
+    print(f'  pushed: {summary.pushed_path}{note}')
+  else:
+    print('  pushed: nothing (the model did not pass the Evaluator gate; the '
+          'serving directory is unchanged)')
+  for line in summary_lib.summary_lines(summary, config):
+    print(line)
+  print(f'  log: {log_path}')
+
+
+def _run(args: argparse.Namespace, output: str, log_path: str,
+         record: Dict[str, Any]) -> int:
+  # pylint: disable=g-import-not-at-top
+  # Lazy: TensorFlow and TFX load only once the options and data passed.
+  from leantfx.cli import build
+  from leantfx.pipeline import local_runner
+  from leantfx.pipeline import run_summary
+  # pylint: enable=g-import-not-at-top
+  started = time.monotonic()
+  built = build.build_pipeline_config(args, build.LocalTarget(output))
+  config, data = built.config, built.data
+  # The local Trainer runs here: check its precision/strategy options now.
+  build.preflight_local_trainer(config.training)
+  record.update(dataset=config.dataset.name, data_root=data.data_root,
+                data_format=data.data_format, span=data.profile.span,
+                rows=data.profile.num_rows,
+                pipeline_name=config.pipeline_name,
+                metadata_path=config.metadata_path)
+  print(f'leantfx run: dataset {config.dataset.name} ({data.profile.num_rows} '
+        f'rows in span {data.profile.span} of {data.data_root}, '
+        f'{len(config.dataset.classes)} classes), runner {args.runner}, '
+        f'output {output}')
+  since_ms = int(time.time() * 1000)
+  local_runner.run_pipeline(config, args.runner, log_path,
+                            quiet_console=not args.verbose)
+  summary = run_summary.summarize(config.metadata_path, config.pipeline_name,
+                                  since_ms)
+  _print_summary(summary, config, time.monotonic() - started, log_path)
+  record.update(summary_lib.run_record(summary, config))
+  return summary_lib.STATUS_EXIT_CODES[record['status']]
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+  """Handler of ``leantfx run``."""
+  started_at = time.time()
+  record: Dict[str, Any] = {'status': 'rejected', 'argv': args.argv,
+                            'started_at': started_at}
+  record_paths = [args.run_record] if args.run_record else []
+  try:
+    output = input_checks.check_output_dir(args.output)
+    os.makedirs(os.path.join(output, 'logs'), exist_ok=True)
+    log_path = os.path.join(
+        output, 'logs', time.strftime('run-%Y%m%d-%H%M%S.log'))
+    record_paths.append(log_path[:-len('.log')] + '.json')
+    record.update(output=output, log=log_path)
+    if not args.verbose:
+      console.divert_stderr(log_path)
+    code = _run(args, output, log_path, record)
+  except LeantfxError as e:
+    record.update(status='rejected' if e.exit_code == 2 else 'failed',
+                  error=str(e))
+    raise
+  except BaseException as e:
+    record.update(status='failed', error=f'{type(e).__name__}: {e}')
+    raise
+  finally:
+    record.update(exit_code=summary_lib.STATUS_EXIT_CODES[record['status']],
+                  seconds=round(time.time() - started_at, 1))
+    for path in record_paths:
+      summary_lib.write_record(path, record)
+  return code
+
+
+def add_commands(subparsers) -> None:
+  """Registers ``leantfx run``."""
+  run = subparsers.add_parser(
+      'run',
+      help='run the whole pipeline once (the main job)',
+      description='Runs ExampleGen -> statistics -> schema -> validation -> '
+      'Augment -> Transform -> Trainer -> Evaluator -> Pusher -> '
+      'ModelOptimizer on the newest span. Without --dataset or --data-root '
+      'it trains on the bundled digits data. Exit codes: 0 pushed, 2 bad '
+      'input, 3 a component failed, 4 not blessed (nothing pushed).')
+  run.add_argument('--output', default=DEFAULT_OUTPUT,
+                   help=f'output folder (default ./{DEFAULT_OUTPUT})')
+  run.add_argument('--runner', choices=RUNNERS, default='local',
+                   help='LocalDagRunner (default) or BeamDagRunner')
+  run.add_argument('--run-record', metavar='FILE',
+                   help='write the run record (JSON) here too (default: '
+                   'OUTPUT/logs/run-<time>.json beside the log)')
+  options.add_pipeline_options(run, 'run')
+  run.set_defaults(func=cmd_run, own_log=True)

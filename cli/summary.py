@@ -1,0 +1,205 @@
+"""What a run did, read back from ML Metadata: the closing summary and the run record.
+
+``summary_lines`` prints the data, training and optimization facts after
+the accuracy and push lines; ``run_record`` is the same facts as JSON, which
+``leantfx run`` writes beside its log and ``leantfx watch`` decides from.
+"""
+import json
+import os
+from typing import Any, Dict, List, Optional
+
+OPTIMIZER_NODE = 'ModelOptimizer'
+
+
+def _counts(text: Optional[str]) -> Dict[str, int]:
+  try:
+    return json.loads(text) if text else {}
+  except ValueError:
+    return {}
+
+
+def _data_lines(summary) -> List[str]:
+  """What the data steps did, from the run's ML Metadata summary."""
+  lines = []
+  for node in ('ImageExampleGen',):
+    execution = summary.executions.get(node)
+    if not execution or not execution.outputs.get('examples'):
+      continue
+    props = execution.outputs['examples'][0].custom_properties
+    if 'bad_images' in props:
+      bad = _counts(props['bad_images'].string_value)
+      good = props['good_images'].int_value if 'good_images' in props else 0
+      left_out = ', '.join(f'{n} {k.replace("_", " ")}' for k, n in
+                           sorted(bad.items())) or 'none'
+      lines.append(f'  images: {good} ingested; bad images left out: '
+                   f'{left_out}')
+  gate = summary.executions.get('ValidationGate')
+  if gate and gate.outputs.get('report'):
+    report = gate.outputs['report'][0]
+    props = report.custom_properties
+    allowed = props['allowed_anomalies'].int_value if (
+        'allowed_anomalies' in props) else 0
+    baseline = props['drift_baseline_span'].int_value if (
+        'drift_baseline_span' in props) else -1
+    drift = (f'drift vs span {baseline}' if baseline >= 0 else
+             'no earlier span for drift')
+    lines.append(f'  data validation: passed ({allowed} allowed anomalies, '
+                 f'{drift}); report: {report.uri}/report.txt')
+  augment = summary.executions.get('Augment')
+  if augment and augment.outputs.get('augmented_examples'):
+    props = augment.outputs['augmented_examples'][0].custom_properties
+    before = _counts(props['class_counts_before'].string_value) if (
+        'class_counts_before' in props) else {}
+    after = _counts(props['class_counts_after'].string_value) if (
+        'class_counts_after' in props) else {}
+    if before or after:
+      classes = sorted(set(before) | set(after),
+                       key=lambda c: (not c.lstrip('-').isdigit(),
+                                      int(c) if c.lstrip('-').isdigit() else 0,
+                                      c))
+      per_class = ', '.join(
+          f'{c} {before.get(c, 0)}->{after.get(c, 0)}' for c in classes)
+      lines.append(f'  augment (train examples per class, before->after): '
+                   f'{sum(before.values())}->{sum(after.values())}: '
+                   f'{per_class}')
+    noisy = _counts(props['noisy_rows'].string_value) if (
+        'noisy_rows' in props) else {}
+    parts = []
+    for split in sorted(noisy):
+      section = noisy[split]
+      problems = section.get('problems', {})
+      detail = ', '.join(
+          f'{feature}: ' + '/'.join(f'{n} {k.replace("_", " ")}'
+                                    for k, n in sorted(kinds.items()) if n)
+          for feature, kinds in sorted(problems.items()))
+      parts.append(f'{split} {section.get("noisy_rows", 0)} noisy, '
+                   f'{section.get("dropped_rows", 0)} dropped'
+                   + (f' ({detail})' if detail else ''))
+    if parts:
+      lines.append('  noisy rows: ' + '; '.join(parts))
+  return lines
+
+
+def _training_lines(summary) -> List[str]:
+  """Where the TensorBoard logs are, and how the model trained."""
+  trainer = summary.executions.get('Trainer')
+  if not trainer or not trainer.outputs.get('model_run'):
+    return []
+  model_run = trainer.outputs['model_run'][0]
+  lines = []
+  props = model_run.custom_properties
+  if 'precision_policy' in props:
+    strategy = props['strategy'].string_value if 'strategy' in props else '?'
+    lines.append(f'  training: precision {props["precision_policy"].string_value}'
+                 f' ({props["precision_reason"].string_value}); strategy '
+                 f'{strategy}')
+  tuner = summary.executions.get('Tuner')
+  if tuner and tuner.outputs.get('best_hyperparameters'):
+    lines.append('  tuner: best hyperparameters in '
+                 f'{tuner.outputs["best_hyperparameters"][0].uri}')
+  lines.append(f'  tensorboard: tensorboard --logdir {model_run.uri}')
+  return lines
+
+
+def _custom(artifact, key: str):
+  value = artifact.custom_properties.get(key)
+  if value is None:
+    return None
+  return value.string_value or value.int_value
+
+
+def _optimization_lines(summary, config) -> List[str]:
+  """The run summary's lines about optimization (empty when it was off)."""
+  if config.optimization is None:
+    return []
+  execution = summary.executions.get(OPTIMIZER_NODE)
+  if execution is None:
+    return ['  tflite: not built (the float model was not blessed)']
+  lines = []
+  optimized = (execution.outputs.get('optimized_model') or [None])[0]
+  report = (execution.outputs.get('report') or [None])[0]
+  if optimized is not None and _custom(optimized, 'blessed'):
+    lines.append(
+        f"  tflite: {_custom(optimized, 'selected_variant')} pushed to "
+        f"{_custom(optimized, 'pushed_destination')}")
+  else:
+    lines.append('  tflite: no variant blessed (nothing pushed; see the '
+                 'report for each variant\'s figures)')
+  skipped = _custom(optimized, 'skipped_candidates') if optimized else None
+  for failure in json.loads(skipped) if skipped else ():
+    lines.append(f"  tflite: candidate {failure['candidate']} skipped, it "
+                 f"failed at {failure['stage']}: {failure['error']}")
+  if report is not None:
+    lines.append(f"  report: {os.path.join(report.uri, 'report.html')}")
+  return lines
+
+
+
+
+def summary_lines(summary, config) -> List[str]:
+  """The summary's lines after accuracy, blessing and push."""
+  return (_data_lines(summary) + _training_lines(summary) +
+          _optimization_lines(summary, config))
+
+
+RECORD_VERSION = 1
+# Run record statuses and the exit codes of `leantfx run` they go with.
+STATUS_EXIT_CODES = {'pushed': 0, 'rejected': 2, 'failed': 3,
+                     'not_blessed': 4}
+
+
+def run_record(summary, config) -> Dict[str, Any]:
+  """The facts of a finished run as JSON-ready values (from ML Metadata).
+
+  Args:
+    summary: pipeline.run_summary.RunSummary of the run.
+    config: the run's PipelineConfig.
+
+  Returns:
+    status, accuracy, example_count, blessed, pushed_path, reused_version,
+    per-node execution states and ids, and the TFLite push when there was one.
+  """
+  record: Dict[str, Any] = {
+      'status': 'pushed' if summary.pushed else 'not_blessed',
+      'accuracy': summary.accuracy,
+      'example_count': summary.example_count,
+      'blessed': summary.blessed,
+      'pushed_path': summary.pushed_path if summary.pushed else None,
+      'reused_version': summary.reused_version,
+      'executions': {
+          node: {'state': e.state, 'execution_id': e.execution_id}
+          for node, e in sorted(summary.executions.items())
+      },
+  }
+  optimizer = summary.executions.get(OPTIMIZER_NODE)
+  if config.optimization is not None and optimizer is not None:
+    optimized = (optimizer.outputs.get('optimized_model') or [None])[0]
+    if optimized is not None and _custom(optimized, 'blessed'):
+      record['tflite'] = {
+          'selected_variant': _custom(optimized, 'selected_variant'),
+          'pushed_destination': _custom(optimized, 'pushed_destination'),
+      }
+  return record
+
+
+def write_record(path: str, record: Dict[str, Any]) -> None:
+  """Writes the run record atomically (a reader never sees half of it)."""
+  record = dict(record, version=RECORD_VERSION)
+  os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+  tmp = f'{path}.tmp-{os.getpid()}'
+  with open(tmp, 'w', encoding='utf-8') as f:
+    json.dump(record, f, indent=2, sort_keys=True, default=str)
+    f.write('\n')
+  os.replace(tmp, path)
+
+
+def read_record(path: str) -> Optional[Dict[str, Any]]:
+  """The run record at path, or None when it is missing or unreadable."""
+  try:
+    with open(path, encoding='utf-8') as f:
+      record = json.load(f)
+  except (OSError, ValueError):
+    return None
+  if not isinstance(record, dict) or record.get('version') != RECORD_VERSION:
+    return None
+  return record

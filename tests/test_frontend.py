@@ -1,0 +1,213 @@
+"""The front end: one option set and one config builder for run, compile, watch.
+
+Bad options must get the same message from every command, `watch` must pass
+every pipeline option through to the runs it starts, and what one runner
+cannot do is refused by name. These call ``main`` in-process with --verbose
+(fd 2 stays the test's) and read what it printed; one test runs the real
+console script to check the quiet first screen.
+"""
+import os
+import re
+
+import pytest
+
+from leantfx import datasets
+from leantfx.cli import build
+from leantfx.cli import main
+from leantfx.cli import options
+from leantfx.cli import summary
+from leantfx.cli import watch as watch_command
+from leantfx.errors import ConfigError
+from tests.helpers import run_cli
+from tests.orchestration.conftest import IMAGE
+
+pytestmark = pytest.mark.unit
+
+
+def _commands(tmp_path):
+  """The three entry points, each with what it needs besides the options."""
+  data = tmp_path / 'watched'
+  data.mkdir(exist_ok=True)
+  out = str(tmp_path / 'out')
+  return {
+      'run': ['run', '--dataset', 'penguins', '--output', out],
+      'compile': ['compile', '--target', 'kubeflow', '--image', IMAGE,
+                  '--out', str(tmp_path / 'p.yaml'), '--dataset', 'penguins',
+                  '--pipeline-root', 'gs://b/root', '--data-root',
+                  'gs://b/data', '--serving-dir', 'gs://b/serving',
+                  '--tflite-dir', 'gs://b/tflite'],
+      'watch': ['watch', '--data-root', str(data), '--output', out,
+                '--dataset', 'penguins', '--once'],
+  }
+
+
+def _error_of(argv, capsys):
+  """Runs main in-process; returns (exit code, the error line, normalized)."""
+  try:
+    code = main.main(argv + ['--verbose'])
+  except SystemExit as e:  # argparse's own errors.
+    code = e.code
+  err = capsys.readouterr().err
+  lines = [l for l in err.splitlines() if 'error:' in l]
+  assert lines, err
+  # 'leantfx run: error: ...' and 'leantfx: error: ...' name the command or
+  # not; the message after 'error:' is what must match.
+  return code, re.sub(r'^leantfx( \w+)?: error: ', '', lines[-1])
+
+
+@pytest.mark.parametrize('bad', [
+    ['--train-steps', '0'],
+    ['--min-accuracy', '1.5'],
+    ['--max-accuracy-drop', '-0.1'],
+    ['--beam-workers', '0'],
+    ['--shift', '1.0'],
+    ['--tflite-max-p99-ms', '0'],
+    ['--precision', 'fp8'],
+    ['--accumulation-steps', '0'],
+    ['--tune', '0'],
+    ['--oversample-ratio', '0'],
+    ['--warmup-steps', '5000', '--train-steps', '100'],
+    ['--allow-anomalies', 'NOT_A_KIND'],
+    ['--beam-runner', 'flink', '--beam-mode', 'multi_processing'],
+    ['--image-shape', '32x32'],
+])
+def test_a_bad_option_gets_the_same_message_from_run_compile_and_watch(
+    tmp_path, capsys, bad):
+  results = {name: _error_of(argv + bad, capsys)
+             for name, argv in _commands(tmp_path).items()}
+  codes = {name: code for name, (code, _) in results.items()}
+  messages = {message for _, message in results.values()}
+  assert codes == {'run': 2, 'compile': 2, 'watch': 2}, results
+  assert len(messages) == 1, results
+  assert not os.path.exists(tmp_path / 'out' / 'serving')
+  assert not os.path.exists(tmp_path / 'p.yaml')
+
+
+def _parse(argv):
+  return main.build_parser().parse_args(argv)
+
+
+def test_watch_passes_every_pipeline_option_through_to_run(tmp_path):
+  pipeline_args = [
+      '--dataset', 'penguins', '--train-steps', '7', '--precision',
+      'mixed_bfloat16', '--accumulation-steps', '2', '--oversample', 'smote',
+      '--tflite-policy', 'fastest', '--allow-anomalies', 'A,B',
+      '--allow-anomalies', 'C', '--no-augment', '--no-drift-check',
+      '--beam-arg=--foo=1', '--tune', '3', '--min-accuracy', '0.5',
+      '--no-optimize', '--span-window', '2', '--warm-start', '--shift',
+      '0.25', '--categorical', 'island', '--class-weights', 'auto']
+  watch_args = _parse(['watch', '--data-root', str(tmp_path)] +
+                      pipeline_args)
+  argv = options.pipeline_argv(watch_args.parser, watch_args)
+  run_args = _parse(['run'] + argv)
+  direct = _parse(['run'] + pipeline_args)
+  run_parser = main.build_parser()._subparsers._group_actions[0].choices['run']  # pylint: disable=protected-access
+  for dest in options.pipeline_dests(run_parser):
+    assert getattr(run_args, dest) == getattr(direct, dest), dest
+  # Every option of run that shapes the pipeline is one watch accepts.
+  assert (set(options.pipeline_dests(watch_args.parser)) ==
+          set(options.pipeline_dests(run_parser)) - {'data_root', 'span'})
+
+
+def test_compile_accepts_every_pipeline_option_of_run():
+  parser = main.build_parser()
+  choices = parser._subparsers._group_actions[0].choices  # pylint: disable=protected-access
+  run_dests = set(options.pipeline_dests(choices['run']))
+  compile_dests = set(options.pipeline_dests(choices['compile']))
+  # compile's --data-root is the cluster's (a runner fact); --sample-data is
+  # the local copy that stands for run's --data-root.
+  assert compile_dests == run_dests - {'data_root'} | {'sample_data'}
+
+
+@pytest.mark.parametrize('extra, message', [
+    (['--serving-dir', 'serving'], "--serving-dir 'serving' is a relative "
+     'path'),
+    (['--tflite-dir', 'out/tflite'], "--tflite-dir 'out/tflite' is a "
+     'relative path'),
+    (['--pipeline-root', 'root'], "--pipeline-root 'root' is a relative"),
+])
+def test_compile_refuses_paths_the_cluster_cannot_reach(tmp_path, capsys,
+                                                        extra, message):
+  argv = _commands(tmp_path)['compile']
+  flag = extra[0]
+  argv[argv.index(flag) + 1] = extra[1]
+  code, error = _error_of(argv, capsys)
+  assert code == 2 and message in error, error
+  assert not os.path.exists(tmp_path / 'p.yaml')
+
+
+def test_compile_without_tflite_dir_names_the_option(tmp_path, capsys):
+  argv = _commands(tmp_path)['compile']
+  i = argv.index('--tflite-dir')
+  del argv[i:i + 2]
+  code, error = _error_of(argv, capsys)
+  assert code == 2 and '--tflite-dir' in error and '--no-optimize' in error
+
+
+def test_compile_says_the_span_window_cannot_read_images(tmp_path, capsys):
+  images = str(tmp_path / 'images')
+  datasets.prepare('digits', images, 1, 'images')
+  argv = _commands(tmp_path)['compile'] + [
+      '--sample-data', images, '--image-shape', '8x8x1', '--span-window', '3']
+  argv[argv.index('--dataset'):argv.index('--dataset') + 2] = []
+  code, error = _error_of(argv, capsys)
+  assert code == 2, error
+  assert '--span-window 3 cannot work on Kubeflow with images data' in error
+
+
+def test_watch_on_kubeflow_refuses_compiled_in_options_by_name(tmp_path,
+                                                               capsys):
+  argv = ['watch', '--data-root', str(tmp_path), '--target', 'kubeflow',
+          '--host', 'http://127.0.0.1:9', '--package', 'p.yaml', '--state',
+          str(tmp_path / 's.json'), '--precision', 'float32', '--oversample',
+          'random', '--train-steps', '5']
+  code, error = _error_of(argv, capsys)
+  assert code == 2
+  assert error.startswith('--oversample, --precision cannot be set per run '
+                          'on Kubeflow'), error
+  assert not os.path.exists(tmp_path / 's.json')
+
+
+def test_cluster_path_rules():
+  assert build.cluster_path('--x', 'gs://b/serving/') == 'gs://b/serving'
+  assert build.cluster_path('--x', '/mnt/models') == '/mnt/models'
+  assert build.cluster_path('--x', None) is None
+  with pytest.raises(ConfigError, match='relative path'):
+    build.cluster_path('--x', './models')
+
+
+def test_run_record_round_trip_and_watch_decision(tmp_path):
+  path = str(tmp_path / 'logs' / 'run.json')
+  summary.write_record(path, {'status': 'rejected', 'error': 'bad label'})
+  record = summary.read_record(path)
+  assert record['status'] == 'rejected' and record['version'] == 1
+  result = watch_command._result_from_record(record, 2, 'console', 1.0)  # pylint: disable=protected-access
+  assert (result.status, result.detail) == ('rejected',
+                                            'exit code 2: bad label')
+  pushed = watch_command._result_from_record(  # pylint: disable=protected-access
+      {'status': 'pushed', 'pushed_path': '/s/1'}, 0, '', 1.0)
+  assert (pushed.status, pushed.detail) == ('pushed', '/s/1')
+  # No record (the run was killed before writing one): failed, with the tail.
+  lost = watch_command._result_from_record(None, -9, 'a\nb\n', 1.0)  # pylint: disable=protected-access
+  assert lost.status == 'failed' and 'no run record' in lost.detail
+  with open(path, 'w') as f:
+    f.write('{"version": 99}')
+  assert summary.read_record(path) is None
+
+
+def test_first_screen_shows_leantfx_lines_only(tmp_path):
+  """TensorFlow's start-up noise goes to the log; --verbose shows it."""
+  cache = tmp_path / 'cache'
+  argv = _commands(tmp_path)['compile']
+  env = {'XDG_CACHE_HOME': str(cache)}
+  quiet = run_cli(argv, timeout=300, env=env)
+  assert quiet.returncode == 0, quiet.stderr
+  assert quiet.stderr == '', quiet.stderr
+  assert all(line.startswith('wrote ') for line in
+             quiet.stdout.splitlines()), quiet.stdout
+  with open(cache / 'leantfx' / 'logs' / 'compile.log') as f:
+    log = f.read()
+  assert 'FutureWarning' in log or 'Unable to register' in log, log[-2000:]
+  loud = run_cli(argv + ['--verbose'], timeout=300, env=env)
+  assert loud.returncode == 0, loud.stderr
+  assert 'FutureWarning' in loud.stderr or 'Unable to register' in loud.stderr
