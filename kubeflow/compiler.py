@@ -28,7 +28,10 @@ reads the window itself instead (components/span_window_example_gen): the
 V2 ExampleGen driver resolves the newest span N and the executor reads spans
 N-K+1..N, so statistics, validation, Transform, Trainer and Evaluator all see
 the window's examples. The ValidationGate's drift check against the previous
-span is a custom-strategy Resolver too and is compiled off.
+span runs on Kubeflow too: instead of the local custom-strategy Resolver of
+earlier reports, the gate keeps each passed span's statistics in a baseline
+folder under the pipeline root and compares with the highest span below its
+own (components/validation_gate/component.py).
 """
 import dataclasses
 import json
@@ -272,24 +275,21 @@ def kubeflow_pipeline_config(config: config_lib.PipelineConfig,
 
   Returns:
     The same config with the cluster's pipeline root, no local ML Metadata,
-    runtime parameters on, the span window read by ExampleGen (see the module
-    docstring), and the ValidationGate's drift check off (its baseline
-    Resolver uses a custom strategy the V2 compiler cannot compile; anomaly
-    checks against the schema still run).
+    runtime parameters on and the span window read by ExampleGen (see the
+    module docstring). The ValidationGate's drift check stays as configured:
+    without local ML Metadata the gate finds its baseline in the folder
+    <pipeline_root>/<pipeline name>/ValidationGate/drift_baselines instead of
+    through a Resolver (pipeline/data_stages.py: gate_and_augment).
   """
-  validation = getattr(config, 'validation', None)
-  if validation is not None and getattr(validation, 'check_drift', False):
-    # The drift baseline is a Resolver with a custom strategy (issue 3's
-    # ValidationGate), which the V2 compiler rejects like SpanRangeStrategy.
-    config = dataclasses.replace(
-        config, validation=dataclasses.replace(validation, check_drift=False))
   return dataclasses.replace(
       config,
       pipeline_root=pipeline_root,
       metadata_path=None,
       orchestration=dataclasses.replace(
           config.orchestration, runtime_parameters=True,
-          window_in_example_gen=True))
+          # SpanWindowCsvExampleGen reads CSV; other formats have no window
+          # on Kubeflow (the CLI refuses --span-window > 1 for them).
+          window_in_example_gen=config.ingestion.data_format == 'csv'))
 
 
 def compile_pipeline(config: config_lib.PipelineConfig,
@@ -332,14 +332,43 @@ def compile_pipeline(config: config_lib.PipelineConfig,
   runner = tfx.orchestration.experimental.KubeflowV2DagRunner(
       config=tfx.orchestration.experimental.KubeflowV2DagRunnerConfig(
           default_image=image, use_pipeline_spec_2_1=True))
+  tfx_pipeline = pipeline_lib.create_pipeline(config)
   try:
-    job = runner.run(pipeline_lib.create_pipeline(config), write_out=False)
+    job = runner.run(tfx_pipeline, write_out=False)
   except TypeError as e:
     raise ConfigError(f'The pipeline cannot be compiled for Kubeflow: {e}')
   set_parameter_defaults(job, retraining.runtime_parameter_defaults(config))
   apply_task_options(job['pipelineSpec'], options)
   if relocate:
     job = relocate_strings(job, relocate)
+  # TFX's Kubeflow V2 container entry point imports every input and output
+  # artifact's class from its type's schema title, which for a custom type is
+  # its TYPE_NAME (e.g. 'leantfx.OptimizationReport'): a title that does not
+  # import to the class fails the task before its executor runs ("Could not
+  # import ..."). Such titles become the class's import path.
+  # pylint: disable=g-import-not-at-top
+  from tfx.orchestration.kubeflow.v2 import compiler_utils
+  from tfx.utils import import_utils
+  # pylint: enable=g-import-not-at-top
+  titles = {}
+  for node in tfx_pipeline.components:
+    for channel in list(node.inputs.values()) + list(node.outputs.values()):
+      artifact_class = channel.type
+      path = f'{artifact_class.__module__}.{artifact_class.__qualname__}'
+      if (compiler_utils.get_artifact_title(artifact_class) != 'tfx.Artifact'
+          or artifact_class.TYPE_NAME == path):
+        continue  # A standard type, or already its import path.
+      try:
+        imported = import_utils.import_class_by_path(artifact_class.TYPE_NAME)
+      except ImportError:
+        imported = None
+      if imported is not artifact_class:
+        # As YAML in instanceSchema, and JSON-encoded in executor arguments.
+        for newline in ('\n', '\\n'):
+          titles[f'title: {artifact_class.TYPE_NAME}{newline}'] = (
+              f'title: {path}{newline}')
+  if titles:
+    job = relocate_strings(job, titles)
   write_compiled(job, out, fmt)
   return job
 

@@ -2,8 +2,8 @@
 
   * ExampleGen by format: CsvExampleGen, ImportExampleGen (TFRecord files of
     tf.Examples) or ImageExampleGen (span-N/<class>/*.png|jpg);
-  * the ValidationGate after ExampleValidator, with a Resolver of the reports
-    of earlier spans that passed (the drift baseline);
+  * the ValidationGate after ExampleValidator, with its drift baseline folder
+    (the statistics of earlier spans that passed) under the pipeline root;
   * Augment between the gate and Transform: Transform only runs once the gate
     passed, and trains on the augmented, rebalanced train split;
   * what Transform and Trainer need from the schema and the options (value
@@ -12,20 +12,21 @@
 from typing import Any, Dict, List, Union
 
 from tfx import v1 as tfx
+from tfx.utils import io_utils
 
 from leantfx import config as config_lib
+from leantfx import spans
 from leantfx.components.augment import component as augment_component
+from leantfx.components.augment import examples as examples_lib
 from leantfx.components.image_example_gen import component as image_gen
 from leantfx.components.image_example_gen import decode as image_decode
 from leantfx.components.span_window_example_gen import component as window_gen
 from leantfx.components.validation_gate import component as gate_component
 from leantfx.errors import ConfigError
 
-CSV_PATTERN = 'span-{SPAN}/*.csv'
-# ImportExampleGen reads every file of the newest span folder as TFRecord
-# (gzip when the name ends in .gz).
-TFRECORD_PATTERN = 'span-{SPAN}/*'
-PREVIOUS_REPORTS_RESOLVER_ID = 'previous_validation_resolver'
+# ExampleGen split patterns: the span layout is leantfx/spans.py.
+CSV_PATTERN = spans.CSV_PATTERN
+TFRECORD_PATTERN = spans.TFRECORD_PATTERN
 GATE_ID = 'ValidationGate'
 AUGMENT_ID = 'Augment'
 
@@ -98,23 +99,25 @@ def gate_and_augment(config: config_lib.PipelineConfig,
     anomalies: ExampleValidator's anomalies.
     nodes: the pipeline's node list; the new nodes are appended.
 
+  The drift baseline is the gate's baseline folder under the pipeline root,
+  on every orchestrator (components/validation_gate/component.py explains
+  why it is no Resolver).
+
   Returns:
     Augment's examples: eval unchanged, train augmented and rebalanced.
   """
-  previous = None
+  baseline_dir = None
   if config.validation.check_drift:
-    resolver = gate_component.previous_reports_resolver().with_id(
-        PREVIOUS_REPORTS_RESOLVER_ID)
-    nodes.append(resolver)
-    previous = resolver.outputs['reports']
+    baseline_dir = gate_component.baseline_dir(config.pipeline_root,
+                                               config.pipeline_name)
   gate = gate_component.ValidationGate(
       examples=examples,
       statistics=statistics,
       schema=schema,
       anomalies=anomalies,
-      previous_reports=previous,
       allow_anomalies=config.validation.allow_anomalies,
-      check_drift=config.validation.check_drift).with_id(GATE_ID)
+      check_drift=config.validation.check_drift,
+      baseline_dir=baseline_dir).with_id(GATE_ID)
   augment = augment_component.Augment(
       examples=examples,
       schema=schema,
@@ -137,8 +140,6 @@ def training_custom_config(
   """
   domains = {}
   if config.dataset.schema_file:
-    from tfx.utils import io_utils  # pylint: disable=g-import-not-at-top
-    from leantfx.components.augment import examples as examples_lib  # pylint: disable=g-import-not-at-top
     schema = io_utils.SchemaReader().read(config.dataset.schema_file)
     columns = set(config.dataset.feature_columns)
     domains = {

@@ -30,7 +30,7 @@ def test_graph_with_curated_schema(tmp_path):
   ids = {c.id for c in built.components}
   assert ids == {
       'CsvExampleGen', 'StatisticsGen', 'ImportSchemaGen', 'ExampleValidator',
-      'previous_validation_resolver', 'ValidationGate', 'Augment',
+      'ValidationGate', 'Augment',
       'Transform', 'Trainer', 'latest_blessed_model_resolver', 'Evaluator',
       'Pusher'
   }

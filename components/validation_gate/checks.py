@@ -234,8 +234,10 @@ def blocking(rows: Iterable[AnomalyRow]) -> List[AnomalyRow]:
 
 def format_report(rows: Sequence[AnomalyRow], span: int,
                   baseline_span: Optional[int], allowed: Sequence[str],
-                  drift_checked: bool) -> str:
-  """The human-readable report.txt."""
+                  drift_checked: bool,
+                  drift_skipped: Optional[str] = None) -> str:
+  """The human-readable report.txt (drift_skipped: why drift was not checked
+  although it is on)."""
   stopping = blocking(rows)
   if stopping:
     verdict = (f'FAILED: {len(stopping)} anomal{"y" if len(stopping) == 1 else "ies"} '
@@ -244,6 +246,8 @@ def format_report(rows: Sequence[AnomalyRow], span: int,
     verdict = 'PASSED'
   if not drift_checked:
     drift = 'not checked (turned off)'
+  elif drift_skipped:
+    drift = f'not checked ({drift_skipped})'
   elif baseline_span is None:
     drift = 'not checked (no earlier span has passed validation yet)'
   else:

@@ -6,58 +6,53 @@ the schema's comparators, writes a readable report (feature, anomaly kind,
 short description, span) into its output artifact, and lets named kinds
 through (``allow_anomalies``, recorded as an execution property in ML
 Metadata).
+
+The drift baseline is a folder, on every orchestrator: ``<pipeline root>/
+<pipeline name>/ValidationGate/drift_baselines/span-<N>/statistics.pb``. A
+passing gate adds its span's drift-split statistics there (the first run that
+passed a span stays its baseline; written under a temporary name, then
+renamed), and a gate compares with the highest span below its own, so a
+re-run of span N uses N-1 and never N itself. The report artifact records
+the baseline span (drift_baseline_span).
+
+Why a folder and not a Resolver of earlier reports, as this gate had before:
+the local pipeline and the Kubeflow one must be the same pipeline, and no
+Resolver of these reports works on Kubeflow. TFX 1.16's V2 compiler rejects
+custom resolver strategies; a LatestArtifactStrategy resolver compiles, but
+its query for a custom artifact type is ``schema_title="tfx.Artifact"`` (not
+this report's type), it resolves one artifact (a re-run of span N would get
+span N's own report), and the open-source KFP v2 backend runs no resolver
+task at all ("resolver executors not implemented"; only Vertex AI does). An
+importer needs a fixed URI and would only point at the same folder.
+
+What follows: the folder is fixed when the pipeline is built (compiled, on
+Kubeflow) from its pipeline root; TFX's cache key does not include it, so a
+cached gate keeps the verdict of its first run (the baseline of span N
+changes only if a span below N passes later, i.e. a backfill). The span
+validated is the Examples artifact's: on Kubeflow ExampleGen's executor must
+stamp it (SpanWindowCsvExampleGen does; TFX's V2 entry point drops what its
+driver stamps). Without a span, drift is not checked, the report says why,
+and nothing is kept in the folder.
 """
 import json
-from typing import Dict, List, Optional, Sequence
+import posixpath
+from typing import Optional, Sequence
 
 from tfx import types
-from tfx import v1 as tfx
 from tfx.dsl.components.base import base_component
 from tfx.dsl.components.base import executor_spec
 
 from leantfx.components.validation_gate import executor
 from leantfx.components.validation_gate import spec as spec_lib
 
-# The previous span is among the newest spans that passed.
-_MAX_PREVIOUS_SPANS = 20
+# <pipeline root>/<pipeline name>/<this>/drift_baselines.
+BASELINE_COMPONENT_DIR = 'ValidationGate'
 
 
-class PassedReportsStrategy(tfx.dsl.experimental.ResolverStrategy):
-  """Resolves, per span, the first report that passed validation.
-
-  Failed gates publish nothing, so every resolved report passed. The gate's
-  executor picks the highest span below the one it validates. One report per
-  span (the oldest: a span's statistics do not change between runs) keeps
-  the resolved inputs stable, so a re-run of the same span is a cache hit.
-  Unlike LatestArtifactStrategy it resolves to an empty list (not to
-  nothing) on the first run, so the gate still runs.
-  """
-
-  def __init__(self, max_spans: int = _MAX_PREVIOUS_SPANS):
-    self._max_spans = max_spans
-
-  def resolve_artifacts(
-      self, store, input_dict: Dict[str, List[types.Artifact]]
-  ) -> Optional[Dict[str, List[types.Artifact]]]:
-    del store  # Unused: the channel's artifacts are all it needs.
-    result = {}
-    for key, artifacts in input_dict.items():
-      first_per_span = {}
-      for artifact in sorted(artifacts, key=lambda a: a.id):
-        span = (artifact.get_int_custom_property(spec_lib.SPAN_PROPERTY)
-                if artifact.has_custom_property(spec_lib.SPAN_PROPERTY) else
-                -1)
-        first_per_span.setdefault(span, artifact)
-      newest_spans = sorted(first_per_span)[-self._max_spans:]
-      result[key] = [first_per_span[s] for s in newest_spans]
-    return result
-
-
-def previous_reports_resolver() -> tfx.dsl.Resolver:
-  """A Resolver of the reports that earlier runs' gates published."""
-  return tfx.dsl.Resolver(
-      strategy_class=PassedReportsStrategy,
-      reports=tfx.dsl.Channel(type=spec_lib.DataValidationReport))
+def baseline_dir(pipeline_root: str, pipeline_name: str) -> str:
+  """The drift baseline folder of a pipeline."""
+  return posixpath.join(pipeline_root.rstrip('/'), pipeline_name,
+                        BASELINE_COMPONENT_DIR, spec_lib.BASELINES_DIR)
 
 
 class ValidationGate(base_component.BaseComponent):
@@ -78,9 +73,9 @@ class ValidationGate(base_component.BaseComponent):
                statistics: types.BaseChannel,
                schema: types.BaseChannel,
                anomalies: types.BaseChannel,
-               previous_reports: Optional[types.BaseChannel] = None,
                allow_anomalies: Sequence[str] = (),
-               check_drift: bool = True):
+               check_drift: bool = True,
+               baseline_dir: Optional[str] = None):
     """Builds the component.
 
     Args:
@@ -88,18 +83,18 @@ class ValidationGate(base_component.BaseComponent):
       statistics: StatisticsGen's ExampleStatistics of this span.
       schema: the (curated) Schema, with drift comparators.
       anomalies: ExampleValidator's ExampleAnomalies of this span.
-      previous_reports: earlier passed reports (previous_reports_resolver);
-        None skips the drift check.
       allow_anomalies: kinds reported without stopping the run.
       check_drift: compare with the previous validated span.
+      baseline_dir: the drift baseline folder (``baseline_dir()``; see the
+        module docstring); None with check_drift off.
     """
     component_spec = spec_lib.ValidationGateSpec(
         examples=examples,
         statistics=statistics,
         schema=schema,
         anomalies=anomalies,
-        previous_reports=previous_reports,
         allow_anomalies=json.dumps(sorted(allow_anomalies)),
         check_drift=int(check_drift),
+        baseline_dir=baseline_dir,
         report=types.Channel(type=spec_lib.DataValidationReport))
     super().__init__(spec=component_spec)

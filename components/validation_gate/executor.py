@@ -6,10 +6,16 @@ report.txt / report.json into its output artifact and, when any anomaly is
 not allowed, raises so that nothing downstream (Augment, Transform, Trainer,
 Pusher) runs. A span that passes also keeps its statistics in the artifact:
 the next span's run compares against them.
+
+The previous spans' statistics come from the baseline folder
+(``baseline_dir``), where a passing gate also keeps its span's statistics;
+component.py says why it is a folder.
 """
 import json
 import os
-from typing import Any, Dict, List
+
+import uuid
+from typing import Any, Dict, List, Optional, Tuple
 
 from absl import logging
 from tfx import types
@@ -22,6 +28,7 @@ from tfx.utils import io_utils
 import tensorflow_data_validation as tfdv
 from tensorflow_metadata.proto.v0 import anomalies_pb2
 
+from leantfx import spans
 from leantfx.components.validation_gate import checks
 from leantfx.components.validation_gate import spec as spec_lib
 from leantfx.errors import InputDataError
@@ -53,9 +60,22 @@ def _load_anomalies(artifact: types.Artifact,
 
 def artifact_span(examples: types.Artifact) -> int:
   """The span ExampleGen recorded (a custom property in TFX 1.16)."""
+  span = recorded_span(examples)
+  return 0 if span is None else span
+
+
+def recorded_span(examples: types.Artifact) -> Optional[int]:
+  """The span ExampleGen recorded, or None when it recorded none.
+
+  On Kubeflow the Examples artifact carries what ExampleGen's executor set
+  (TFX's V2 entry point drops what its driver set): an ExampleGen that does
+  not stamp the span leaves it unknown.
+  """
   if examples.has_custom_property('span'):
     return int(examples.get_int_custom_property('span'))
-  return int(examples.span or 0)
+  if 'span' in examples.mlmd_artifact.properties:
+    return int(examples.span)
+  return None
 
 
 def failed_report_dir(report_uri: str) -> str:
@@ -65,16 +85,40 @@ def failed_report_dir(report_uri: str) -> str:
                       os.path.basename(report_uri.rstrip('/')))
 
 
-def _previous_candidates(reports: List[types.Artifact]):
+def baseline_candidates(baseline_dir: Optional[str]
+                       ) -> List[Tuple[int, int, str]]:
+  """(span, 0, statistics path) of every entry of the baseline folder."""
+  if not baseline_dir or not fileio.isdir(baseline_dir):
+    return []
   candidates = []
-  for report in reports:
-    path = os.path.join(report.uri, spec_lib.STATISTICS_FILE)
-    if (report.has_custom_property(spec_lib.SPAN_PROPERTY) and
-        fileio.exists(path)):
-      candidates.append(
-          (report.get_int_custom_property(spec_lib.SPAN_PROPERTY),
-           report.id or 0, path))
+  for name in fileio.listdir(baseline_dir):
+    span = spans.span_number(name.rstrip('/'))
+    path = os.path.join(baseline_dir, name.rstrip('/'),
+                        spec_lib.STATISTICS_FILE)
+    if span is not None and fileio.exists(path):
+      candidates.append((span, 0, path))
   return candidates
+
+
+def keep_baseline(baseline_dir: str, span: int, statistics: bytes) -> bool:
+  """Adds span's statistics to the baseline folder unless it has them.
+
+  The first run that passed a span stays its baseline (as the local
+  resolver keeps a span's first report). Written under a temporary name,
+  then renamed, so a reader never sees half a file.
+
+  Returns:
+    Whether an entry was written.
+  """
+  folder = os.path.join(baseline_dir, spans.span_dir_name(span))
+  target = os.path.join(folder, spec_lib.STATISTICS_FILE)
+  if fileio.exists(target):
+    return False
+  fileio.makedirs(folder)
+  temporary = f'{target}.tmp-{uuid.uuid4().hex}'
+  io_utils.write_bytes_file(temporary, statistics)
+  fileio.rename(temporary, target, overwrite=True)
+  return True
 
 
 class Executor(base_executor.BaseExecutor):
@@ -104,8 +148,9 @@ class Executor(base_executor.BaseExecutor):
     if missing:
       raise ValueError(f'ExampleValidator validated splits {missing} that the '
                        f'statistics ({stats_splits}) do not have.')
-    span = artifact_span(
+    known_span = recorded_span(
         artifact_utils.get_single_instance(input_dict[spec_lib.EXAMPLES_KEY]))
+    span = 0 if known_span is None else known_span
 
     rows: List[checks.AnomalyRow] = []
     num_examples = {}
@@ -122,11 +167,16 @@ class Executor(base_executor.BaseExecutor):
       rows += checks.missing_value_rows(stats_by_split[split], schema, span,
                                         split, allowed)
 
+    baseline_dir = exec_properties.get(spec_lib.BASELINE_DIR_KEY) or None
     baseline = None
-    if check_drift:
-      baseline = checks.choose_baseline(
-          _previous_candidates(
-              input_dict.get(spec_lib.PREVIOUS_REPORTS_KEY, [])), span)
+    drift_skipped = None
+    if check_drift and known_span is None:
+      # Without this span's number, "the previous span" means nothing.
+      drift_skipped = 'ExampleGen recorded no span on its Examples artifact'
+      logging.warning('Drift not checked: %s.', drift_skipped)
+    elif check_drift:
+      baseline = checks.choose_baseline(baseline_candidates(baseline_dir),
+                                        span)
     baseline_span = None
     if baseline is not None:
       baseline_span = baseline[0]
@@ -143,7 +193,8 @@ class Executor(base_executor.BaseExecutor):
     fileio.makedirs(report_dir)
     io_utils.write_string_file(
         text_path,
-        checks.format_report(rows, span, baseline_span, allowed, check_drift))
+        checks.format_report(rows, span, baseline_span, allowed, check_drift,
+                             drift_skipped))
     io_utils.write_string_file(
         os.path.join(report_dir, spec_lib.REPORT_JSON_FILE),
         checks.report_json(rows, span, baseline_span, allowed))
@@ -160,6 +211,10 @@ class Executor(base_executor.BaseExecutor):
     if stopping:
       raise InputDataError(checks.failure_message(rows, span, text_path))
     # Kept for the next span's drift check (only passing spans publish this).
+    passed_statistics = stats_by_split[spec_lib.DRIFT_SPLIT].SerializeToString()
     io_utils.write_bytes_file(
-        os.path.join(report.uri, spec_lib.STATISTICS_FILE),
-        stats_by_split[spec_lib.DRIFT_SPLIT].SerializeToString())
+        os.path.join(report.uri, spec_lib.STATISTICS_FILE), passed_statistics)
+    if (baseline_dir and known_span is not None and
+        keep_baseline(baseline_dir, span, passed_statistics)):
+      logging.info('Statistics of span %d kept as a drift baseline in %s',
+                   span, baseline_dir)

@@ -9,12 +9,13 @@ EXAMPLES_KEY = 'examples'
 STATISTICS_KEY = 'statistics'
 SCHEMA_KEY = 'schema'
 ANOMALIES_KEY = 'anomalies'
-PREVIOUS_REPORTS_KEY = 'previous_reports'
 # Outputs.
 REPORT_KEY = 'report'
 # Execution properties (they land in ML Metadata with the execution).
 ALLOW_ANOMALIES_KEY = 'allow_anomalies'
 CHECK_DRIFT_KEY = 'check_drift'
+# The folder of the drift baselines (see component.py).
+BASELINE_DIR_KEY = 'baseline_dir'
 
 # Drift is measured on this split of the current and of the previous span.
 DRIFT_SPLIT = 'train'
@@ -26,6 +27,10 @@ REPORT_JSON_FILE = 'report.json'
 FAILED_REPORTS_DIR = 'failed_reports'
 # The drift split's statistics of a span that passed, kept for the next span.
 STATISTICS_FILE = 'statistics.pb'
+# In the baseline folder, span <N>'s entry is span-<N>/statistics.pb (named as
+# the data's span folders, leantfx/spans.py): the drift split's statistics of
+# the first run that passed span N.
+BASELINES_DIR = 'drift_baselines'
 # Custom properties of the report artifact.
 SPAN_PROPERTY = 'span'
 PASSED_PROPERTY = 'passed'
@@ -37,18 +42,20 @@ BASELINE_SPAN_PROPERTY = 'drift_baseline_span'
 class DataValidationReport(types.Artifact):
   """report.txt / report.json of one validation, and the statistics it passed.
 
-  Only a span that passed is published; the Resolver of the next run finds the
-  previous span's statistics through these artifacts.
+  Only a span that passed is published. Its statistics are also kept in the
+  gate's baseline folder, where the next span's drift check finds them (see
+  component.py).
   """
   TYPE_NAME = 'leantfx.DataValidationReport'
 
 
 class ValidationGateSpec(types.ComponentSpec):
-  """ValidationGate: anomalies + statistics (+ previous span) -> pass or stop."""
+  """ValidationGate: anomalies + statistics (+ the baseline folder) -> pass or stop."""
 
   PARAMETERS = {
       ALLOW_ANOMALIES_KEY: ExecutionParameter(type=str),
       CHECK_DRIFT_KEY: ExecutionParameter(type=int),
+      BASELINE_DIR_KEY: ExecutionParameter(type=str, optional=True),
   }
   INPUTS = {
       # Read for its span only (ExampleGen records it as a custom property).
@@ -60,8 +67,6 @@ class ValidationGateSpec(types.ComponentSpec):
           ChannelParameter(type=standard_artifacts.Schema),
       ANOMALIES_KEY:
           ChannelParameter(type=standard_artifacts.ExampleAnomalies),
-      PREVIOUS_REPORTS_KEY:
-          ChannelParameter(type=DataValidationReport, optional=True),
   }
   OUTPUTS = {
       REPORT_KEY: ChannelParameter(type=DataValidationReport),

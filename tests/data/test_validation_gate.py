@@ -181,7 +181,7 @@ def _artifact(cls, uri, splits=None, span=None):
   return artifact
 
 
-def _gate_inputs(tmp_path, rows, schema, span, previous_reports=()):
+def _gate_inputs(tmp_path, rows, schema, span):
   stats_dir = tmp_path / f'stats{span}'
   anomalies_dir = tmp_path / f'anomalies{span}'
   for split in ('train', 'eval'):
@@ -206,7 +206,6 @@ def _gate_inputs(tmp_path, rows, schema, span, previous_reports=()):
                                          ['train', 'eval'])],
       spec_lib.SCHEMA_KEY: [_artifact(standard_artifacts.Schema,
                                       str(schema_dir))],
-      spec_lib.PREVIOUS_REPORTS_KEY: list(previous_reports),
   }
   report = _artifact(spec_lib.DataValidationReport,
                      str(tmp_path / 'gate' / 'report' / str(span)))
@@ -215,19 +214,21 @@ def _gate_inputs(tmp_path, rows, schema, span, previous_reports=()):
 
 def test_executor_passes_then_catches_drift_against_the_passed_span(
     tmp_path, penguins, schema):
+  baselines = str(tmp_path / 'drift_baselines')
   properties = {spec_lib.ALLOW_ANOMALIES_KEY: '[]',
-                spec_lib.CHECK_DRIFT_KEY: 1}
+                spec_lib.CHECK_DRIFT_KEY: 1,
+                spec_lib.BASELINE_DIR_KEY: baselines}
   inputs, outputs, first = _gate_inputs(tmp_path, penguins, schema, 1)
   executor_lib.Executor().Do(inputs, outputs, properties)
   assert first.get_int_custom_property(spec_lib.PASSED_PROPERTY) == 1
   assert os.path.isfile(os.path.join(first.uri, spec_lib.STATISTICS_FILE))
   assert 'PASSED' in open(os.path.join(first.uri, 'report.txt')).read()
+  # The passed span's statistics are the next span's drift baseline.
+  assert os.listdir(baselines) == ['span-1']
 
   adelie = [r for r in penguins if r['species'] == 'Adelie']
   drifted = adelie + [r for r in penguins if r['species'] != 'Adelie'][:40]
-  first.id = 7
-  inputs, outputs, second = _gate_inputs(tmp_path, drifted, schema, 2,
-                                         previous_reports=[first])
+  inputs, outputs, second = _gate_inputs(tmp_path, drifted, schema, 2)
   with pytest.raises(InputDataError) as raised:
     executor_lib.Executor().Do(inputs, outputs, properties)
   message = str(raised.value)
@@ -239,19 +240,6 @@ def test_executor_passes_then_catches_drift_against_the_passed_span(
   report = json.loads(open(path.replace('.txt', '.json')).read())
   assert report['drift_baseline_span'] == 1 and not report['passed']
   assert not os.path.exists(os.path.join(second.uri, spec_lib.STATISTICS_FILE))
+  assert os.listdir(baselines) == ['span-1']  # A failed span is no baseline.
 
 
-def test_resolver_keeps_the_first_passed_report_per_span():
-  from leantfx.components.validation_gate import component  # pylint: disable=g-import-not-at-top
-  reports = []
-  for artifact_id, span in ((1, 1), (2, 1), (3, 2), (4, 2), (5, 3)):
-    report = spec_lib.DataValidationReport()
-    report.id = artifact_id
-    report.set_int_custom_property(spec_lib.SPAN_PROPERTY, span)
-    reports.append(report)
-  resolved = component.PassedReportsStrategy().resolve_artifacts(
-      None, {'reports': reports[::-1]})
-  # Stable across re-runs of a span: a re-run adds a report that is ignored.
-  assert [r.id for r in resolved['reports']] == [1, 3, 5]
-  assert component.PassedReportsStrategy().resolve_artifacts(
-      None, {'reports': []}) == {'reports': []}

@@ -22,7 +22,7 @@ pytestmark = pytest.mark.e2e
 # Pusher.
 EXPECTED_NODES = {
     'CsvExampleGen', 'StatisticsGen', 'ImportSchemaGen', 'ExampleValidator',
-    'previous_validation_resolver', 'ValidationGate', 'Augment',
+    'ValidationGate', 'Augment',
     'Transform', 'Trainer', 'latest_blessed_model_resolver', 'Evaluator',
     'Pusher'
 }

@@ -1,0 +1,372 @@
+"""The ValidationGate's drift check on Kubeflow: the compiled tasks, really run.
+
+No KFP cluster exists here, so the test plays KFP's backend for two runs of
+the compiled pipeline (span 1, then a drifted span 2). For each task from
+CsvExampleGen to the ValidationGate, in dependency order, it builds the
+ExecutorInput the KFP launcher substitutes for ``{{$}}``: the task's
+parameters (constants, pipeline parameters at their defaults), its input
+artifacts as the producing tasks of the same run recorded them in their
+ExecutorOutput (name, type, uri, metadata), and fresh output URIs under
+``<pipeline root>/<run>/<task>/``. It then runs the task's own command lines
+(CsvExampleGen's driver first), with this Python in place of the image's.
+As in TFX's V2 entry point, the executor takes only parameters (span, input
+config) from its driver's ExecutorOutput; what KFP records for a task is what
+its executor wrote.
+
+The compiled pipeline has no resolver task for the drift baseline (TFX's
+LatestArtifact query cannot find a custom artifact type, and the open-source
+KFP backend runs no resolver task): the gate reads the baseline folder under
+the compiled pipeline root, where span 1's passing gate kept its statistics
+(components/validation_gate/component.py). To stay within a few minutes,
+the two runs' tasks before the gate run side by side (run 1 pins span 1 with
+the range_config parameter) and run 2 reuses run 1's ImportSchemaGen output,
+as KFP's cache would (same parameters, no inputs); run 1's gate runs before
+run 2's.
+"""
+import concurrent.futures
+import csv
+import dataclasses
+import glob
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from leantfx import config as config_lib
+from leantfx import datasets
+from leantfx import schemas
+from leantfx.kubeflow import compiler
+from leantfx.pipeline import run_parameters
+from tests.orchestration.conftest import IMAGE
+
+GATE = 'ValidationGate'
+PIPELINE_NAME = 'leantfx-penguins'
+# Every task the gate's inputs come from, and nothing else.
+GATE_ANCESTORS = {'CsvExampleGen', 'ImportSchemaGen', 'StatisticsGen',
+                  'ExampleValidator'}
+
+
+@pytest.fixture(scope='module')
+def kfp(tmp_path_factory):
+  """The pipeline compiled for Kubeflow (drift on) and its folders."""
+  root = tmp_path_factory.mktemp('kfp_drift')
+  data_root = root / 'data'
+  source = datasets.prepare('penguins', str(root / 'bundled'))
+  with open(source, newline='', encoding='utf-8') as f:
+    rows = list(csv.DictReader(f))
+  spec = dataclasses.replace(datasets.BUNDLED['penguins'],
+                             schema_file=schemas.bundled_schema('penguins'))
+  pipeline_root = str(root / 'pipeline_root')
+  config = config_lib.PipelineConfig(
+      pipeline_name=PIPELINE_NAME,
+      pipeline_root=str(root / 'local_root'),
+      data_root=str(data_root),
+      serving_model_dir=str(root / 'serving'),
+      dataset=spec,
+      optimization=None,
+      beam_pipeline_args=('--direct_num_workers=1',))
+  assert config.validation.check_drift
+  config = compiler.kubeflow_pipeline_config(config, pipeline_root)
+  out = str(root / 'pipeline.yaml')
+  compiler.compile_pipeline(config, IMAGE, out)
+  return {
+      'spec': compiler.load_spec(out),
+      'rows': rows,
+      'data_root': data_root,
+      'pipeline_root': pipeline_root,
+      'baselines': os.path.join(pipeline_root, PIPELINE_NAME, GATE,
+                                'drift_baselines'),
+  }
+
+
+def _write_span(data_root, span, rows):
+  folder = data_root / f'span-{span}'
+  folder.mkdir(parents=True)
+  with open(folder / 'penguins.csv', 'w', newline='',
+            encoding='utf-8') as f:
+    writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+    writer.writeheader()
+    writer.writerows(rows)
+
+
+def _ancestors(spec, task_name):
+  found, todo = set(), [task_name]
+  while todo:
+    for dependency in spec.root.dag.tasks[todo.pop()].dependent_tasks:
+      if dependency not in found:
+        found.add(dependency)
+        todo.append(dependency)
+  return found
+
+
+def _parameters(spec, task, overrides=None):
+  from google.protobuf import json_format  # pylint: disable=g-import-not-at-top
+  defaults = compiler.parameters_of(spec)
+  defaults.update(overrides or {})
+  values = {}
+  for name, param in task.inputs.parameters.items():
+    if param.HasField('component_input_parameter'):
+      values[name] = defaults[param.component_input_parameter]
+    else:
+      values[name] = json_format.MessageToDict(param.runtime_value.constant)
+  return values
+
+
+def _run_task(spec, name, run_dir, produced, overrides):
+  """Runs one compiled task as the KFP launcher would.
+
+  Args:
+    spec: the compiled PipelineSpec.
+    name: the task's name.
+    run_dir: <pipeline root>/<run id>.
+    produced: (task, output key) -> the RuntimeArtifact dict KFP recorded;
+      the task's outputs are added to it when it succeeds.
+    overrides: pipeline parameters of the run (others at their defaults).
+
+  Returns:
+    The executor's CompletedProcess (the driver's must succeed).
+  """
+  from google.protobuf import json_format  # pylint: disable=g-import-not-at-top
+  task = spec.root.dag.tasks[name]
+  component = spec.components[task.component_ref.name]
+  container = spec.deployment_spec['executors'][
+      component.executor_label]['container']
+  inputs = {}
+  for key, source in task.inputs.artifacts.items():
+    producer = source.task_output_artifact
+    inputs[key] = {'artifacts': [
+        produced[(producer.producer_task, producer.output_artifact_key)]]}
+  task_dir = os.path.join(run_dir, name)
+  outputs = {}
+  for key, definition in component.output_definitions.artifacts.items():
+    outputs[key] = {'artifacts': [{
+        'name': f'{os.path.basename(run_dir)}-{name}-{key}',
+        'type': json_format.MessageToDict(definition.artifact_type),
+        'uri': os.path.join(task_dir, key),
+        'metadata': {},
+    }]}
+  output_file = os.path.join(task_dir, 'executor_output.json')
+  executor_input = json.dumps({
+      'inputs': {'parameterValues': _parameters(spec, task, overrides),
+                 'artifacts': inputs},
+      'outputs': {'artifacts': outputs, 'outputFile': output_file},
+  })
+
+  def command_line(command, args):
+    command = [sys.executable if c == 'python' else c for c in command]
+    return command + [executor_input if a == '{{$}}' else a for a in args]
+
+  env = dict(os.environ, TF_USE_LEGACY_KERAS='1')
+  lines = []
+  if 'lifecycle' in container:  # CsvExampleGen's driver.
+    hook = container['lifecycle']['preCacheCheck']
+    lines.append(command_line(hook['command'], hook['args']))
+  lines.append(command_line(container['command'], container['args']))
+  for line in lines:
+    result = subprocess.run(line, capture_output=True, text=True, env=env,
+                            timeout=300, check=False)
+    if result.returncode:
+      return result
+  with open(output_file, encoding='utf-8') as f:
+    executor_output = json.load(f)
+  for key, output in outputs.items():
+    (written,) = executor_output['artifacts'][key]['artifacts']
+    recorded = dict(output['artifacts'][0])
+    recorded['metadata'] = written.get('metadata', {})
+    produced[(name, key)] = recorded
+  return result
+
+
+def _levels(spec, names):
+  """names in dependency levels: each level depends only on earlier ones."""
+  levels, left = [], set(names)
+  while left:
+    ready = sorted(n for n in left
+                   if not set(spec.root.dag.tasks[n].dependent_tasks) & left)
+    assert ready, f'dependency cycle among {left}'
+    levels.append(ready)
+    left -= set(ready)
+  return levels
+
+
+def _run_two_spans(kfp):
+  """Run 1 (span 1) and run 2 (the newest span, 2) up to their gates.
+
+  The tasks before the gate of both runs go level by level, two processes at
+  a time (independent runs: run 1 pins span 1 with the range_config
+  parameter, as `kfp submit --span 1` does); then run 1's gate, then run
+  2's.
+
+  Returns:
+    (the two runs' produced artifacts, the two gates' processes).
+  """
+  spec = kfp['spec']
+  runs = ({'range_config': run_parameters.pinned_span_json(1)}, {})
+  produced = ({}, {})
+  levels = _levels(spec, _ancestors(spec, GATE))
+
+  def run(job):
+    index, name = job
+    if index == 1 and name == 'ImportSchemaGen':
+      # A KFP cache hit: same parameters, no inputs.
+      produced[1][(name, 'schema')] = produced[0][(name, 'schema')]
+      return
+    result = _run_task(spec, name, _run_dir(kfp, index), produced[index],
+                       runs[index])
+    assert result.returncode == 0, (index, name, result.stderr[-4000:])
+
+  with concurrent.futures.ThreadPoolExecutor(2) as pool:
+    for level in levels:
+      # Run 2's ImportSchemaGen waits for run 1's (the cache entry).
+      jobs = [(i, n) for n in level for i in (0, 1)]
+      list(pool.map(run, [j for j in jobs if j != (1, 'ImportSchemaGen')]))
+      if (1, 'ImportSchemaGen') in jobs:
+        run((1, 'ImportSchemaGen'))
+  gates = [_run_task(spec, GATE, _run_dir(kfp, i), produced[i], runs[i])
+           for i in (0, 1)]
+  return produced, gates
+
+
+def _span(examples):
+  """The span on an Examples artifact as KFP recorded it (ExecutorOutput
+  metadata; 'custom:' marks a custom property whose name is also a property
+  of the type)."""
+  metadata = examples['metadata']
+  return metadata.get('span', metadata.get('custom:span'))
+
+
+def _run_dir(kfp, index):
+  return os.path.join(kfp['pipeline_root'], f'run-{index + 1}')
+
+
+@pytest.mark.e2e
+def test_drift_stops_the_compiled_pipeline_at_the_gate(kfp):
+  spec = kfp['spec']
+  tasks = spec.root.dag.tasks
+  # The baseline is no resolver task: the gate depends only on its data.
+  assert _ancestors(spec, GATE) == GATE_ANCESTORS
+  assert not any('resolver' in t and 'validation' in t for t in tasks), tasks
+  gate_params = _parameters(spec, tasks[GATE])
+  assert gate_params['check_drift'] == 1
+  assert gate_params['baseline_dir'] == kfp['baselines']
+
+  # Span 1: the bundled penguins. Span 2: Adelie are 79% of the penguins
+  # instead of 44%.
+  _write_span(kfp['data_root'], 1, kfp['rows'])
+  adelie = [r for r in kfp['rows'] if r['species'] == 'Adelie']
+  others = [r for r in kfp['rows'] if r['species'] != 'Adelie']
+  _write_span(kfp['data_root'], 2, adelie + others[:40])
+  produced, (gate_1, gate_2) = _run_two_spans(kfp)
+
+  # Run 1 passes span 1 and keeps its statistics as the baseline.
+  assert _span(produced[0][('CsvExampleGen', 'examples')]) == 1
+  assert gate_1.returncode == 0, gate_1.stderr[-4000:]
+  report = produced[0][(GATE, 'report')]
+  assert report['metadata']['span'] == 1
+  assert report['metadata']['passed'] == 1
+  assert report['metadata']['drift_baseline_span'] == -1
+  with open(os.path.join(report['uri'], 'report.txt'), encoding='utf-8') as f:
+    text = f.read()
+  assert 'result: PASSED' in text
+  assert 'no earlier span has passed validation yet' in text
+  assert os.path.isfile(os.path.join(kfp['baselines'], 'span-1',
+                                     'statistics.pb'))
+
+  # Run 2 stops at the gate on span 2's drift against span 1.
+  assert _span(produced[1][('CsvExampleGen', 'examples')]) == 2
+  assert gate_2.returncode != 0
+  assert "'species' COMPARATOR_L_INFTY_HIGH" in gate_2.stderr
+  assert 'Data validation stopped the run on span 2' in gate_2.stderr
+  assert (GATE, 'report') not in produced[1]  # Failed: no output recorded.
+  (failed,) = glob.glob(os.path.join(_run_dir(kfp, 1), 'failed_reports', '*',
+                                     'report.json'))
+  with open(failed, encoding='utf-8') as f:
+    failed_report = json.load(f)
+  assert failed_report['drift_baseline_span'] == 1
+  assert not failed_report['passed']
+  assert sorted(os.listdir(kfp['baselines'])) == ['span-1']  # Not span 2.
+
+  # Nothing downstream runs: KFP starts a task only once every task it
+  # depends on succeeded; Augment waits for the gate, Transform for Augment,
+  # and so on down to the Pusher.
+  assert GATE in tasks['Augment'].dependent_tasks
+  assert 'Augment' in tasks['Transform'].dependent_tasks
+  for name in ('Augment', 'Transform', 'Trainer', 'Evaluator', 'Pusher'):
+    assert GATE in _ancestors(spec, name), name
+
+
+def _gate(tmp_path, name, rows, span, baseline_dir):
+  """Runs the gate's executor in-process on rows as span (None: no span)."""
+  # pylint: disable=g-import-not-at-top
+  import tensorflow_data_validation as tfdv
+  from tfx.types import artifact_utils
+  from tfx.types import standard_artifacts
+  from leantfx.components.validation_gate import executor
+  from leantfx.components.validation_gate import spec as spec_lib
+  from tests.data import helpers
+  # pylint: enable=g-import-not-at-top
+  schema = helpers.schema('penguins')
+  stats = helpers.statistics(rows, schema)
+
+  def artifact(cls, key, splits=()):
+    made = cls()
+    made.uri = str(tmp_path / name / key)
+    os.makedirs(made.uri, exist_ok=True)
+    if splits:
+      made.split_names = artifact_utils.encode_split_names(list(splits))
+    return made
+
+  examples = artifact(standard_artifacts.Examples, 'examples')
+  if span is not None:
+    examples.set_int_custom_property('span', span)
+  statistics = artifact(standard_artifacts.ExampleStatistics, 'statistics',
+                        ['train'])
+  anomalies = artifact(standard_artifacts.ExampleAnomalies, 'anomalies',
+                       ['train'])
+  os.makedirs(os.path.join(statistics.uri, 'Split-train'))
+  with open(os.path.join(statistics.uri, 'Split-train', 'FeatureStats.pb'),
+            'wb') as f:
+    f.write(stats.SerializeToString())
+  os.makedirs(os.path.join(anomalies.uri, 'Split-train'))
+  with open(os.path.join(anomalies.uri, 'Split-train', 'SchemaDiff.pb'),
+            'wb') as f:
+    f.write(tfdv.validate_statistics(stats, schema).SerializeToString())
+  schema_artifact = artifact(standard_artifacts.Schema, 'schema')
+  tfdv.write_schema_text(schema, os.path.join(schema_artifact.uri,
+                                              'schema.pbtxt'))
+  report = artifact(spec_lib.DataValidationReport, 'gate/report')
+  executor.Executor().Do(
+      {spec_lib.EXAMPLES_KEY: [examples], spec_lib.STATISTICS_KEY: [statistics],
+       spec_lib.SCHEMA_KEY: [schema_artifact],
+       spec_lib.ANOMALIES_KEY: [anomalies]},
+      {spec_lib.REPORT_KEY: [report]},
+      {spec_lib.ALLOW_ANOMALIES_KEY: '[]', spec_lib.CHECK_DRIFT_KEY: 1,
+       spec_lib.BASELINE_DIR_KEY: baseline_dir})
+  with open(os.path.join(report.uri, 'report.txt'), encoding='utf-8') as f:
+    return report.get_int_custom_property('drift_baseline_span'), f.read()
+
+
+@pytest.mark.unit
+def test_baseline_folder_is_never_the_span_itself(tmp_path):
+  """Re-runs of a span compare with the span below, not with themselves."""
+  source = datasets.prepare('penguins', str(tmp_path / 'data'))
+  with open(source, newline='', encoding='utf-8') as f:
+    rows = list(csv.DictReader(f))
+  folder = str(tmp_path / 'drift_baselines')
+  assert _gate(tmp_path, 'a', rows, 1, folder)[0] == -1
+  first = os.path.join(folder, 'span-1', 'statistics.pb')
+  written = os.stat(first).st_mtime_ns
+  assert _gate(tmp_path, 'b', rows, 1, folder)[0] == -1  # Not span 1.
+  assert os.stat(first).st_mtime_ns == written  # The first pass stays.
+  assert _gate(tmp_path, 'c', rows, 2, folder)[0] == 1
+  assert _gate(tmp_path, 'd', rows, 2, folder)[0] == 1  # Not span 2.
+  assert _gate(tmp_path, 'e', rows, 3, folder)[0] == 2
+  assert sorted(os.listdir(folder)) == ['span-1', 'span-2', 'span-3']
+  # An Examples artifact without a span: drift is not checked, and nothing
+  # is kept (it would be filed under a made-up span).
+  baseline, text = _gate(tmp_path, 'f', rows, None, folder)
+  assert baseline == -1
+  assert 'drift: not checked (ExampleGen recorded no span' in text
+  assert sorted(os.listdir(folder)) == ['span-1', 'span-2', 'span-3']
