@@ -29,8 +29,6 @@ import dataclasses
 import glob
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 
@@ -39,6 +37,7 @@ from leantfx import datasets
 from leantfx import schemas
 from leantfx.kubeflow import compiler
 from leantfx.pipeline import run_parameters
+from tests.orchestration import kfp_launcher
 from tests.orchestration.conftest import IMAGE
 
 GATE = 'ValidationGate'
@@ -101,19 +100,6 @@ def _ancestors(spec, task_name):
   return found
 
 
-def _parameters(spec, task, overrides=None):
-  from google.protobuf import json_format  # pylint: disable=g-import-not-at-top
-  defaults = compiler.parameters_of(spec)
-  defaults.update(overrides or {})
-  values = {}
-  for name, param in task.inputs.parameters.items():
-    if param.HasField('component_input_parameter'):
-      values[name] = defaults[param.component_input_parameter]
-    else:
-      values[name] = json_format.MessageToDict(param.runtime_value.constant)
-  return values
-
-
 def _run_task(spec, name, run_dir, produced, overrides):
   """Runs one compiled task as the KFP launcher would.
 
@@ -131,8 +117,7 @@ def _run_task(spec, name, run_dir, produced, overrides):
   from google.protobuf import json_format  # pylint: disable=g-import-not-at-top
   task = spec.root.dag.tasks[name]
   component = spec.components[task.component_ref.name]
-  container = spec.deployment_spec['executors'][
-      component.executor_label]['container']
+  container = kfp_launcher.container_of(spec, name)
   inputs = {}
   for key, source in task.inputs.artifacts.items():
     producer = source.task_output_artifact
@@ -148,27 +133,16 @@ def _run_task(spec, name, run_dir, produced, overrides):
         'metadata': {},
     }]}
   output_file = os.path.join(task_dir, 'executor_output.json')
-  executor_input = json.dumps({
-      'inputs': {'parameterValues': _parameters(spec, task, overrides),
+  executor_input = {
+      'inputs': {'parameterValues':
+                     kfp_launcher.task_parameters(spec, name, overrides),
                  'artifacts': inputs},
       'outputs': {'artifacts': outputs, 'outputFile': output_file},
-  })
-
-  def command_line(command, args):
-    command = [sys.executable if c == 'python' else c for c in command]
-    return command + [executor_input if a == '{{$}}' else a for a in args]
-
-  env = dict(os.environ, TF_USE_LEGACY_KERAS='1')
-  lines = []
-  if 'lifecycle' in container:  # CsvExampleGen's driver.
-    hook = container['lifecycle']['preCacheCheck']
-    lines.append(command_line(hook['command'], hook['args']))
-  lines.append(command_line(container['command'], container['args']))
-  for line in lines:
-    result = subprocess.run(line, capture_output=True, text=True, env=env,
-                            timeout=300, check=False)
-    if result.returncode:
-      return result
+  }
+  result = kfp_launcher.run(
+      kfp_launcher.command_lines(container, executor_input), timeout=300)
+  if result.returncode:
+    return result
   with open(output_file, encoding='utf-8') as f:
     executor_output = json.load(f)
   for key, output in outputs.items():
@@ -248,7 +222,7 @@ def test_drift_stops_the_compiled_pipeline_at_the_gate(kfp):
   # The baseline is no resolver task: the gate depends only on its data.
   assert _ancestors(spec, GATE) == GATE_ANCESTORS
   assert not any('resolver' in t and 'validation' in t for t in tasks), tasks
-  gate_params = _parameters(spec, tasks[GATE])
+  gate_params = kfp_launcher.task_parameters(spec, GATE)
   assert gate_params['check_drift'] == 1
   assert gate_params['baseline_dir'] == kfp['baselines']
 

@@ -29,6 +29,7 @@ import yaml
 from leantfx import config as config_lib
 from leantfx import datasets
 from leantfx.kubeflow import compiler
+from tests.orchestration import kfp_launcher
 from tests.orchestration.conftest import IMAGE
 
 MODEL_NAME = 'penguins'
@@ -117,7 +118,7 @@ def run_local_pipeline(root: str) -> None:
 def local_inputs(tmp_path_factory):
   """The real upstream artifacts: one local run, in a child process."""
   root = str(tmp_path_factory.mktemp('kfp_optimizer_local'))
-  env = dict(os.environ, TF_USE_LEGACY_KERAS='1', TF_CPP_MIN_LOG_LEVEL='2')
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2')
   result = subprocess.run(
       [sys.executable, '-c',
        'import sys; from tests.orchestration import test_kfp_optimizer as t; '
@@ -193,15 +194,6 @@ def test_compiled_optimizer_runs_only_on_the_evaluator_blessing(compiled):
       optimize_spec.OptimizationReport)
 
 
-def _task_parameters(spec, task_name):
-  from google.protobuf import json_format  # pylint: disable=g-import-not-at-top
-  values = {}
-  for name, param in spec.root.dag.tasks[task_name].inputs.parameters.items():
-    assert param.HasField('runtime_value'), name  # Constants only.
-    values[name] = json_format.MessageToDict(param.runtime_value.constant)
-  return values
-
-
 @pytest.mark.e2e
 def test_compiled_optimizer_task_pushes_tflite(compiled, local_inputs,
                                                tmp_path):
@@ -210,8 +202,7 @@ def test_compiled_optimizer_task_pushes_tflite(compiled, local_inputs,
   task = spec.root.dag.tasks['ModelOptimizer']
   component = json_format.MessageToDict(
       spec.components[task.component_ref.name])
-  container = json_format.MessageToDict(spec.deployment_spec)['executors'][
-      component['executorLabel']]['container']
+  container = kfp_launcher.container_of(spec, 'ModelOptimizer')
   definitions = component['inputDefinitions']['artifacts']
   assert set(definitions) == set(task.inputs.artifacts) == set(LOCAL_INPUTS)
   input_artifacts = {}
@@ -232,31 +223,20 @@ def test_compiled_optimizer_task_pushes_tflite(compiled, local_inputs,
         'metadata': {},
     }]}
   output_file = str(tmp_path / 'task' / 'executor_output.json')
-  executor_input = json.dumps({
-      'inputs': {
-          'artifacts': input_artifacts,
-          'parameterValues': _task_parameters(spec, 'ModelOptimizer'),
-      },
+  parameters = kfp_launcher.task_parameters(spec, 'ModelOptimizer')
+  assert all(
+      p.HasField('runtime_value') for p in
+      spec.root.dag.tasks['ModelOptimizer'].inputs.parameters.values())
+  executor_input = {
+      'inputs': {'artifacts': input_artifacts, 'parameterValues': parameters},
       'outputs': {'artifacts': outputs, 'outputFile': output_file},
-  })
-
-  def command_line(command, args):
-    command = [sys.executable if c == 'python' else c for c in command]
-    return command + [executor_input if a == '{{$}}' else a for a in args]
-
-  env = dict(os.environ, TF_USE_LEGACY_KERAS='1', TF_CPP_MIN_LOG_LEVEL='2')
-  lines = []
-  hook = container.get('lifecycle', {}).get('preCacheCheck')
-  if hook:  # The task's own driver, if the compiler gave it one.
-    lines.append(command_line(hook['command'], hook['args']))
-  lines.append(command_line(container['command'], container['args']))
+  }
   args = list(container['args'])
   assert args[args.index('--executor_class_path') + 1] == (
       'leantfx.components.optimize.executor.Executor')
-  for line in lines:
-    result = subprocess.run(line, capture_output=True, text=True, env=env,
-                            timeout=1200, check=False)
-    assert result.returncode == 0, result.stderr[-6000:]
+  result = kfp_launcher.run(
+      kfp_launcher.command_lines(container, executor_input), timeout=1200)
+  assert result.returncode == 0, result.stderr[-6000:]
 
   # The push: <tflite_push_base>/<model>/<version>/{model.tflite,manifest.json}.
   model_dir = os.path.join(tflite_dir, MODEL_NAME)

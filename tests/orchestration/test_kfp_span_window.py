@@ -13,8 +13,6 @@ import csv
 import glob
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 import tensorflow as tf
@@ -23,6 +21,7 @@ from leantfx import datasets
 from leantfx.components.span_window_example_gen import executor
 from leantfx.kubeflow import compiler
 from tests.helpers import run_cli
+from tests.orchestration import kfp_launcher
 from tests.orchestration.conftest import IMAGE
 
 # Rows per span: distinct counts, so the total names the spans that were read.
@@ -55,25 +54,10 @@ def window_spec(tmp_path_factory):
       'compile', '--target', 'kubeflow', '--image', IMAGE, '--dataset',
       'penguins', '--data-root', data_root, '--pipeline-root',
       str(root / 'pipeline_root'), '--serving-dir', str(root / 'serving'),
-      '--span-window', '2', '--out', out
+      '--span-window', '2', '--no-optimize', '--out', out
   ], timeout=600)
   assert result.returncode == 0, result.stdout + result.stderr
   return compiler.load_spec(out), root
-
-
-def _task_parameters(spec, task_name, overrides):
-  """The task's parameter values as the launcher resolves them."""
-  from google.protobuf import json_format  # pylint: disable=g-import-not-at-top
-  defaults = compiler.parameters_of(spec)
-  defaults.update(overrides)
-  values = {}
-  task = spec.root.dag.tasks[task_name]
-  for name, param in task.inputs.parameters.items():
-    if param.HasField('component_input_parameter'):
-      values[name] = defaults[param.component_input_parameter]
-    else:
-      values[name] = json_format.MessageToDict(param.runtime_value.constant)
-  return values
 
 
 def _run_example_gen_task(spec, workdir, overrides=None):
@@ -83,15 +67,13 @@ def _run_example_gen_task(spec, workdir, overrides=None):
     (the Examples artifact's folder, the driver's ExecutorOutput dict: the
     span and fingerprint KFP records on the task before the executor runs).
   """
-  task = spec.root.dag.tasks['CsvExampleGen']
-  label = spec.components[task.component_ref.name].executor_label
-  container = spec.deployment_spec['executors'][label]['container']
+  container = kfp_launcher.container_of(spec, 'CsvExampleGen')
   examples_uri = os.path.join(workdir, 'examples')
   output_file = os.path.join(workdir, 'task', 'executor_output.json')
-  executor_input = json.dumps({
+  executor_input = {
       'inputs': {
           'parameterValues':
-              _task_parameters(spec, 'CsvExampleGen', overrides or {})
+              kfp_launcher.task_parameters(spec, 'CsvExampleGen', overrides)
       },
       'outputs': {
           'artifacts': {
@@ -106,23 +88,14 @@ def _run_example_gen_task(spec, workdir, overrides=None):
           },
           'outputFile': output_file,
       },
-  })
-
-  def command_line(command, args):
-    command = [sys.executable if c == 'python' else c for c in command]
-    return command + [executor_input if a == '{{$}}' else a for a in args]
-
-  env = dict(os.environ)
-  hook = container['lifecycle']['preCacheCheck']
-  driver_output = None
-  for line in (command_line(hook['command'], hook['args']),
-               command_line(container['command'], container['args'])):
-    result = subprocess.run(line, capture_output=True, text=True, env=env,
-                            timeout=600, check=False)
-    assert result.returncode == 0, result.stderr[-4000:]
-    if driver_output is None:
-      with open(output_file, encoding='utf-8') as f:
-        driver_output = json.load(f)
+  }
+  driver, executor = kfp_launcher.command_lines(container, executor_input)
+  result = kfp_launcher.run([driver], timeout=600)
+  assert result.returncode == 0, result.stderr[-4000:]
+  with open(output_file, encoding='utf-8') as f:
+    driver_output = json.load(f)
+  result = kfp_launcher.run([executor], timeout=600)
+  assert result.returncode == 0, result.stderr[-4000:]
   return examples_uri, driver_output
 
 
