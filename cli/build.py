@@ -72,8 +72,10 @@ def cluster_path(option: str, value: Optional[str]) -> Optional[str]:
   Raises:
     ConfigError: for a relative local path.
   """
-  if value is None or _URI_RE.match(value) or value.startswith('/'):
-    return value.rstrip('/') if value not in (None, '/') else value
+  if value is None:
+    return None
+  if _URI_RE.match(value) or value.startswith('/'):
+    return value.rstrip('/') or '/'
   raise ConfigError(
       f'{option} {value!r} is a relative path on this machine, which the '
       "cluster's containers cannot reach. Pass an object-store URI (gs://, "

@@ -43,6 +43,26 @@ def _resources(cpu, memory, gpu=None):
                             gpu_type=kind, gpu_count=count)
 
 
+def _check_runs_on_kubeflow(args: argparse.Namespace) -> None:
+  """Refuses, by name, options a Kubeflow task cannot honour.
+
+  Raises:
+    ConfigError: for multi-worker training (a KFP task is one pod, with no
+      TF_CONFIG cluster) or float16 without a GPU for the Trainer.
+  """
+  if args.strategy == 'multi_worker':
+    raise ConfigError(
+        '--strategy multi_worker cannot work on Kubeflow: each component, '
+        'the Trainer included, runs in one pod with no TF_CONFIG cluster. '
+        'Use --strategy mirrored with --trainer-gpu TYPE:COUNT (GPUs of one '
+        'pod), or run multi-worker training locally.')
+  if args.precision == 'mixed_float16' and not args.trainer_gpu:
+    raise ConfigError(
+        '--precision mixed_float16 needs a GPU, and the compiled Trainer '
+        'gets none: add --trainer-gpu TYPE[:COUNT] (e.g. nvidia.com/gpu:1), '
+        'or use --precision auto.')
+
+
 def cmd_compile(args: argparse.Namespace) -> int:
   """Handler of ``leantfx compile``."""
   # pylint: disable=g-import-not-at-top
@@ -51,6 +71,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
   from leantfx.kubeflow import compiler
   # pylint: enable=g-import-not-at-top
   compiler.check_image(args.image)
+  _check_runs_on_kubeflow(args)
   if args.dataset is None and args.sample_data is None:
     raise ConfigError('Pass --dataset NAME (bundled), or --sample-data DIR '
                       '--label COLUMN: a local copy of your data that fixes '

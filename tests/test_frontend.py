@@ -155,6 +155,19 @@ def test_compile_says_the_span_window_cannot_read_images(tmp_path, capsys):
   assert '--span-window 3 cannot work on Kubeflow with images data' in error
 
 
+@pytest.mark.parametrize('extra, message', [
+    (['--strategy', 'multi_worker'], '--strategy multi_worker cannot work on '
+     'Kubeflow'),
+    (['--precision', 'mixed_float16'], '--precision mixed_float16 needs a '
+     'GPU'),
+])
+def test_compile_refuses_what_a_kubeflow_task_cannot_do(tmp_path, capsys,
+                                                        extra, message):
+  code, error = _error_of(_commands(tmp_path)['compile'] + extra, capsys)
+  assert code == 2 and error.startswith(message), error
+  assert not os.path.exists(tmp_path / 'p.yaml')
+
+
 def test_watch_on_kubeflow_refuses_compiled_in_options_by_name(tmp_path,
                                                                capsys):
   argv = ['watch', '--data-root', str(tmp_path), '--target', 'kubeflow',
