@@ -14,6 +14,7 @@ import time
 from typing import Optional, TextIO
 
 _terminal: Optional[TextIO] = None
+_saved_fd: Optional[int] = None  # fd 2 as it was before divert_stderr.
 _log_path: Optional[str] = None
 # A command without an output folder of its own logs here.
 _MAX_SHARED_LOG_BYTES = 10 * 1024 * 1024
@@ -54,13 +55,27 @@ def divert_stderr(path: str) -> None:
   Raises:
     OSError: when path cannot be opened.
   """
-  global _terminal, _log_path
+  global _terminal, _saved_fd, _log_path
   fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
   sys.stderr.flush()
   if _terminal is None:
-    _terminal = os.fdopen(os.dup(2), 'w', buffering=1)
+    _saved_fd = os.dup(2)
+    _terminal = os.fdopen(os.dup(_saved_fd), 'w', buffering=1)
   os.dup2(fd, 2)
   os.close(fd)
   _log_path = path
   os.write(2, time.strftime('\n=== leantfx %Y-%m-%d %H:%M:%S: ').encode() +
            ' '.join(sys.argv[1:]).encode(errors='replace') + b'\n')
+
+
+def restore_stderr() -> None:
+  """Points fd 2 back at the terminal (main() calls it when a command ends,
+  so a caller that runs main in-process, a test, keeps its own stderr)."""
+  global _terminal, _saved_fd, _log_path
+  if _saved_fd is None:
+    return
+  sys.stderr.flush()
+  os.dup2(_saved_fd, 2)
+  os.close(_saved_fd)
+  _terminal.close()
+  _terminal = _saved_fd = _log_path = None

@@ -80,6 +80,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
           f' (the traceback is in {where}). Please report it.',
           file=console.terminal())
     return EXIT_INTERNAL_ERROR
+  finally:
+    console.restore_stderr()
 
 
 if __name__ == '__main__':

@@ -137,6 +137,11 @@ def test_penguins_first_run_pushes_a_model_at_its_reported_accuracy(
     penguins_output, penguins_first_run):
   result, summary = penguins_first_run
   assert result.returncode == 0, result.stdout + result.stderr
+  # The first screen is leantfx's own: TensorFlow's start-up noise and the
+  # libraries' warnings went to the log.
+  assert result.stderr == '', result.stderr
+  assert all(line.startswith(('leantfx run', '[', '  ')) or not line
+             for line in result.stdout.splitlines()), result.stdout
   for node in ('CsvExampleGen', 'Trainer', 'Evaluator', 'Pusher'):
     assert re.search(rf'\] {node} +running', result.stdout), result.stdout
   assert set(summary.executions) == EXPECTED_NODES

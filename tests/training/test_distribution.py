@@ -208,7 +208,7 @@ def test_cli_multi_worker_without_tf_config(tmp_path):
     (['--accumulation-steps', '0'], None, 'accumulation_steps must be'),
     (['--tune', '0'], None, 'tuner budget is 0 trials'),
 ])
-def test_cli_rejects_bad_training_options(tmp_path, monkeypatch, capsys, args,
+def test_cli_rejects_bad_training_options(tmp_path, monkeypatch, capfd, args,
                                           tf_config, message):
   if tf_config is None:
     monkeypatch.delenv('TF_CONFIG', raising=False)
@@ -216,7 +216,8 @@ def test_cli_rejects_bad_training_options(tmp_path, monkeypatch, capsys, args,
     monkeypatch.setenv('TF_CONFIG', tf_config)
   out = str(tmp_path / 'out')
   code = cli.main(['run', '--dataset', 'penguins', '--output', out] + args)
-  err = capsys.readouterr().err
+  # fd level: leantfx's message goes to the terminal's file descriptor.
+  err = capfd.readouterr().err
   assert code == 2, err
   assert message in err
   assert not os.path.exists(os.path.join(out, 'tfx'))
