@@ -16,7 +16,9 @@ def _without_optimizer(args: Sequence[str]) -> list:
   args = list(args)
   if not args or '--no-optimize' in args:
     return args
-  if args[0] in ('run', 'watch'):
+  if args[0] == 'run' or (args[0] == 'watch' and 'kubeflow' not in args):
+    # A Kubeflow watcher submits a compiled package: pipeline options are
+    # compiled in, and it refuses them.
     return args + ['--no-optimize']
   return args
 
