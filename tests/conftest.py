@@ -11,3 +11,8 @@ import os
 import leantfx  # pylint: disable=unused-import
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
+# TensorFlow tracks CPU allocator statistics (which the activation
+# checkpointing test reads as peak memory) only with oneDNN's allocator, and
+# turns oneDNN on by default only on CPUs with AVX-512: on an AVX2-only
+# machine reset_memory_stats('CPU:0') fails without this.
+os.environ.setdefault('TF_ENABLE_ONEDNN_OPTS', '1')
