@@ -13,6 +13,7 @@ from tfx.types import standard_artifacts
 
 from leantfx import config as config_lib
 from leantfx import datasets
+from leantfx import schemas
 from leantfx.components.augment import executor as executor_lib
 from leantfx.components.augment import spec as spec_lib
 from tests.data import helpers
@@ -50,7 +51,7 @@ def _run(examples_dir, out_dir, cfg, beam_args=()):
   examples.set_int_custom_property('span', 3)
   examples.set_string_custom_property('payload_format', 'FORMAT_TF_EXAMPLE')
   schema = standard_artifacts.Schema()
-  schema.uri = os.path.dirname(helpers.cli.bundled_schema('penguins'))
+  schema.uri = os.path.dirname(schemas.bundled_schema('penguins'))
   output = standard_artifacts.Examples()
   output.uri = out_dir
   os.makedirs(out_dir, exist_ok=True)
