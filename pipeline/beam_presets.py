@@ -59,6 +59,11 @@ DEFAULT_PROCESS_COMMAND = '/opt/apache/beam/boot'
 # (kubeflow/beam_cluster.py) and of `leantfx beam worker-pool` by default.
 WORKER_POOL_PORT = 50000
 CLUSTER_ENVIRONMENT = f'external:localhost:{WORKER_POOL_PORT}'
+# Beam's Java job servers stage artifacts on this port of the same host.
+# They name their own bind address (--job-host=0.0.0.0 in a pod) as the
+# staging endpoint, which a client in another pod cannot use; so the flink
+# and spark presets name it at the job server's host.
+ARTIFACT_PORT = 8098
 _HOST_PORT_RE = re.compile(r'^(?P<host>[A-Za-z0-9_.-]+|\[[0-9A-Fa-f:]+\])'
                            r':(?P<port>\d{1,5})$')
 _LOCAL_HOSTS = ('localhost', '127.0.0.1', '[::1]', '0.0.0.0')
@@ -184,6 +189,7 @@ class PortablePreset:
   doc: str
   job_server: Optional[str]
   default_environment: str
+  artifact_port: Optional[int] = None
 
 
 PORTABLE_PRESETS: Dict[str, PortablePreset] = {
@@ -193,11 +199,11 @@ PORTABLE_PRESETS: Dict[str, PortablePreset] = {
     'flink': PortablePreset(
         'flink', 'Apache Flink through its Beam job server',
         'the Flink job server (apache/beam_flink1.18_job_server, started '
-        'with --flink-master)', CLUSTER_ENVIRONMENT),
+        'with --flink-master)', CLUSTER_ENVIRONMENT, ARTIFACT_PORT),
     'spark': PortablePreset(
         'spark', 'Apache Spark through its Beam job server',
         'the Spark job server (apache/beam_spark3_job_server, started with '
-        '--spark-master-url)', CLUSTER_ENVIRONMENT),
+        '--spark-master-url)', CLUSTER_ENVIRONMENT, ARTIFACT_PORT),
 }
 
 
@@ -319,8 +325,12 @@ def portable_args(preset: str, job_endpoint: Optional[str],
           'SDK worker per pipeline. Start `leantfx beam job-server` and pass '
           'its address as --job-endpoint for several, or use --beam-runner '
           'direct --beam-mode multi_processing.')
-  return ['--runner=PortableRunner', f'--job_endpoint={job_endpoint}',
-          *environment.beam_args(), f'--sdk_worker_parallelism={workers}']
+  args = ['--runner=PortableRunner', f'--job_endpoint={job_endpoint}']
+  if spec.artifact_port:
+    host = parse_host_port(job_endpoint, '--job-endpoint')[0]
+    args.append(f'--artifact_endpoint={host}:{spec.artifact_port}')
+  return args + [*environment.beam_args(),
+                 f'--sdk_worker_parallelism={workers}']
 
 
 def beam_pipeline_args(runner: str = 'direct',

@@ -38,6 +38,7 @@ def test_passthrough_overrides_a_preset_flag():
       job_endpoint='beam-job-server:8099')
   assert args == ['--runner=PortableRunner',
                   '--job_endpoint=beam-job-server:8099',
+                  '--artifact_endpoint=beam-job-server:8098',
                   '--environment_type=EXTERNAL',
                   '--environment_config=localhost:50000',
                   '--environment_cache_millis=10000',
@@ -115,6 +116,7 @@ def test_flink_and_spark_are_portable_plus_their_job_server(runner):
       runner, workers=2, job_endpoint='beam-job-server:8099')
   assert args == ['--runner=PortableRunner',
                   '--job_endpoint=beam-job-server:8099',
+                  '--artifact_endpoint=beam-job-server:8098',
                   '--environment_type=EXTERNAL',
                   '--environment_config=localhost:50000',
                   '--sdk_worker_parallelism=2']
