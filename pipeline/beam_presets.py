@@ -64,6 +64,14 @@ CLUSTER_ENVIRONMENT = f'external:localhost:{WORKER_POOL_PORT}'
 # staging endpoint, which a client in another pod cannot use; so the flink
 # and spark presets name it at the job server's host.
 ARTIFACT_PORT = 8098
+# Beam's PortableRunner puts --job_server_timeout (default 60 s) on the job's
+# state and message streams when the job server knows the job by its
+# preparation id, as Beam's own Python job server does: every job longer
+# than that fails with DEADLINE_EXCEEDED while it goes on running on the
+# server. A remote endpoint therefore gets a bound on one component's Beam
+# job instead; whether the server answers at all is the preflight's 10 s
+# check (pipeline/beam_preflight.py).
+JOB_TIMEOUT_S = 24 * 3600
 _HOST_PORT_RE = re.compile(r'^(?P<host>[A-Za-z0-9_.-]+|\[[0-9A-Fa-f:]+\])'
                            r':(?P<port>\d{1,5})$')
 _LOCAL_HOSTS = ('localhost', '127.0.0.1', '[::1]', '0.0.0.0')
@@ -326,6 +334,8 @@ def portable_args(preset: str, job_endpoint: Optional[str],
           'its address as --job-endpoint for several, or use --beam-runner '
           'direct --beam-mode multi_processing.')
   args = ['--runner=PortableRunner', f'--job_endpoint={job_endpoint}']
+  if job_endpoint != EMBED:
+    args.append(f'--job_server_timeout={JOB_TIMEOUT_S}')
   if spec.artifact_port:
     host = parse_host_port(job_endpoint, '--job-endpoint')[0]
     args.append(f'--artifact_endpoint={host}:{spec.artifact_port}')

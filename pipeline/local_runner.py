@@ -104,6 +104,17 @@ def _cause_of_kind(error: BaseException, kind: type) -> Optional[BaseException]:
   return None
 
 
+def _reason(error: BaseException) -> str:
+  """One line on why error happened, for the terminal."""
+  code, details = getattr(error, 'code', None), getattr(error, 'details', None)
+  if callable(code) and callable(details):
+    # A gRPC error (e.g. from a job server): its str() is a multi-line dump
+    # that ends in '>'.
+    return f'{code()}: {details()}'[:500]
+  lines = [l.strip() for l in str(error).splitlines() if len(l.strip()) > 1]
+  return (lines or [''])[-1][:500]
+
+
 def _format_progress(node: str, what: str, seconds: float,
                      since_start: float) -> str:
   if what == 'started':
@@ -163,8 +174,7 @@ def run_pipeline(config: config_lib.PipelineConfig,
       # Beam wraps what happens while it applies or runs a transform ("Failed
       # to apply ..."); the lost worker pool is what the user can act on.
       cause = e if lost is None else lost
-      reason = str(lost) if lost is not None else (
-          str(e).strip().splitlines() or [''])[-1][:500]
+      reason = str(lost) if lost is not None else _reason(e)
       raise PipelineRunError(
           f'The pipeline failed {where}: {type(cause).__name__}: {reason} '
           'Nothing was pushed by this run. The full log, with the '

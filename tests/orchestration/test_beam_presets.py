@@ -38,6 +38,7 @@ def test_passthrough_overrides_a_preset_flag():
       job_endpoint='beam-job-server:8099')
   assert args == ['--runner=PortableRunner',
                   '--job_endpoint=beam-job-server:8099',
+                  '--job_server_timeout=86400',
                   '--artifact_endpoint=beam-job-server:8098',
                   '--environment_type=EXTERNAL',
                   '--environment_config=localhost:50000',
@@ -92,6 +93,7 @@ def test_portable_preset():
       'portable', workers=2, job_endpoint='127.0.0.1:8099',
       environment=beam_presets.parse_environment('external:127.0.0.1:5'))
   assert args == ['--runner=PortableRunner', '--job_endpoint=127.0.0.1:8099',
+                  '--job_server_timeout=86400',
                   '--environment_type=EXTERNAL',
                   '--environment_config=127.0.0.1:5',
                   '--sdk_worker_parallelism=2']
@@ -116,6 +118,7 @@ def test_flink_and_spark_are_portable_plus_their_job_server(runner):
       runner, workers=2, job_endpoint='beam-job-server:8099')
   assert args == ['--runner=PortableRunner',
                   '--job_endpoint=beam-job-server:8099',
+                  '--job_server_timeout=86400',
                   '--artifact_endpoint=beam-job-server:8098',
                   '--environment_type=EXTERNAL',
                   '--environment_config=localhost:50000',
