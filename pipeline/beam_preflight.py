@@ -30,6 +30,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -144,14 +145,24 @@ def check_endpoints(target: beam_presets.PortableTarget,
           f'{_start_pool_hint(port)}. Nothing ran.')
 
 
+_EXCEPTION_LINE = re.compile(r'^[\w.]*(Error|Exception)\w*: ')
+
+
 def _last_error(stderr: str) -> str:
-  """The most telling line of a failed probe's stderr."""
+  """The most telling line of a failed probe's stderr.
+
+  The last exception line that is not Beam's own summary ("Pipeline ... failed
+  in state FAILED"), which names no cause.
+  """
   lines = [l.strip() for l in stderr.splitlines() if l.strip()]
-  for needle in ('ModuleNotFoundError', 'ImportError', 'Error starting worker',
-                 'RuntimeError', 'Error'):
-    hits = [l for l in lines if needle in l]
+  causes = [l for l in lines if _EXCEPTION_LINE.match(l) and
+            not l.startswith('RuntimeError: Pipeline ')]
+  for needle in ('ModuleNotFoundError', 'ImportError', 'Error starting worker'):
+    hits = [l for l in causes if needle in l]
     if hits:
       return hits[-1][:400]
+  if causes:
+    return causes[-1][:400]
   return (lines[-1] if lines else 'no output')[:400]
 
 

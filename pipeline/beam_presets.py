@@ -51,9 +51,10 @@ from leantfx.errors import ConfigError
 DIRECT_MODES = ('in_memory', 'multi_threading', 'multi_processing')
 EMBED = 'embed'
 ENVIRONMENT_KINDS = ('loopback', 'external', 'process', 'docker')
-# Beam's Python SDK container keeps its boot executable (the container
-# contract: --id, --provision_endpoint, ...) here; kubeflow/Dockerfile's base
-# image tensorflow/tfx is built on that container.
+# Where Beam's SDK containers keep their boot executable (the container
+# contract: --id, --provision_endpoint, ...). Not checked against
+# kubeflow/Dockerfile's image here (no Docker); an image that keeps it
+# elsewhere needs --environment process:COMMAND.
 DEFAULT_PROCESS_COMMAND = '/opt/apache/beam/boot'
 # The port of the worker pool sidecar in the deploy files
 # (kubeflow/beam_cluster.py) and of `leantfx beam worker-pool` by default.

@@ -267,3 +267,19 @@ def test_preflight_names_a_pool_whose_workers_never_start(tmp_path):
   assert f'external:127.0.0.1:{port} ran the preflight probe within 30s' in (
       message), message
   assert f'leantfx beam worker-pool --port {port}' in message
+
+
+def test_preflight_names_a_docker_environment_without_docker(tmp_path):
+  """The embedded service starts DOCKER workers with `docker run`."""
+  env_path = os.environ['PATH']
+  os.environ['PATH'] = str(tmp_path)  # No docker executable on it.
+  try:
+    with pytest.raises(BeamEnvironmentError) as raised:
+      beam_preflight.check(_args('docker:registry.example.com/leantfx:1.0'),
+                           str(tmp_path), probe_timeout=90)
+  finally:
+    os.environ['PATH'] = env_path
+  message = str(raised.value)
+  assert ('The preflight probe failed on --environment '
+          'docker:registry.example.com/leantfx:1.0') in message, message
+  assert 'docker' in message.split(':', 2)[-1]
