@@ -184,8 +184,22 @@ def probe_workers(target: beam_presets.PortableTarget,
     BeamEnvironmentError: when the probe fails, times out, or finds workers
       without leantfx or with another leantfx version than this one.
   """
+  probe_dir = os.path.join(scratch, '.beam-preflight', uuid.uuid4().hex)
+  try:
+    return _probe(target, beam_args, os.path.join(probe_dir, 'probe'),
+                  timeout)
+  finally:
+    # A local pipeline root keeps nothing of the probe (on an object store
+    # probe_main deleted its files, and there are no folders).
+    shutil.rmtree(probe_dir, ignore_errors=True)
+    with contextlib.suppress(OSError):
+      os.rmdir(os.path.dirname(probe_dir))
+
+
+def _probe(target: beam_presets.PortableTarget, beam_args: Sequence[str],
+           prefix: str, timeout: float) -> List[dict]:
+  """probe_workers' work; the probe writes below prefix."""
   import leantfx  # pylint: disable=g-import-not-at-top
-  prefix = os.path.join(scratch, '.beam-preflight', uuid.uuid4().hex, 'probe')
   command = [sys.executable, '-c',
              'import sys; from leantfx.pipeline import beam_preflight as m; '
              'sys.exit(m.probe_main(sys.argv[1:]))', prefix, *beam_args]
@@ -239,8 +253,6 @@ def probe_workers(target: beam_presets.PortableTarget,
           f'({report.get("python")}), this run leantfx '
           f'{leantfx.__version__}: rebuild the workers\' image or restart '
           'the pool from this environment. Nothing ran.')
-  if os.path.isdir(os.path.dirname(os.path.dirname(prefix))):
-    shutil.rmtree(os.path.dirname(os.path.dirname(prefix)), ignore_errors=True)
   _LOGGER.info('preflight: %s answered in %.1fs: %s', where,
                time.monotonic() - started, reports)
   return reports

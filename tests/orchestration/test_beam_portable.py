@@ -57,6 +57,7 @@ def test_the_pool_binds_127_0_0_1_and_its_workers_run_leantfx(pool, tmp_path):
   assert reports and {r['python'] for r in reports} == {sys.executable}
   assert all(r['keras2'] for r in reports), reports
   assert 'started SDK worker' in pool.log()
+  assert not (tmp_path / '.beam-preflight').exists()  # The probe cleaned up.
 
 
 def test_the_job_server_runs_the_sdk_workers_the_pipeline_asks_for(
@@ -247,6 +248,7 @@ def test_preflight_names_workers_that_cannot_import_leantfx(tmp_path):
   finally:
     _stop(pool)
   message = str(raised.value)
+  assert not (tmp_path / '.beam-preflight').exists()
   assert "No module named 'leantfx'" in message, message
   assert 'The SDK workers cannot import leantfx' in message
   assert raised.value.exit_code == 3
