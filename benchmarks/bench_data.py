@@ -149,7 +149,8 @@ def figure_augment(scratch: str, count: int):
       'the second core is free (other jobs share it).']
 
 
-def _penguin_like_rows(count: int, seed: int):
+def penguin_like_rows(count: int, seed: int):
+  """Yields (header, row) of the bundled penguins resampled with noise."""
   from leantfx import datasets  # pylint: disable=g-import-not-at-top
   with tempfile.TemporaryDirectory() as tmp:
     path = datasets.prepare('penguins', tmp)
@@ -174,7 +175,7 @@ def figure_statistics(scratch: str, count: int):
   started = time.perf_counter()
   with open(path, 'w', newline='', encoding='utf-8') as f:
     writer = None
-    for header, row in _penguin_like_rows(count, 3):
+    for header, row in penguin_like_rows(count, 3):
       if writer is None:
         writer = csv.DictWriter(f, fieldnames=header, lineterminator='\n')
         writer.writeheader()

@@ -7,6 +7,9 @@ message whichever command (run, compile, watch, ...) has the option.
 import argparse
 import re
 
+from leantfx.errors import ConfigError
+from leantfx.pipeline import beam_presets
+
 _SIZE_RE = re.compile(r'^\s*(\d+)\s*(|b|k|kb|kib|m|mb|mib|g|gb|gib)\s*$',
                       re.IGNORECASE)
 _SIZE_UNITS = {'': 1, 'b': 1, 'k': 1024, 'kb': 1000, 'kib': 1024,
@@ -90,3 +93,19 @@ def size_bytes(text: str) -> int:
     raise argparse.ArgumentTypeError(
         f'{text!r} is not a size; use e.g. 16MiB, 500KB or 1048576.')
   return int(match.group(1)) * _SIZE_UNITS[match.group(2).lower()]
+
+
+def beam_environment(text: str) -> beam_presets.Environment:
+  """--environment: loopback, external:HOST:PORT, process[:CMD], docker:IMAGE."""
+  try:
+    return beam_presets.parse_environment(text)
+  except ConfigError as e:
+    raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def job_endpoint(text: str) -> str:
+  """--job-endpoint: embed or HOST:PORT."""
+  try:
+    return beam_presets.parse_job_endpoint(text)
+  except ConfigError as e:
+    raise argparse.ArgumentTypeError(str(e)) from None

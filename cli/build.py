@@ -13,7 +13,7 @@ import argparse
 import dataclasses
 import os
 import re
-from typing import Any, Dict, Optional, Tuple, Union
+from typing import Any, Dict, List, Optional, Tuple, Union
 
 from leantfx import config as config_lib
 from leantfx.cli import dataset as dataset_lib
@@ -202,10 +202,49 @@ def check_option_values(args: argparse.Namespace) -> None:
   config_lib.OrchestrationConfig(span=getattr(args, 'span', None),
                                  span_window=args.span_window,
                                  warm_start=args.warm_start)
-  beam_presets.beam_pipeline_args(args.beam_runner, args.beam_mode,
-                                  args.beam_workers, args.beam_arg)
+  beam_args(args)
   if args.image_shape is not None:
     dataset_lib.image_shape(args.image_shape)
+
+
+def beam_args(args: argparse.Namespace) -> List[str]:
+  """The beam_pipeline_args of the options (pipeline/beam_presets.py).
+
+  Raises:
+    ConfigError: for a combination the runner preset does not take.
+  """
+  return beam_presets.beam_pipeline_args(
+      args.beam_runner, args.beam_mode, args.beam_workers, args.beam_arg,
+      job_endpoint=args.job_endpoint, environment=args.environment)
+
+
+def check_cluster_beam_args(beam_pipeline_args) -> None:
+  """Refuses portable addresses that only mean something on this machine.
+
+  On Kubeflow every component runs in its own pod: no worker pool or job
+  server listens on that pod's localhost, and embed with an external
+  environment would contact one there.
+
+  Raises:
+    ConfigError: naming --job-endpoint or --environment.
+  """
+  target = beam_presets.portable_target(beam_pipeline_args)
+  if target is None:
+    return
+  if target.job_endpoint != beam_presets.EMBED and target.runs_here:
+    raise ConfigError(
+        f'--job-endpoint {target.job_endpoint} names this machine, which '
+        "the cluster's component pods cannot reach. Compile with the job "
+        'server\'s cluster address (e.g. beam-job-server:8099, from '
+        '`leantfx deploy flink|spark`).')
+  if target.pool_address is not None and beam_presets.is_local_host(
+      target.pool_address[0]):
+    raise ConfigError(
+        f'--environment {target.environment} with --job-endpoint '
+        f'{target.job_endpoint}: each Kubeflow component runs in its own '
+        'pod, where no worker pool listens on localhost. Use --beam-runner '
+        'flink|spark --job-endpoint JOB_SERVER:8099 (their task managers '
+        'run the pool as a sidecar), or an external pool Service address.')
 
 
 def _local_root(args: argparse.Namespace, target: Target) -> Optional[str]:
@@ -242,6 +281,7 @@ def build_pipeline_config(args: argparse.Namespace, target: Target) -> Built:
         serving_model_dir=f'{target.serving_dir}/{spec.name}',
         metadata_path=None,
         tflite_push_base=target.tflite_dir if optimization else None)
+    check_cluster_beam_args(beam_args(args))
     if optimization is not None and not target.tflite_dir:
       raise ConfigError(
           'The ModelOptimizer pushes TFLite models: pass --tflite-dir DIR '
@@ -269,9 +309,7 @@ def build_pipeline_config(args: argparse.Namespace, target: Target) -> Built:
       evaluation=config_lib.EvaluationConfig(
           min_accuracy=args.min_accuracy,
           max_accuracy_drop=args.max_accuracy_drop),
-      beam_pipeline_args=tuple(
-          beam_presets.beam_pipeline_args(args.beam_runner, args.beam_mode,
-                                          args.beam_workers, args.beam_arg)),
+      beam_pipeline_args=tuple(beam_args(args)),
       enable_cache=not args.no_cache,
       orchestration=config_lib.OrchestrationConfig(
           span=getattr(args, 'span', None), span_window=args.span_window,

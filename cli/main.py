@@ -14,6 +14,7 @@ import sys
 import traceback
 from typing import Optional, Sequence
 
+from leantfx.cli import beam as beam_commands
 from leantfx.cli import console
 from leantfx.cli import kubeflow as kubeflow_commands
 from leantfx.cli import run as run_command
@@ -23,7 +24,7 @@ from leantfx.cli import watch as watch_command
 from leantfx.errors import LeantfxError
 
 COMMAND_MODULES = (run_command, kubeflow_commands, watch_command,
-                   serving_commands, tools)
+                   serving_commands, beam_commands, tools)
 EXIT_INTERNAL_ERROR = 1
 
 

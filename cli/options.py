@@ -203,16 +203,34 @@ def add_pipeline_options(parser: argparse.ArgumentParser,
   beam = rec.group('beam (the data components: ExampleGen, statistics, '
                    'Augment, Transform, Evaluator)')
   beam.add('--beam-runner', choices=beam_presets.RUNNERS, default='direct',
-           help='direct (default) or a cluster preset; see '
-           'pipeline/beam_presets.py')
+           help='direct (default: the DirectRunner in this process), '
+           "portable (Beam's portability framework: Job API + Fn API), "
+           'flink or spark (portable, submitted to their Beam job server), '
+           'dataflow; see docs/beam.md')
   beam.add('--beam-mode', choices=beam_presets.DIRECT_MODES,
            default='in_memory', help='DirectRunner running mode (default '
            'in_memory)')
   beam.add('--beam-workers', type=argtypes.positive_int, default=1,
-           help='DirectRunner workers (e.g. 2 with multi_processing)')
+           help='DirectRunner workers (e.g. 2 with multi_processing); SDK '
+           'workers per environment for portable, flink and spark '
+           '(--sdk_worker_parallelism)')
+  beam.add('--job-endpoint', type=argtypes.job_endpoint,
+           metavar='HOST:PORT|embed',
+           help='portable runners: where the pipelines are submitted. embed: '
+           "Beam's job service in this process (one SDK worker); HOST:PORT: "
+           'a job server (`leantfx beam job-server`, or a Flink/Spark job '
+           'server)')
+  beam.add('--environment', type=argtypes.beam_environment,
+           metavar='ENVIRONMENT',
+           help='portable runners: where the SDK workers run: loopback, '
+           'external:HOST:PORT, process[:COMMAND] or docker:IMAGE. loopback: in '
+           'this process (default for portable); external:HOST:PORT: a '
+           'worker pool (`leantfx beam worker-pool`; default for flink and '
+           f'spark: {beam_presets.CLUSTER_ENVIRONMENT}, the task managers\' '
+           'sidecar); process: the runner runs COMMAND; docker: IMAGE')
   beam.add('--beam-arg', action='append', default=[], metavar='ARG',
            help='extra Beam pipeline argument, passed through (repeatable), '
-           'e.g. --beam-arg=--runner=FlinkRunner')
+           'e.g. --beam-arg=--environment_cache_millis=10000')
   existing = getattr(parser, _DESTS_ATTR, [])
   setattr(parser, _DESTS_ATTR, existing + rec.dests)
 

@@ -57,6 +57,7 @@ def _run(args: argparse.Namespace, output: str, log_path: str,
   # pylint: disable=g-import-not-at-top
   # Lazy: TensorFlow and TFX load only once the options and data passed.
   from leantfx.cli import build
+  from leantfx.pipeline import beam_preflight
   from leantfx.pipeline import local_runner
   from leantfx.pipeline import run_summary
   # pylint: enable=g-import-not-at-top
@@ -74,6 +75,14 @@ def _run(args: argparse.Namespace, output: str, log_path: str,
         f'rows in span {data.profile.span} of {data.data_root}, '
         f'{len(config.dataset.classes)} classes), runner {args.runner}, '
         f'output {output}')
+  # A portable run's job service and SDK workers are checked before any
+  # component runs: Beam would wait for workers that never come, for ever.
+  reports = beam_preflight.check(config.beam_pipeline_args,
+                                 config.pipeline_root)
+  if reports:
+    workers = sorted({(r['python'], r['leantfx']) for r in reports})
+    print('  beam preflight: the SDK workers answered ('
+          + '; '.join(f'{p}, leantfx {v}' for p, v in workers) + ')')
   since_ms = int(time.time() * 1000)
   local_runner.run_pipeline(config, args.runner, log_path,
                             quiet_console=not args.verbose)

@@ -1,4 +1,4 @@
-"""The ``serve``, ``deploy tf-serving`` and ``predict`` commands.
+"""The ``serve``, ``deploy tf-serving`` and ``predict`` commands (``deploy flink|spark``: cli/beam.py).
 
 Each command sets ``func`` to a handler that takes the parsed args and
 returns the process exit code. Importing this module is cheap: the serving
@@ -11,6 +11,7 @@ import sys
 from typing import Optional
 
 from leantfx.cli import argtypes
+from leantfx.cli import beam as beam_commands
 from leantfx.cli import console
 from leantfx.errors import ConfigError, LeantfxError
 
@@ -84,6 +85,7 @@ def add_commands(subparsers) -> None:
       '--pvc', help='Mount this PersistentVolumeClaim instead of a hostPath '
       'of --model-base-path.')
   tf_serving.set_defaults(func=deploy_tf_serving)
+  beam_commands.add_deploy_targets(targets)
 
   predict_parser = subparsers.add_parser(
       'predict', help='Send a predict request to a model server.')

@@ -28,3 +28,13 @@ class PipelineRunError(LeantfxError):
   """The pipeline ran but a component failed; nothing was pushed by this run."""
 
   exit_code = 3
+
+
+class BeamEnvironmentError(LeantfxError):
+  """The Beam job service or SDK workers a run needs do not answer.
+
+  Nothing ran (a preflight check) or the run stopped (the workers were lost);
+  either way nothing was pushed.
+  """
+
+  exit_code = 3

@@ -14,7 +14,8 @@ import time
 from typing import Callable, Dict, Iterator, Optional, TextIO
 
 from leantfx import config as config_lib
-from leantfx.errors import ConfigError, PipelineRunError
+from leantfx.errors import BeamEnvironmentError, ConfigError, PipelineRunError
+from leantfx.pipeline import beam_preflight
 
 RUNNERS = ('local', 'beam')
 # LocalDagRunner logs 'Component X is running.'; BeamDagRunner 'node X is ...'.
@@ -92,6 +93,28 @@ def _configure_logging(log_path: str, progress: ProgressHandler) -> None:
   logging.captureWarnings(True)
 
 
+def _cause_of_kind(error: BaseException, kind: type) -> Optional[BaseException]:
+  """error, or the first exception of kind it was raised from, or None."""
+  seen = set()
+  while error is not None and id(error) not in seen:
+    if isinstance(error, kind):
+      return error
+    seen.add(id(error))
+    error = error.__cause__ or error.__context__
+  return None
+
+
+def _reason(error: BaseException) -> str:
+  """One line on why error happened, for the terminal."""
+  code, details = getattr(error, 'code', None), getattr(error, 'details', None)
+  if callable(code) and callable(details):
+    # A gRPC error (e.g. from a job server): its str() is a multi-line dump
+    # that ends in '>'.
+    return f'{code()}: {details()}'[:500]
+  lines = [l.strip() for l in str(error).splitlines() if len(l.strip()) > 1]
+  return (lines or [''])[-1][:500]
+
+
 def _format_progress(node: str, what: str, seconds: float,
                      since_start: float) -> str:
   if what == 'started':
@@ -141,14 +164,19 @@ def run_pipeline(config: config_lib.PipelineConfig,
       else:
         from tfx.orchestration.beam import beam_dag_runner  # pylint: disable=g-import-not-at-top
         dag_runner = beam_dag_runner.BeamDagRunner()
-      dag_runner.run(tfx_pipeline)
+      with beam_preflight.watch_worker_pool(config.beam_pipeline_args):
+        dag_runner.run(tfx_pipeline)
     except Exception as e:  # pylint: disable=broad-except
       logging.exception('The pipeline failed.')
       where = (f'in component {progress.last_started}'
                if progress.last_started else 'before any component ran')
-      reason = (str(e).strip().splitlines() or [''])[-1][:500]
+      lost = _cause_of_kind(e, BeamEnvironmentError)
+      # Beam wraps what happens while it applies or runs a transform ("Failed
+      # to apply ..."); the lost worker pool is what the user can act on.
+      cause = e if lost is None else lost
+      reason = str(lost) if lost is not None else _reason(e)
       raise PipelineRunError(
-          f'The pipeline failed {where}: {type(e).__name__}: {reason} '
+          f'The pipeline failed {where}: {type(cause).__name__}: {reason} '
           'Nothing was pushed by this run. The full log, with the '
           f'traceback, is {log_path}.') from e
     finally:

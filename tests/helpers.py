@@ -1,7 +1,10 @@
-"""Helpers shared by the CLI and pipeline tests: run the real console script."""
+"""Helpers shared by the CLI and pipeline tests: run the real console script and Beam servers."""
 import os
+import re
+import signal
 import subprocess
 import sys
+import time
 from typing import Sequence
 
 LEANTFX = os.path.join(os.path.dirname(sys.executable), 'leantfx')
@@ -42,3 +45,80 @@ def run_cli(args: Sequence[str], timeout: float = RUN_TIMEOUT_S,
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2', **(env or {}))
   return subprocess.run([LEANTFX, *args], capture_output=True, text=True,
                         timeout=timeout, env=env, cwd=cwd, check=False)
+
+
+class BeamServer:
+  """A `leantfx beam worker-pool|job-server` started by a test.
+
+  Attributes:
+    process: the server's process (its own session: stop() ends it).
+    address: HOST:PORT from its "ready at" line.
+    log_path: its --verbose output (the pool's workers write there too).
+  """
+
+  def __init__(self, args: Sequence[str], log_path: str,
+               ready_timeout: float = 120.0, env: dict = None):
+    self.log_path = log_path
+    self._log = open(log_path, 'w', encoding='utf-8')
+    self.process = subprocess.Popen(
+        [LEANTFX, 'beam', *args, '--verbose'], stdout=self._log,
+        stderr=subprocess.STDOUT, start_new_session=True,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2', **(env or {})))
+    deadline = time.monotonic() + ready_timeout
+    self.address = None
+    while self.address is None:
+      match = re.search(r'ready at (\S+)', self.log())
+      if match:
+        self.address = match.group(1)
+      elif self.process.poll() is not None or time.monotonic() > deadline:
+        self.stop()
+        raise AssertionError(f'leantfx beam {" ".join(args)} did not get '
+                             f'ready: {self.log()[-3000:]}')
+      else:
+        time.sleep(0.2)
+
+  @property
+  def port(self) -> int:
+    return int(self.address.rsplit(':', 1)[1])
+
+  def log(self) -> str:
+    with open(self.log_path, encoding='utf-8', errors='replace') as f:
+      return f.read()
+
+  def stop(self, sig: int = signal.SIGTERM, timeout: float = 60.0) -> int:
+    """Sends sig to the server and waits for it; returns its exit code."""
+    if self.process.poll() is None:
+      self.process.send_signal(sig)
+      try:
+        self.process.wait(timeout=timeout)
+      except subprocess.TimeoutExpired:
+        self.process.kill()
+        self.process.wait()
+    self._log.close()
+    return self.process.returncode
+
+
+def child_pids(pid: int) -> list:
+  """The pids of a process's children (Linux /proc)."""
+  children = []
+  for entry in os.listdir('/proc'):
+    if not entry.isdigit():
+      continue
+    try:
+      with open(f'/proc/{entry}/stat', encoding='utf-8') as f:
+        # "pid (comm) state ppid ...": comm may hold spaces, so split after
+        # its closing parenthesis.
+        fields = f.read().rsplit(')', 1)[1].split()
+    except OSError:
+      continue
+    if int(fields[1]) == pid:
+      children.append(int(entry))
+  return children
+
+
+def pid_alive(pid: int) -> bool:
+  try:
+    with open(f'/proc/{pid}/stat', encoding='utf-8') as f:
+      return f.read().rsplit(')', 1)[1].split()[0] != 'Z'
+  except OSError:
+    return False

@@ -70,6 +70,16 @@ def _error_of(argv, capsys):
     ['--allow-anomalies', 'NOT_A_KIND'],
     ['--beam-runner', 'flink', '--beam-mode', 'multi_processing'],
     ['--image-shape', '32x32'],
+    # The portable runner (issue 13): a bad --environment or --job-endpoint
+    # is an argparse error naming the option; a missing endpoint, or one the
+    # runner cannot use, the builder's.
+    ['--beam-runner', 'portable', '--job-endpoint', 'embed',
+     '--environment', 'external:nohost'],
+    ['--beam-runner', 'portable', '--job-endpoint', 'localhost'],
+    ['--beam-runner', 'portable'],
+    ['--beam-runner', 'portable', '--job-endpoint', 'embed',
+     '--beam-workers', '2'],
+    ['--environment', 'loopback'],
 ])
 def test_a_bad_option_gets_the_same_message_from_run_compile_and_watch(
     tmp_path, capsys, bad):
@@ -95,7 +105,9 @@ def test_watch_passes_every_pipeline_option_through_to_run(tmp_path):
       '--allow-anomalies', 'C', '--no-augment', '--no-drift-check',
       '--beam-arg=--foo=1', '--tune', '3', '--min-accuracy', '0.5',
       '--no-optimize', '--span-window', '2', '--warm-start', '--shift',
-      '0.25', '--categorical', 'island', '--class-weights', 'auto']
+      '0.25', '--categorical', 'island', '--class-weights', 'auto',
+      '--beam-runner', 'portable', '--job-endpoint', '127.0.0.1:8099',
+      '--environment', 'external:127.0.0.1:50000', '--beam-workers', '2']
   watch_args = _parse(['watch', '--data-root', str(tmp_path)] +
                       pipeline_args)
   argv = options.pipeline_argv(watch_args.parser, watch_args)
@@ -166,6 +178,35 @@ def test_compile_refuses_what_a_kubeflow_task_cannot_do(tmp_path, capsys,
   code, error = _error_of(_commands(tmp_path)['compile'] + extra, capsys)
   assert code == 2 and error.startswith(message), error
   assert not os.path.exists(tmp_path / 'p.yaml')
+
+
+@pytest.mark.parametrize('extra, message', [
+    (['--beam-runner', 'portable', '--job-endpoint', '127.0.0.1:8099'],
+     '--job-endpoint 127.0.0.1:8099 names this machine'),
+    (['--beam-runner', 'portable', '--job-endpoint', 'embed',
+      '--environment', 'external:localhost:50000'],
+     'no worker pool listens on localhost'),
+])
+def test_compile_refuses_beam_addresses_of_this_machine(tmp_path, capsys,
+                                                        extra, message):
+  code, error = _error_of(_commands(tmp_path)['compile'] + extra, capsys)
+  assert code == 2 and message in error, error
+  assert not os.path.exists(tmp_path / 'p.yaml')
+
+
+def test_compile_takes_the_flink_preset_into_every_beam_component(tmp_path):
+  """What `leantfx deploy flink` points a pipeline at, compiled for KFP."""
+  argv = _commands(tmp_path)['compile'] + [
+      '--beam-runner', 'flink', '--job-endpoint', 'beam-job-server:8099',
+      '--beam-workers', '2']
+  # --verbose: fd 2 stays the test's (the next tests read it).
+  assert main.main(argv + ['--verbose']) == 0
+  spec = open(tmp_path / 'p.yaml', encoding='utf-8').read()
+  for arg in ('--runner=PortableRunner', '--job_endpoint=beam-job-server:8099',
+              '--environment_type=EXTERNAL',
+              '--environment_config=localhost:50000',
+              '--sdk_worker_parallelism=2'):
+    assert arg in spec, arg
 
 
 def test_watch_on_kubeflow_refuses_compiled_in_options_by_name(tmp_path,

@@ -1,4 +1,4 @@
-"""Beam presets: DirectRunner modes and the documented cluster argument sets."""
+"""Beam presets: DirectRunner modes, the portable presets (portable, flink, spark), dataflow."""
 import pytest
 
 from leantfx.errors import ConfigError
@@ -33,25 +33,125 @@ def test_direct_modes_run_in_beam():
 
 def test_passthrough_overrides_a_preset_flag():
   args = beam_presets.beam_pipeline_args(
-      'flink', extra=['--flink_master=flink:8081', '--parallelism=16'])
-  assert args == ['--runner=FlinkRunner', '--environment_type=DOCKER',
-                  '--save_main_session', '--flink_master=flink:8081',
-                  '--parallelism=16']
+      'flink', extra=['--environment_cache_millis=10000',
+                      '--sdk_worker_parallelism=4'],
+      job_endpoint='beam-job-server:8099')
+  assert args == ['--runner=PortableRunner',
+                  '--job_endpoint=beam-job-server:8099',
+                  '--job_server_timeout=86400',
+                  '--artifact_endpoint=beam-job-server:8098',
+                  '--environment_type=EXTERNAL',
+                  '--environment_config=localhost:50000',
+                  '--environment_cache_millis=10000',
+                  '--sdk_worker_parallelism=4']
 
 
-@pytest.mark.parametrize('runner, required', [
-    ('flink', ['--flink_master=f:8081']),
-    ('spark', ['--spark_master_url=spark://m:7077']),
-    ('dataflow', ['--project=p', '--region=europe-west4',
-                  '--temp_location=gs://b/tmp']),
+@pytest.mark.parametrize('text, args', [
+    ('loopback', ['--environment_type=LOOPBACK']),
+    ('external:127.0.0.1:50000', ['--environment_type=EXTERNAL',
+                                  '--environment_config=127.0.0.1:50000']),
+    ('external:pool.svc:7', ['--environment_type=EXTERNAL',
+                             '--environment_config=pool.svc:7']),
+    ('docker:reg.example.com/leantfx:1.0',
+     ['--environment_type=DOCKER',
+      '--environment_config=reg.example.com/leantfx:1.0']),
+    ('process', ['--environment_type=PROCESS',
+                 '--environment_config={"command": "/opt/apache/beam/boot"}']),
+    ('process:/usr/local/bin/boot',
+     ['--environment_type=PROCESS',
+      '--environment_config={"command": "/usr/local/bin/boot"}']),
 ])
-def test_cluster_presets_need_their_required_arguments(runner, required):
-  preset = beam_presets.CLUSTER_PRESETS[runner]
-  args = beam_presets.beam_pipeline_args(runner, extra=required)
-  assert args[0] == f'--runner={preset.runner}'
+def test_environments_become_portable_options(text, args):
+  environment = beam_presets.parse_environment(text)
+  assert environment.beam_args() == args
+  # str() is what `leantfx watch` passes on to the runs it starts.
+  assert beam_presets.parse_environment(str(environment)) == environment
+
+
+@pytest.mark.parametrize('text', [
+    'bogus', 'external', 'external:', 'external:host', 'external:host:0',
+    'external:host:70000', 'external:a b:1', 'docker:', 'loopback:x',
+    'LOOPBACK', ''])
+def test_an_environment_that_does_not_parse_names_the_option(text):
+  with pytest.raises(ConfigError, match='--environment'):
+    beam_presets.parse_environment(text)
+
+
+@pytest.mark.parametrize('text', ['', 'localhost', 'host:', ':8099',
+                                  'embedded', 'host:99999'])
+def test_a_job_endpoint_that_does_not_parse_names_the_option(text):
+  with pytest.raises(ConfigError, match='--job-endpoint'):
+    beam_presets.parse_job_endpoint(text)
+
+
+def test_portable_preset():
+  assert beam_presets.beam_pipeline_args('portable',
+                                         job_endpoint='embed') == [
+      '--runner=PortableRunner', '--job_endpoint=embed',
+      '--environment_type=LOOPBACK', '--sdk_worker_parallelism=1']
+  args = beam_presets.beam_pipeline_args(
+      'portable', workers=2, job_endpoint='127.0.0.1:8099',
+      environment=beam_presets.parse_environment('external:127.0.0.1:5'))
+  assert args == ['--runner=PortableRunner', '--job_endpoint=127.0.0.1:8099',
+                  '--job_server_timeout=86400',
+                  '--environment_type=EXTERNAL',
+                  '--environment_config=127.0.0.1:5',
+                  '--sdk_worker_parallelism=2']
+  target = beam_presets.portable_target(args)
+  assert target.runs_here and target.pool_address == ('127.0.0.1', 5)
+
+
+def test_the_portable_options_run_a_real_beam_pipeline(tmp_path):
+  """The preset's arguments drive Beam's PortableRunner (embedded, LOOPBACK)."""
+  import apache_beam as beam  # pylint: disable=g-import-not-at-top
+  from apache_beam.testing import util  # pylint: disable=g-import-not-at-top
+  options = beam.options.pipeline_options.PipelineOptions(
+      beam_presets.beam_pipeline_args('portable', job_endpoint='embed'))
+  with beam.Pipeline(options=options) as p:
+    squares = p | beam.Create(range(5)) | beam.Map(lambda x: x * x)
+    util.assert_that(squares, util.equal_to([0, 1, 4, 9, 16]))
+
+
+@pytest.mark.parametrize('runner', ['flink', 'spark'])
+def test_flink_and_spark_are_portable_plus_their_job_server(runner):
+  args = beam_presets.beam_pipeline_args(
+      runner, workers=2, job_endpoint='beam-job-server:8099')
+  assert args == ['--runner=PortableRunner',
+                  '--job_endpoint=beam-job-server:8099',
+                  '--job_server_timeout=86400',
+                  '--artifact_endpoint=beam-job-server:8098',
+                  '--environment_type=EXTERNAL',
+                  '--environment_config=localhost:50000',
+                  '--sdk_worker_parallelism=2']
+  # The pool is the task manager's sidecar: its localhost is not ours.
+  target = beam_presets.portable_target(args)
+  assert not target.runs_here and target.pool_address is None
+  with pytest.raises(ConfigError, match='--job-endpoint'):
+    beam_presets.beam_pipeline_args(runner)
+  with pytest.raises(ConfigError, match='embed runs the pipeline in this'):
+    beam_presets.beam_pipeline_args(runner, job_endpoint='embed')
+
+
+def test_dataflow_needs_its_required_arguments():
+  required = ['--project=p', '--region=europe-west4',
+              '--temp_location=gs://b/tmp']
+  args = beam_presets.beam_pipeline_args('dataflow', extra=required)
+  assert args[0] == '--runner=DataflowRunner'
   assert all(a in args for a in required)
-  with pytest.raises(ConfigError, match=required[0].split('=')[0]):
-    beam_presets.beam_pipeline_args(runner, extra=required[1:])
+  with pytest.raises(ConfigError, match='--project'):
+    beam_presets.beam_pipeline_args('dataflow', extra=required[1:])
+
+
+def test_portable_target_reads_passthrough_arguments():
+  """The older spelling, all through --beam-arg, is checked the same way."""
+  args = beam_presets.beam_pipeline_args('direct', extra=[
+      '--runner=PortableRunner', '--job_endpoint=embed',
+      '--environment_type=EXTERNAL', '--environment_config=localhost:5'])
+  target = beam_presets.portable_target(args)
+  assert target.job_endpoint == 'embed'
+  assert target.pool_address == ('localhost', 5)
+  assert beam_presets.portable_target(
+      beam_presets.beam_pipeline_args()) is None
 
 
 @pytest.mark.parametrize('call, message', [
@@ -65,8 +165,24 @@ def test_cluster_presets_need_their_required_arguments(runner, required):
     (lambda: beam_presets.beam_pipeline_args('direct', extra=['runner=x']),
      'is not a Beam pipeline option'),
     (lambda: beam_presets.beam_pipeline_args(
-        'flink', 'multi_threading', 2, ['--flink_master=f:1']),
-     'set the DirectRunner'),
+        'flink', 'multi_threading', 2, job_endpoint='f:1'),
+     'sets the DirectRunner'),
+    (lambda: beam_presets.beam_pipeline_args('portable'),
+     'needs --job-endpoint'),
+    (lambda: beam_presets.beam_pipeline_args(
+        'portable', workers=2, job_endpoint='embed'),
+     'embedded job service runs one SDK worker'),
+    (lambda: beam_presets.beam_pipeline_args(
+        'portable', job_endpoint='embed',
+        environment=beam_presets.parse_environment('process')),
+     'does not start PROCESS workers'),
+    (lambda: beam_presets.beam_pipeline_args(
+        'direct', environment=beam_presets.parse_environment('loopback')),
+     '--environment set'),
+    (lambda: beam_presets.beam_pipeline_args('dataflow', job_endpoint='embed'),
+     '--job-endpoint set'),
+    (lambda: beam_presets.beam_pipeline_args('dataflow', workers=2),
+     '--beam-workers sets the DirectRunner or a portable'),
 ])
 def test_bad_presets(call, message):
   with pytest.raises(ConfigError, match=message):
@@ -77,5 +193,6 @@ def test_cli_refuses_a_cluster_preset_without_its_address(tmp_path):
   result = run_cli(['run', '--dataset', 'penguins', '--output',
                     str(tmp_path), '--beam-runner', 'spark'])
   assert result.returncode == 2, result.stdout + result.stderr
-  assert '--spark_master_url' in result.stderr
+  assert 'needs --job-endpoint' in result.stderr
+  assert 'Spark job server' in result.stderr
   assert 'Traceback' not in result.stderr
