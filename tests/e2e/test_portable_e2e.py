@@ -7,10 +7,10 @@ submitted through Beam's Job API and executed by SDK workers over the Fn API:
 * LOOPBACK on the embedded job service (the workers are threads of the run);
 * EXTERNAL: `leantfx beam job-server` and a `leantfx beam worker-pool`
   started by the test, two SDK worker processes per component
-  (--beam-workers 2), exactly the remote-endpoint path of a cluster;
-* EXTERNAL on the embedded job service against a second pool that the test
-  kills mid-run: the run fails within a bounded time, saying so, and pushes
-  nothing; the next run, with the pool back, completes from the cache.
+  (--beam-workers 2), exactly the remote-endpoint path of a cluster. The
+  test kills the pool mid-run: the run fails within a bounded time, saying
+  so, and pushes nothing; the next run, with the pool back, completes from
+  the cache.
 
 Each run's artifacts (examples, statistics, schema, anomalies, Transform
 outputs, augmented examples) must equal the LocalDagRunner run's
@@ -83,84 +83,83 @@ def test_portable_runner_loopback_on_the_embedded_job_service(local,
   _assert_same_run(local, _summary(output))
 
 
-def test_portable_runner_external_workers_through_a_job_server(local,
-                                                               tmp_path):
-  pool = BeamServer(['worker-pool', '--port', '0', '--workers', '2'],
-                    str(tmp_path / 'pool.log'))
+def _started_workers(pool):
+  return pool.log().count('started SDK worker')
+
+
+def test_external_workers_through_a_job_server_survive_a_killed_pool(
+    local, tmp_path):
+  """The remote-endpoint path of a cluster, its failure, and its recovery.
+
+  `leantfx beam job-server` and a `leantfx beam worker-pool` with two SDK
+  worker processes per component (--beam-workers 2). The pool is killed
+  mid-Transform: the run fails within a bounded time, saying so, and pushes
+  nothing. A pool back on the same port: the next run completes, taking what
+  finished before the kill from the cache, and its artifacts equal the
+  LocalDagRunner run's. (One test for both halves: each run of the pipeline
+  on Beam costs minutes of CI.)
+  """
+  output = str(tmp_path / 'out')
   job_server = BeamServer(['job-server', '--port', '0'],
                           str(tmp_path / 'job-server.log'))
-  try:
-    output = str(tmp_path / 'out')
-    result = run_cli(['run', '--output', output, '--beam-runner', 'portable',
-                      '--job-endpoint', job_server.address, '--environment',
-                      f'external:{pool.address}', '--beam-workers', '2']
-                     + RUN_ARGS)
-    assert result.returncode == 0, result.stdout + result.stderr
-    started = pool.log().count('started SDK worker')
-  finally:
-    assert job_server.stop() == 0
-    assert pool.stop() == 0
-  # The preflight's probe saw the pool's workers run this interpreter.
-  assert 'beam preflight: the SDK workers answered' in result.stdout
-  # Two SDK workers per Beam component (CsvExampleGen, StatisticsGen,
-  # Augment, Transform's pipelines, Evaluator, ...): the job server split
-  # each stage over both.
-  assert started >= 2 * 5, pool.log()[-3000:]
-  _assert_same_run(local, _summary(output))
-
-
-def test_a_killed_worker_pool_fails_the_run_and_the_next_run_completes(
-    local, tmp_path):
-  output = str(tmp_path / 'out')
   pool = BeamServer(['worker-pool', '--port', '0', '--workers', '2'],
                     str(tmp_path / 'pool.log'))
   address = pool.address
   argv = [LEANTFX, 'run', '--output', output, '--no-optimize',
-          '--beam-runner', 'portable', '--job-endpoint', 'embed',
-          '--environment', f'external:{address}'] + RUN_ARGS
-  run = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         text=True, env=dict(os.environ,
-                                             TF_CPP_MIN_LOG_LEVEL='2'))
-  stdout = []
+          '--beam-runner', 'portable', '--job-endpoint', job_server.address, '--environment',
+          f'external:{address}', '--beam-workers', '2'] + RUN_ARGS
   try:
-    for line in run.stdout:
-      stdout.append(line)
-      if re.search(r'\] Transform +running', line):
-        # Into Transform's Beam pipelines, on the pool's workers.
-        time.sleep(3)
-        pool.stop(signal.SIGKILL)
-        killed_at = time.monotonic()
-        break
-    else:
-      pytest.fail('the run ended before Transform: ' + ''.join(stdout))
-    rest, stderr = run.communicate(timeout=LOST_POOL_EXIT_S)
-  finally:
-    if run.poll() is None:
-      run.kill()
-    pool.stop(signal.SIGKILL)
-  took = time.monotonic() - killed_at
-  stdout = ''.join(stdout) + rest
-  assert run.returncode == 3, stdout + stderr
-  assert f'The Beam worker pool at {address} stopped answering' in stderr
-  assert 'in component Transform' in stderr
-  assert 'leantfx beam worker-pool --port' in stderr
-  assert 'Nothing was pushed' in stderr
-  assert took < LOST_POOL_EXIT_S
-  assert not os.path.exists(os.path.join(output, 'serving'))
-  states = {n: e.state for n, e in _summary(output).executions.items()}
-  assert states['Transform'] != 'complete', states
-  assert 'Pusher' not in states
+    run = subprocess.Popen(argv, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True,
+                           env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2'))
+    stdout = []
+    try:
+      for line in run.stdout:
+        stdout.append(line)
+        if re.search(r'\] Transform +running', line):
+          # Into Transform's Beam pipelines, on the pool's workers.
+          time.sleep(3)
+          started_before_kill = _started_workers(pool)
+          pool.stop(signal.SIGKILL)
+          killed_at = time.monotonic()
+          break
+      else:
+        pytest.fail('the run ended before Transform: ' + ''.join(stdout))
+      rest, stderr = run.communicate(timeout=LOST_POOL_EXIT_S)
+    finally:
+      if run.poll() is None:
+        run.kill()
+      pool.stop(signal.SIGKILL)
+    took = time.monotonic() - killed_at
+    stdout = ''.join(stdout) + rest
+    # The preflight's probe saw the pool's workers run this interpreter.
+    assert 'beam preflight: the SDK workers answered' in stdout
+    # Two SDK workers for each Beam component before Transform
+    # (CsvExampleGen, StatisticsGen, Augment): the job server split each
+    # stage over both.
+    assert started_before_kill >= 2 * 3, pool.log()[-3000:]
+    assert run.returncode == 3, stdout + stderr
+    assert f'The Beam worker pool at {address} stopped answering' in stderr
+    assert 'in component Transform' in stderr
+    assert 'leantfx beam worker-pool --port' in stderr
+    assert 'Nothing was pushed' in stderr
+    assert took < LOST_POOL_EXIT_S
+    assert not os.path.exists(os.path.join(output, 'serving'))
+    states = {n: e.state for n, e in _summary(output).executions.items()}
+    assert states['Transform'] != 'complete', states
+    assert 'Pusher' not in states
 
-  # The pool is back on the same port: the next run completes, taking what
-  # finished before the kill from the cache.
-  pool = BeamServer(['worker-pool', '--port', address.rsplit(':', 1)[1],
-                     '--workers', '2'], str(tmp_path / 'pool-again.log'))
-  try:
+    # The pool is back on the same port; the job server never went away.
+    pool = BeamServer(['worker-pool', '--port', address.rsplit(':', 1)[1],
+                       '--workers', '2'], str(tmp_path / 'pool-again.log'))
     since_ms = int(time.time() * 1000)
     result = run_cli(argv[1:])
+    assert result.returncode == 0, result.stdout + result.stderr
+    # Transform and the Evaluator ran on the new pool, two workers each.
+    assert _started_workers(pool) >= 2 * 2, pool.log()[-3000:]
   finally:
-    assert pool.stop() == 0
-  assert result.returncode == 0, result.stdout + result.stderr
+    assert pool.stop() in (0, -signal.SIGKILL)
+    assert job_server.stop() == 0
   summary = _summary(output, since_ms)
   for node in ('CsvExampleGen', 'StatisticsGen', 'Augment'):
     assert summary.executions[node].state == 'cached', node
