@@ -180,7 +180,9 @@ def optimization_config(
           max_size_bytes=args.tflite_max_size_bytes,
           max_p99_ms=args.tflite_max_p99_ms),
       policy=args.tflite_policy,
-      latency_runs=args.tflite_latency_runs)
+      latency_runs=args.tflite_latency_runs,
+      runtimes=(None if args.runtimes is None else
+                tuple(args.runtimes.split(','))))
 
 
 def check_option_values(args: argparse.Namespace) -> None:

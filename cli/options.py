@@ -185,6 +185,14 @@ def add_pipeline_options(parser: argparse.ArgumentParser,
           help='which blessed variant to push (default smallest)')
   opt.add('--tflite-latency-runs', type=argtypes.positive_int, default=200,
           help='timed batch-1 runs per variant (default 200)')
+  opt.add('--runtimes', type=argtypes.runtime_list, default=None,
+          metavar='LIST',
+          help='runtimes to build and push variants in, comma-separated, '
+          'of tflite,openvino,onnx (default: every one installed where the '
+          "optimizer runs; pip extra leantfx[runtimes]); OpenVINO and ONNX "
+          'variants (float32, int8) are built for the candidates whose '
+          'TFLite variants are inside the accuracy budget and pushed to '
+          '<output>/openvino and <output>/onnx')
 
   retrain = rec.group('continuous retraining')
   if pin_span:

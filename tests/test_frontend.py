@@ -80,6 +80,10 @@ def _error_of(argv, capsys):
     ['--beam-runner', 'portable', '--job-endpoint', 'embed',
      '--beam-workers', '2'],
     ['--environment', 'loopback'],
+    # issue 12: an unknown runtime (argparse), a list without tflite (the
+    # OptimizationConfig's check).
+    ['--runtimes', 'tflite,tensorrt'],
+    ['--runtimes', 'openvino,onnx'],
 ])
 def test_a_bad_option_gets_the_same_message_from_run_compile_and_watch(
     tmp_path, capsys, bad):
@@ -101,7 +105,8 @@ def test_watch_passes_every_pipeline_option_through_to_run(tmp_path):
   pipeline_args = [
       '--dataset', 'penguins', '--train-steps', '7', '--precision',
       'mixed_bfloat16', '--accumulation-steps', '2', '--oversample', 'smote',
-      '--tflite-policy', 'fastest', '--allow-anomalies', 'A,B',
+      '--tflite-policy', 'fastest', '--runtimes', 'tflite, onnx',
+      '--allow-anomalies', 'A,B',
       '--allow-anomalies', 'C', '--no-augment', '--no-drift-check',
       '--beam-arg=--foo=1', '--tune', '3', '--min-accuracy', '0.5',
       '--no-optimize', '--span-window', '2', '--warm-start', '--shift',

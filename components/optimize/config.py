@@ -17,6 +17,7 @@ import json
 import typing
 from typing import Any, Callable, Dict, Mapping, Optional, Tuple
 
+from leantfx.components.optimize import runtimes as runtimes_lib
 from leantfx.components.optimize import tflite_export
 from leantfx.components.optimize.selection import Budget
 from leantfx.components.optimize.selection import POLICIES
@@ -210,7 +211,14 @@ class OptimizationConfig:
     latency_runs: timed batch-1 runs per variant.
     warmup_runs: untimed runs first.
     num_threads: TFLite interpreter threads (1: comparable across machines).
-    calibration_samples: train examples used to calibrate 'int8'/'int16x8'.
+    calibration_samples: train examples used to calibrate 'int8'/'int16x8'
+      (every runtime's int8).
+    runtimes: the runtimes to build variants in, of runtimes.RUNTIMES
+      ('tflite', 'openvino', 'onnx'); None: every one installed where the
+      optimizer runs. TFLite builds every candidate; the server runtimes
+      (OpenVINO, ONNX Runtime) build float32 and int8 of the candidates
+      whose TFLite variants are inside the accuracy budget. A named runtime
+      that is not installed is skipped with a message naming the pip extra.
   """
   candidates: Optional[Tuple[Candidate, ...]] = None
   budget: Budget = Budget(max_accuracy_drop=0.01)
@@ -220,6 +228,7 @@ class OptimizationConfig:
   warmup_runs: int = 20
   num_threads: int = 1
   calibration_samples: int = tflite_export.DEFAULT_CALIBRATION_SAMPLES
+  runtimes: Optional[Tuple[str, ...]] = None
 
   def __post_init__(self):
     if self.candidates is None:
@@ -233,6 +242,19 @@ class OptimizationConfig:
     if duplicates:
       raise ConfigError(f'Candidate names must be unique; {duplicates} '
                         'appear more than once. Give them distinct "name"s.')
+    if self.runtimes is not None:
+      if isinstance(self.runtimes, str):
+        raise ConfigError('OptimizationConfig.runtimes must be a list of '
+                          f'runtime names, got the string {self.runtimes!r}.')
+      object.__setattr__(self, 'runtimes',
+                         runtimes_lib.check_names(self.runtimes))
+      if runtimes_lib.TFLITE not in self.runtimes:
+        raise ConfigError(
+            f'The runtime list {list(self.runtimes)} leaves out '
+            f"'{runtimes_lib.TFLITE}': the TFLite variants are built for "
+            'every candidate and decide which candidates the server runtimes '
+            f"build; list it (e.g. '{runtimes_lib.TFLITE},"
+            f"{runtimes_lib.OPENVINO}').")
     if not isinstance(self.budget, Budget):
       raise ConfigError('OptimizationConfig.budget must be a Budget.')
     if self.policy not in POLICIES:
@@ -257,6 +279,8 @@ class OptimizationConfig:
         'warmup_runs': self.warmup_runs,
         'num_threads': self.num_threads,
         'calibration_samples': self.calibration_samples,
+        'runtimes': (None if self.runtimes is None else
+                     list(self.runtimes)),
     }
 
   @classmethod

@@ -52,7 +52,8 @@ def write_report(report_dir: str,
                  title: str = 'Model optimization report',
                  source_model_uri: Optional[str] = None,
                  pushed_to: Optional[str] = None,
-                 failures: Sequence[Mapping[str, str]] = ()
+                 failures: Sequence[Mapping[str, str]] = (),
+                 runtime_picks: Optional[Mapping[str, Mapping[str, Any]]] = None
                 ) -> Dict[str, str]:
   """Writes variants.json and the report built from it.
 
@@ -68,6 +69,8 @@ def write_report(report_dir: str,
     pushed_to: where the selected variant was pushed, if it was.
     failures: candidates or modes that raised and were skipped
       ({'candidate', 'stage', 'error'}).
+    runtime_picks: per server runtime (openvino, onnx), the policy's pick
+      among its variants and where it was pushed ({'selected', 'pushed_to'}).
 
   Returns:
     {'variants': path, 'markdown': path, 'html': path, 'plots': [paths]}.
@@ -85,6 +88,7 @@ def write_report(report_dir: str,
       'selected': selected.variant.name if selected else None,
       'pushed_to': pushed_to,
       'failures': [dict(f) for f in failures],
+      'runtime_picks': {r: dict(p) for r, p in (runtime_picks or {}).items()},
   }
   with open(os.path.join(report_dir, VARIANTS_FILE), 'w',
             encoding='utf-8') as f:
@@ -127,7 +131,8 @@ def regenerate(report_dir: str) -> Dict[str, Any]:
                       f'{e}. Re-run the optimizer to rewrite it.') from e
 
   plots = _plot_all(report_dir, baseline, decisions)
-  rows = _rows(baseline, decisions, record.get('selected'))
+  rows = _rows(baseline, decisions, [record.get('selected')] + [
+      p.get('selected') for p in (record.get('runtime_picks') or {}).values()])
   md_path = os.path.join(report_dir, REPORT_MD)
   with open(md_path, 'w', encoding='utf-8') as f:
     f.write(_markdown(record, rows, plots))
@@ -154,10 +159,11 @@ def _fmt(value, digits=4) -> str:
 
 
 def _rows(baseline: VariantMetrics, decisions: Sequence[GateDecision],
-          selected: Optional[str]) -> List[List[str]]:
+          selected: Sequence[Optional[str]]) -> List[List[str]]:
+  """Table rows; `selected` names the pick of each runtime."""
   rows = [_row(baseline, None, None, False)]
   for d in decisions:
-    rows.append(_row(d.variant, d, d.accuracy_drop, d.variant.name == selected))
+    rows.append(_row(d.variant, d, d.accuracy_drop, d.variant.name in selected))
   return rows
 
 
@@ -192,6 +198,14 @@ def _summary_lines(record: Mapping[str, Any]) -> List[str]:
         else ''))
   else:
     lines.append(f'Selected: none ({NO_VARIANT_BLESSED}); nothing pushed.')
+  for runtime, pick in sorted((record.get('runtime_picks') or {}).items()):
+    if pick.get('selected'):
+      lines.append(f"Selected for {runtime}: {pick['selected']}" + (
+          f" (pushed to {pick['pushed_to']})" if pick.get('pushed_to')
+          else ''))
+    else:
+      lines.append(f'Selected for {runtime}: none ({NO_VARIANT_BLESSED}); '
+                   'nothing pushed.')
   for failure in record.get('failures') or ():
     lines.append(f"Skipped: candidate {failure['candidate']} failed at "
                  f"{failure['stage']}: {failure['error']}")

@@ -118,7 +118,9 @@ def _config(budget, candidates=None):
           config_lib.Candidate((), ('float32', 'int8')),
           config_lib.Candidate((pruning,), ('int8',)),
       ),
-      budget=budget, policy='smallest', latency_runs=20, warmup_runs=2)
+      budget=budget, policy='smallest', latency_runs=20, warmup_runs=2,
+      # The server runtimes have their own tests (test_runtime_variants.py).
+      runtimes=('tflite',))
 
 
 def _properties(config, push_base):

@@ -53,7 +53,8 @@ MATRIX = {
     'penguins, tuned and optimized differently': lambda tmp: ([
         '--dataset', 'penguins', '--tune', '2', '--precision',
         'mixed_bfloat16', '--accumulation-steps', '2', '--oversample',
-        'smote', '--tflite-policy', 'fastest'], None),
+        'smote', '--tflite-policy', 'fastest', '--runtimes',
+        'tflite,onnx'], None),
     "a user's CSV with --label": lambda tmp: (
         ['--label', 'species', '--no-drift-check'], _own_csv(tmp)),
     'an image-folder dataset': lambda tmp: (
