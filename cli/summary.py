@@ -125,6 +125,13 @@ def _optimization_lines(summary, config) -> List[str]:
   else:
     lines.append('  tflite: no variant blessed (nothing pushed; see the '
                  'report for each variant\'s figures)')
+  for runtime in ('openvino', 'onnx'):
+    destination = (_custom(optimized, f'{runtime}_pushed_destination')
+                   if optimized is not None else None)
+    if destination:
+      lines.append(
+          f"  {runtime}: {_custom(optimized, f'{runtime}_selected_variant')} "
+          f'pushed to {destination}')
   skipped = _custom(optimized, 'skipped_candidates') if optimized else None
   for failure in json.loads(skipped) if skipped else ():
     lines.append(f"  tflite: candidate {failure['candidate']} skipped, it "

@@ -610,3 +610,11 @@ class Executor(base_executor.BaseExecutor):
                                               outcome.pushed.version)
       optimized_model.set_string_custom_property(
           spec.PUSHED_DESTINATION_PROPERTY, outcome.pushed.directory)
+    # Each server runtime's pick: '<runtime>_selected_variant' and
+    # '<runtime>_pushed_destination' (the run summary prints them).
+    for runtime, pushed in outcome.runtime_pushes.items():
+      optimized_model.set_string_custom_property(
+          f'{runtime}_{spec.SELECTED_VARIANT_PROPERTY}',
+          outcome.runtime_picks[runtime].variant.name)
+      optimized_model.set_string_custom_property(
+          f'{runtime}_{spec.PUSHED_DESTINATION_PROPERTY}', pushed.directory)
