@@ -35,6 +35,14 @@ Figures and anchors (each row names its source):
      (a SignatureRunner call per run on an interpreter never allocated)
      re-timed for comparison. Anchor: the TFLite post-training quantization
      guide, full integer quantization "3x+ speedup" on CPU.
+     In the same interleaved rounds, when the runtimes extra is installed:
+     OpenVINO IR float32 and NNCF int8 (an infer request, inputs set once)
+     and ONNX float32 (tf2onnx) and static QDQ int8 (an IO-bound ONNX Runtime
+     session), exported as the ModelOptimizer exports them
+     (components/optimize/runtime_variants.py): p50, p99, size, speed-up
+     over TFLite float32, and each runtime's Python per-call overhead (its
+     one-line call path minus the bound call). Targets (issue 12): the best
+     int8 >= 4x TFLite float32, TFLite int8 >= 2x.
 
   .venv/bin/python -m benchmarks.bench_optimize [--latency-runs N]
       [--latency-rounds N] [--deploy-threads N] [--seeds N] [--only-latency]

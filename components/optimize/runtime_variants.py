@@ -9,6 +9,7 @@ for the per-call overhead). A pair whose export or measurement raises is
 reported through ``on_failure`` and skipped; the others go on.
 """
 import os
+import tempfile
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
 import numpy as np
@@ -36,12 +37,13 @@ def export(runtime: str, model, mode: str, representative_data, out_dir: str,
   """Exports one (runtime, mode) pair; returns the model file's path.
 
   `cache` keeps the intermediate files the int8 exports start from (the
-  serving SavedModel, the float ONNX file) so they are made once per model.
+  serving SavedModel, the float ONNX file) so they are made once per model;
+  cache['scratch'] is a folder for them that the caller removes.
   """
   if runtime == runtimes_lib.OPENVINO:
     if 'saved_model' not in cache:
       cache['saved_model'] = tflite_export.save_serving_model(
-          model, os.path.join(os.path.dirname(out_dir), '.saved_model'))
+          model, os.path.join(cache['scratch'], 'saved_model'))
     return openvino_export.export_openvino(
         model, mode, representative_data, output_dir=out_dir,
         num_calibration_samples=num_calibration_samples,
@@ -118,8 +120,22 @@ def build_runtime_variants(
   Returns:
     One VariantMetrics per pair built and measured.
   """
-  built = []  # (runtime, mode, label, path, accuracy)
-  cache: Dict[str, str] = {}
+  with tempfile.TemporaryDirectory(prefix='leantfx-runtimes-') as scratch:
+    built = _export_and_score(model, candidate_name, runtimes, modes,
+                              representative_data, eval_data, out_dir,
+                              num_threads, num_calibration_samples,
+                              {'scratch': scratch}, on_failure)
+  if not built:
+    return []
+  return _timed_variants(model, built, technique, eval_data, num_threads,
+                         latency_runs, warmup_runs, details)
+
+
+def _export_and_score(model, candidate_name, runtimes, modes,
+                      representative_data, eval_data, out_dir, num_threads,
+                      num_calibration_samples, cache, on_failure):
+  """Exports each pair and scores it; [(runtime, mode, label, path, acc)]."""
+  built = []
   for runtime in runtimes:
     if runtime not in SERVER_RUNTIMES:
       continue
@@ -142,8 +158,12 @@ def build_runtime_variants(
         on_failure(stage, e)
         continue
       built.append((runtime, mode, label, path, accuracy))
-  if not built:
-    return []
+  return built
+
+
+def _timed_variants(model, built, technique, eval_data, num_threads,
+                    latency_runs, warmup_runs, details):
+  """Times the built pairs in one interleaved run; their VariantMetrics."""
   timers = []
   for runtime, mode, label, path, _ in built:
     timers.append(timer(runtime, label, path, num_threads,
