@@ -18,6 +18,7 @@ import typing
 from typing import Any, Callable, Dict, Mapping, Optional, Tuple
 
 from leantfx.components.optimize import tflite_export
+from leantfx.components.optimize import selection
 from leantfx.components.optimize.selection import Budget
 from leantfx.components.optimize.selection import POLICIES
 from leantfx.errors import ConfigError
@@ -205,7 +206,12 @@ class OptimizationConfig:
   Attributes:
     candidates: the chains to build (None: default_candidates()).
     budget: what a variant may cost (default: at most 1 point of accuracy).
-    policy: 'smallest', 'fastest' or 'most_accurate'.
+    policy: one of selection.POLICIES: 'smallest' (bytes on disk),
+      'smallest_download' (gzipped bytes), 'fastest' or 'most_accurate'.
+    selection_fraction: share of the eval split the gate, the policy and
+      the techniques' own searches see (the selection split); the rest is
+      the report split, on which every variant is re-measured for the
+      report (selection.split_eval). In (0, 1).
     batch_size: batch size of the train/eval datasets fed to the techniques.
     latency_runs: timed batch-1 runs per variant.
     warmup_runs: untimed runs first.
@@ -215,6 +221,7 @@ class OptimizationConfig:
   candidates: Optional[Tuple[Candidate, ...]] = None
   budget: Budget = Budget(max_accuracy_drop=0.01)
   policy: str = 'smallest'
+  selection_fraction: float = selection.DEFAULT_SELECTION_FRACTION
   batch_size: int = 32
   latency_runs: int = 200
   warmup_runs: int = 20
@@ -238,6 +245,13 @@ class OptimizationConfig:
     if self.policy not in POLICIES:
       raise ConfigError(f'Unknown selection policy {self.policy!r}; use one '
                         f'of {POLICIES}.')
+    if isinstance(self.selection_fraction, bool) or not isinstance(
+        self.selection_fraction, (int, float)) or not (
+            0 < self.selection_fraction < 1):
+      raise ConfigError(
+          'OptimizationConfig.selection_fraction must be a number strictly '
+          'between 0 and 1 (the rest of the eval split reports), got '
+          f'{self.selection_fraction!r}.')
     for field, minimum in (('batch_size', 1), ('latency_runs', 1),
                            ('warmup_runs', 0), ('num_threads', 1),
                            ('calibration_samples', 1)):
@@ -252,6 +266,7 @@ class OptimizationConfig:
         'candidates': [c.to_dict() for c in self.candidates],
         'budget': self.budget.to_dict(),
         'policy': self.policy,
+        'selection_fraction': self.selection_fraction,
         'batch_size': self.batch_size,
         'latency_runs': self.latency_runs,
         'warmup_runs': self.warmup_runs,

@@ -57,6 +57,8 @@ class Outcome:
     pushed: where the selected variant was pushed (None if nothing was).
     report_paths: the files report.write_report wrote.
     failures: the candidates (or modes) that raised and were skipped.
+    held_out: variant name -> its accuracy on the report split (the
+      baseline included), which gate and policy never saw.
   """
   baseline: measure.VariantMetrics
   decisions: List[selection.GateDecision]
@@ -64,6 +66,8 @@ class Outcome:
   pushed: Optional[push.PushResult]
   report_paths: Dict[str, Any]
   failures: List[Dict[str, str]] = dataclasses.field(default_factory=list)
+  held_out: Dict[str, selection.HeldOut] = dataclasses.field(
+      default_factory=dict)
 
 
 # JSON list of {'candidate', 'stage', 'error'} on the optimized model.
@@ -308,14 +312,27 @@ def build_variants(model: tf_keras.Model,
   return variants
 
 
+def _batched(data: measure.LabeledData,
+             batch_size: int) -> tf.data.Dataset:
+  return tf.data.Dataset.from_tensor_slices(
+      (dict(data.features), data.labels)).batch(batch_size)
+
+
 def _manifest_metrics(decision: selection.GateDecision,
-                      baseline: measure.VariantMetrics) -> Dict[str, Any]:
+                      baseline: measure.VariantMetrics,
+                      held_out: Mapping[str, selection.HeldOut]
+                     ) -> Dict[str, Any]:
   v = decision.variant
+  report = held_out[v.name]
   return {
-      'accuracy': v.accuracy,
-      'baseline_accuracy': baseline.accuracy,
-      'accuracy_drop': decision.accuracy_drop,
-      'eval_examples': v.num_examples,
+      # Measured on the report split, which the selection never saw.
+      'accuracy': report.accuracy,
+      'baseline_accuracy': held_out[baseline.name].accuracy,
+      'accuracy_drop': report.accuracy_drop,
+      'eval_examples': report.num_examples,
+      'selection_accuracy': v.accuracy,
+      'selection_accuracy_drop': decision.accuracy_drop,
+      'selection_examples': v.num_examples,
       'size_bytes': v.size_bytes,
       'gzipped_bytes': v.gzipped_bytes,
       'latency_p50_ms': v.latency_p50_ms,
@@ -345,7 +362,8 @@ def optimize(model: tf_keras.Model,
     model_dir: its SavedModel directory (the baseline, measured in TF).
     source_model_uri: the Model artifact's uri (recorded in the manifest).
     train_ds: train batches.
-    eval_ds: eval batches.
+    eval_ds: eval batches; split by selection.split_eval into the selection
+      split (gate, policy, the techniques' eval_ds) and the report split.
     config: the optimization config.
     report_dir: where the report, variants.json and variant files go.
     push_base: push base directory.
@@ -356,13 +374,17 @@ def optimize(model: tf_keras.Model,
   Returns:
     The Outcome; nothing is pushed when no variant is blessed.
   """
-  eval_data = measure.LabeledData.from_dataset(eval_ds)
+  # The gate, the policy and the techniques see the selection split only;
+  # every variant is re-measured on the report split for the report.
+  selection_data, report_data = selection.split_eval(
+      measure.LabeledData.from_dataset(eval_ds), config.selection_fraction)
+  eval_ds = _batched(selection_data, config.batch_size)
   baseline = measure.measure_saved_model(
-      model_dir, eval_data, name=f'{config_lib.BASELINE}/savedmodel',
+      model_dir, selection_data, name=f'{config_lib.BASELINE}/savedmodel',
       latency_runs=config.latency_runs, warmup_runs=config.warmup_runs,
       keras_model=model)
   failures: List[Dict[str, str]] = []
-  variants = build_variants(model, train_ds, eval_ds, eval_data, config,
+  variants = build_variants(model, train_ds, eval_ds, selection_data, config,
                             os.path.join(report_dir, VARIANTS_DIR), failures)
   if not variants and failures:
     raise NoVariantBuilt(
@@ -373,6 +395,9 @@ def optimize(model: tf_keras.Model,
         '. Fix or remove these candidates, or run with --no-optimize.')
   decisions = selection.gate(baseline, variants, config.budget)
   selected = selection.select(decisions, config.policy)
+  held_out = selection.held_out(
+      baseline, decisions, report_data,
+      lambda v, data: measure.accuracy_on(v.path, data, config.num_threads))
   pushed = None
   if selected is None:
     logging.warning('ModelOptimizer: %s; nothing pushed.',
@@ -384,7 +409,7 @@ def optimize(model: tf_keras.Model,
     pushed = push.push_tflite(
         v.path, push_base, model_name, source_model_uri=source_model_uri,
         technique_chain=chain, tflite_mode=v.tflite_mode,
-        metrics=_manifest_metrics(selected, baseline))
+        metrics=_manifest_metrics(selected, baseline, held_out))
     logging.info('ModelOptimizer: pushed %s as version %d to %s', v.name,
                  pushed.version, pushed.directory)
     if optimized_model_dir:
@@ -397,9 +422,11 @@ def optimize(model: tf_keras.Model,
   report_paths = report.write_report(
       report_dir, baseline, decisions, selected, budget=config.budget,
       policy=config.policy, source_model_uri=source_model_uri,
-      pushed_to=pushed.directory if pushed else None, failures=failures)
+      pushed_to=pushed.directory if pushed else None, failures=failures,
+      held_out=held_out)
   return Outcome(baseline=baseline, decisions=decisions, selected=selected,
-                 pushed=pushed, report_paths=report_paths, failures=failures)
+                 pushed=pushed, report_paths=report_paths, failures=failures,
+                 held_out=held_out)
 
 
 # -------------------------------------------------------------- executor ---
