@@ -93,7 +93,8 @@ PRUNING = pruning.PruningConfig(target_sparsity=0.8, frequency=10, epochs=4)
 # fewer parameters; 20 epochs (~900 steps) train it to a plateau on digits.
 DISTILLATION_EPOCHS = 20
 SEEDS = 3
-LOW_RANK = low_rank.LowRankConfig(energy=0.9, fine_tune_epochs=2)
+LOW_RANK = low_rank.LowRankConfig(max_accuracy_drop=None, energy=0.9,
+                                  fine_tune_epochs=2)
 LATENCY_RUNS = 200
 WARMUP_RUNS = 20
 MOBILENET_CALIBRATION = 32

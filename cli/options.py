@@ -21,7 +21,10 @@ from leantfx.pipeline import beam_presets
 
 # The attribute the parser keeps the pipeline options' destinations in.
 _DESTS_ATTR = '_leantfx_pipeline_dests'
-POLICIES = ('smallest', 'fastest', 'most_accurate')
+# components.optimize.selection.POLICIES, spelled out so that parsing options
+# (and --help) does not import TensorFlow; tests/optimize/test_selection.py
+# checks the two match.
+POLICIES = ('smallest', 'smallest_download', 'fastest', 'most_accurate')
 DEFAULT_IMAGE_SHAPE = '32x32x3'
 # Image datasets are augmented by default (the digits run uses it): one
 # augmented copy per train image. Digits accuracy with and without it is in
@@ -182,7 +185,10 @@ def add_pipeline_options(parser: argparse.ArgumentParser,
   opt.add('--tflite-max-p99-ms', type=argtypes.positive_float,
           help='largest batch-1 p99 latency (ms, 1 thread)')
   opt.add('--tflite-policy', choices=POLICIES, default='smallest',
-          help='which blessed variant to push (default smallest)')
+          help='which blessed variant to push: smallest = fewest bytes on '
+          'disk, smallest_download = fewest gzipped bytes (where pruning '
+          'pays off), fastest = lowest p99, most_accurate; chosen on half '
+          'the eval split, reported on the other half (default smallest)')
   opt.add('--tflite-latency-runs', type=argtypes.positive_int, default=200,
           help='timed batch-1 runs per variant (default 200)')
   opt.add('--runtimes', type=argtypes.runtime_list, default=None,

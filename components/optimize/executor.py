@@ -62,6 +62,8 @@ class Outcome:
     runtime_picks: server runtime -> its chosen decision (None: nothing
       blessed in it), for each server runtime built.
     runtime_pushes: server runtime -> where its pick was pushed.
+    held_out: variant name -> its accuracy on the report split (the
+      baseline included), which gate and policy never saw.
   """
   baseline: measure.VariantMetrics
   decisions: List[selection.GateDecision]
@@ -72,6 +74,8 @@ class Outcome:
   runtime_picks: Dict[str, Optional[selection.GateDecision]] = (
       dataclasses.field(default_factory=dict))
   runtime_pushes: Dict[str, push.PushResult] = dataclasses.field(
+      default_factory=dict)
+  held_out: Dict[str, selection.HeldOut] = dataclasses.field(
       default_factory=dict)
 
 
@@ -375,14 +379,36 @@ def runtime_push_base(tflite_push_base: str, runtime: str) -> str:
   return os.path.join(parent, runtime)
 
 
+def _batched(data: measure.LabeledData,
+             batch_size: int) -> tf.data.Dataset:
+  return tf.data.Dataset.from_tensor_slices(
+      (dict(data.features), data.labels)).batch(batch_size)
+
+
+def _accuracy_on(variant: measure.VariantMetrics, data: measure.LabeledData,
+                 num_threads: int) -> float:
+  """A variant's accuracy on ``data`` through the runtime it was built for."""
+  if variant.runtime in runtime_variants.SERVER_RUNTIMES:
+    return runtime_variants.accuracy_on(variant.runtime, variant.path, data,
+                                        num_threads)
+  return measure.accuracy_on(variant.path, data, num_threads)
+
+
 def _manifest_metrics(decision: selection.GateDecision,
-                      baseline: measure.VariantMetrics) -> Dict[str, Any]:
+                      baseline: measure.VariantMetrics,
+                      held_out: Mapping[str, selection.HeldOut]
+                     ) -> Dict[str, Any]:
   v = decision.variant
+  report = held_out[v.name]
   return {
-      'accuracy': v.accuracy,
-      'baseline_accuracy': baseline.accuracy,
-      'accuracy_drop': decision.accuracy_drop,
-      'eval_examples': v.num_examples,
+      # Measured on the report split, which the selection never saw.
+      'accuracy': report.accuracy,
+      'baseline_accuracy': held_out[baseline.name].accuracy,
+      'accuracy_drop': report.accuracy_drop,
+      'eval_examples': report.num_examples,
+      'selection_accuracy': v.accuracy,
+      'selection_accuracy_drop': decision.accuracy_drop,
+      'selection_examples': v.num_examples,
       'size_bytes': v.size_bytes,
       'gzipped_bytes': v.gzipped_bytes,
       'latency_p50_ms': v.latency_p50_ms,
@@ -412,7 +438,8 @@ def optimize(model: tf_keras.Model,
     model_dir: its SavedModel directory (the baseline, measured in TF).
     source_model_uri: the Model artifact's uri (recorded in the manifest).
     train_ds: train batches.
-    eval_ds: eval batches.
+    eval_ds: eval batches; split by selection.split_eval into the selection
+      split (gate, policy, the techniques' eval_ds) and the report split.
     config: the optimization config.
     report_dir: where the report, variants.json and variant files go.
     push_base: push base directory.
@@ -423,9 +450,13 @@ def optimize(model: tf_keras.Model,
   Returns:
     The Outcome; nothing is pushed when no variant is blessed.
   """
-  eval_data = measure.LabeledData.from_dataset(eval_ds)
+  # The gate, the policy and the techniques see the selection split only;
+  # every variant is re-measured on the report split for the report.
+  selection_data, report_data = selection.split_eval(
+      measure.LabeledData.from_dataset(eval_ds), config.selection_fraction)
+  eval_ds = _batched(selection_data, config.batch_size)
   baseline = measure.measure_saved_model(
-      model_dir, eval_data, name=f'{config_lib.BASELINE}/savedmodel',
+      model_dir, selection_data, name=f'{config_lib.BASELINE}/savedmodel',
       latency_runs=config.latency_runs, warmup_runs=config.warmup_runs,
       keras_model=model)
   failures: List[Dict[str, str]] = []
@@ -436,7 +467,7 @@ def optimize(model: tf_keras.Model,
                      'error': message})
   server_runtimes = [r for r in built_runtimes
                      if r in runtime_variants.SERVER_RUNTIMES]
-  variants = build_variants(model, train_ds, eval_ds, eval_data, config,
+  variants = build_variants(model, train_ds, eval_ds, selection_data, config,
                             os.path.join(report_dir, VARIANTS_DIR), failures,
                             server_runtimes=server_runtimes,
                             baseline_accuracy=baseline.accuracy)
@@ -454,6 +485,9 @@ def optimize(model: tf_keras.Model,
       [d for d in decisions if d.variant.runtime == runtime], config.policy)
            for runtime in [runtimes_lib.TFLITE] + server_runtimes}
   selected = picks.pop(runtimes_lib.TFLITE)
+  held_out = selection.held_out(
+      baseline, decisions, report_data,
+      lambda v, data: _accuracy_on(v, data, config.num_threads))
   pushed = None
   if selected is None:
     logging.warning('ModelOptimizer: %s; nothing pushed.',
@@ -465,7 +499,7 @@ def optimize(model: tf_keras.Model,
     pushed = push.push_tflite(
         v.path, push_base, model_name, source_model_uri=source_model_uri,
         technique_chain=chain, tflite_mode=v.tflite_mode,
-        metrics=_manifest_metrics(selected, baseline))
+        metrics=_manifest_metrics(selected, baseline, held_out))
     logging.info('ModelOptimizer: pushed %s as version %d to %s', v.name,
                  pushed.version, pushed.directory)
     if optimized_model_dir:
@@ -488,7 +522,8 @@ def optimize(model: tf_keras.Model,
         model_name, source_model_uri=source_model_uri,
         technique_chain=([] if v.technique == config_lib.BASELINE else
                          v.technique.split('+')),
-        mode=v.tflite_mode, metrics=_manifest_metrics(pick, baseline))
+        mode=v.tflite_mode,
+        metrics=_manifest_metrics(pick, baseline, held_out))
     logging.info('ModelOptimizer: pushed %s as version %d to %s', v.name,
                  runtime_pushes[runtime].version,
                  runtime_pushes[runtime].directory)
@@ -500,10 +535,12 @@ def optimize(model: tf_keras.Model,
           runtime: {'selected': pick.variant.name if pick else None,
                     'pushed_to': (runtime_pushes[runtime].directory
                                   if runtime in runtime_pushes else None)}
-          for runtime, pick in picks.items()})
+          for runtime, pick in picks.items()},
+      held_out=held_out)
   return Outcome(baseline=baseline, decisions=decisions, selected=selected,
                  pushed=pushed, report_paths=report_paths, failures=failures,
-                 runtime_picks=picks, runtime_pushes=runtime_pushes)
+                 runtime_picks=picks, runtime_pushes=runtime_pushes,
+                 held_out=held_out)
 
 
 # -------------------------------------------------------------- executor ---

@@ -802,3 +802,20 @@ def _check_runs(runs: int, warmup: int, threads: Optional[int]) -> None:
     raise ConfigError(f'warmup_runs must be >= 0, got {warmup}.')
   if threads is not None and threads < 1:
     raise ConfigError(f'num_threads must be >= 1, got {threads}.')
+
+
+def accuracy_on(path: str, data: LabeledData,
+                num_threads: int = DEFAULT_NUM_THREADS) -> float:
+  """Top-1 accuracy of a .tflite file or a SavedModel on ``data``, nothing else.
+
+  The same predictions as ``measure_tflite``/``measure_saved_model`` (batch 1
+  on a prepared interpreter; batches in TensorFlow), without the latency
+  runs: used to re-measure variants on the report split.
+  """
+  if os.path.isdir(path):
+    return measure_saved_model(path, data, latency_runs=1,
+                               warmup_runs=0).accuracy
+  predictor = TFLitePredictor(path, num_threads=num_threads)
+  scores = np.concatenate(
+      [predictor.predict(data.example(i)) for i in range(len(data))])
+  return _accuracy(scores, data.labels)

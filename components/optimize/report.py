@@ -25,6 +25,9 @@ from matplotlib.figure import Figure
 from leantfx.components.optimize.measure import VariantMetrics
 from leantfx.components.optimize.selection import Budget
 from leantfx.components.optimize.selection import GateDecision
+from leantfx.components.optimize.selection import HeldOut
+from leantfx.components.optimize.selection import POLICY_DESCRIPTIONS
+from leantfx.components.optimize.selection import POLICY_SIZE
 from leantfx.errors import ConfigError
 
 VARIANTS_FILE = 'variants.json'
@@ -39,7 +42,7 @@ NO_VARIANT_BLESSED = 'no variant blessed'
 _COLUMNS = ('variant', 'technique chain', 'tflite mode', 'runtime',
             'accuracy', 'drop vs baseline', 'size (B)', 'gzipped (B)',
             'p50 (ms)', 'p99 (ms)', 'params', 'sparsity', 'blessed',
-            'reasons', 'selected')
+            'reasons', 'selected', 'report accuracy', 'report drop')
 
 
 def write_report(report_dir: str,
@@ -53,7 +56,8 @@ def write_report(report_dir: str,
                  source_model_uri: Optional[str] = None,
                  pushed_to: Optional[str] = None,
                  failures: Sequence[Mapping[str, str]] = (),
-                 runtime_picks: Optional[Mapping[str, Mapping[str, Any]]] = None
+                 runtime_picks: Optional[Mapping[str, Mapping[str, Any]]] = None,
+                 held_out: Optional[Mapping[str, HeldOut]] = None
                 ) -> Dict[str, str]:
   """Writes variants.json and the report built from it.
 
@@ -71,6 +75,8 @@ def write_report(report_dir: str,
       ({'candidate', 'stage', 'error'}).
     runtime_picks: per server runtime (openvino, onnx), the policy's pick
       among its variants and where it was pushed ({'selected', 'pushed_to'}).
+    held_out: variant name -> its accuracy on the report split
+      (selection.held_out), shown beside the selection-split accuracy.
 
   Returns:
     {'variants': path, 'markdown': path, 'html': path, 'plots': [paths]}.
@@ -83,6 +89,9 @@ def write_report(report_dir: str,
       'source_model_uri': source_model_uri,
       'budget': budget.to_dict(),
       'policy': policy,
+      'policy_size': POLICY_SIZE.get(policy),
+      'policy_description': POLICY_DESCRIPTIONS.get(policy),
+      'held_out': {name: h.to_dict() for name, h in (held_out or {}).items()},
       'baseline': baseline.to_dict(),
       'decisions': [d.to_dict() for d in decisions],
       'selected': selected.variant.name if selected else None,
@@ -132,7 +141,8 @@ def regenerate(report_dir: str) -> Dict[str, Any]:
 
   plots = _plot_all(report_dir, baseline, decisions)
   rows = _rows(baseline, decisions, [record.get('selected')] + [
-      p.get('selected') for p in (record.get('runtime_picks') or {}).values()])
+      p.get('selected') for p in (record.get('runtime_picks') or {}).values()],
+               record.get('held_out') or {})
   md_path = os.path.join(report_dir, REPORT_MD)
   with open(md_path, 'w', encoding='utf-8') as f:
     f.write(_markdown(record, rows, plots))
@@ -159,12 +169,23 @@ def _fmt(value, digits=4) -> str:
 
 
 def _rows(baseline: VariantMetrics, decisions: Sequence[GateDecision],
-          selected: Sequence[Optional[str]]) -> List[List[str]]:
+          selected: Sequence[Optional[str]],
+          held_out: Mapping[str, Mapping[str, Any]]) -> List[List[str]]:
   """Table rows; `selected` names the pick of each runtime."""
-  rows = [_row(baseline, None, None, False)]
+  rows = [_row(baseline, None, None, False) + _held_out_cells(
+      held_out.get(baseline.name), True)]
   for d in decisions:
-    rows.append(_row(d.variant, d, d.accuracy_drop, d.variant.name in selected))
+    rows.append(_row(d.variant, d, d.accuracy_drop, d.variant.name in selected)
+                + _held_out_cells(held_out.get(d.variant.name), False))
   return rows
+
+
+def _held_out_cells(values: Optional[Mapping[str, Any]],
+                    is_baseline: bool) -> List[str]:
+  if not values:
+    return ['-', '-']
+  return [_fmt(values['accuracy']),
+          '(reference)' if is_baseline else f"{values['accuracy_drop']:+.4f}"]
 
 
 def _row(m: VariantMetrics, decision: Optional[GateDecision],
@@ -188,10 +209,20 @@ def _summary_lines(record: Mapping[str, Any]) -> List[str]:
     terms.append(f"size <= {budget['max_size_bytes']} B")
   if budget.get('max_p99_ms') is not None:
     terms.append(f"p99 <= {budget['max_p99_ms']} ms")
+  description = record.get('policy_description')
   lines = [
       f"Source model: {record.get('source_model_uri') or '-'}",
-      f"Budget: {', '.join(terms)}; selection policy: {record['policy']}.",
+      f"Budget: {', '.join(terms)}; selection policy: {record['policy']}" + (
+          f' ({description}).' if description else '.'),
   ]
+  held_out = record.get('held_out') or {}
+  if held_out:
+    report_examples = next(iter(held_out.values()))['num_examples']
+    lines.append(
+        f"Accuracy, drop and the gate: the selection split "
+        f"({record['baseline']['num_examples']} eval examples). Report "
+        f'accuracy and drop: the other {report_examples} eval examples, '
+        'which neither the gate, the policy nor the techniques saw.')
   if record.get('selected'):
     lines.append(f"Selected: {record['selected']}" + (
         f" (pushed to {record['pushed_to']})" if record.get('pushed_to')

@@ -72,6 +72,24 @@ def timer(runtime: str, label: str, path: str, num_threads: int,
   return onnx_runtime.ONNXTimer(label, path, num_threads, features)
 
 
+def accuracy(run, data: measure.LabeledData) -> float:
+  """Top-1 accuracy of a runtime predictor on ``data`` at batch 1."""
+  scores = np.concatenate([run.predict(data.example(i))
+                           for i in range(len(data))])
+  return float(np.mean(np.argmax(scores, axis=-1) == data.labels.reshape(-1)))
+
+
+def accuracy_on(runtime: str, artifact: str, data: measure.LabeledData,
+                num_threads: int = measure.DEFAULT_NUM_THREADS) -> float:
+  """Accuracy of a pushed-form variant (its ``artifact_path``) on ``data``.
+
+  Used to re-measure variants on the report split.
+  """
+  path = (os.path.join(artifact, openvino_export.XML_FILE)
+          if runtime == runtimes_lib.OPENVINO else artifact)
+  return accuracy(predictor(runtime, path, num_threads), data)
+
+
 def artifact_path(runtime: str, model_path: str) -> str:
   """What is sized and pushed: the IR directory, or the .onnx file."""
   if runtime == runtimes_lib.OPENVINO:
@@ -146,18 +164,13 @@ def _export_and_score(model, candidate_name, runtimes, modes,
         path = export(runtime, model, mode, representative_data,
                       os.path.join(out_dir, variant_dir_name(runtime, mode)),
                       num_calibration_samples, cache)
-        run = predictor(runtime, path, num_threads)
-        scores = np.concatenate([run.predict(eval_data.example(i))
-                                 for i in range(len(eval_data))])
-        accuracy = float(np.mean(np.argmax(scores, axis=-1) ==
-                                 eval_data.labels.reshape(-1)))
-        del run
+        score = accuracy(predictor(runtime, path, num_threads), eval_data)
       except Exception as e:  # pylint: disable=broad-except
         if on_failure is None:
           raise
         on_failure(stage, e)
         continue
-      built.append((runtime, mode, label, path, accuracy))
+      built.append((runtime, mode, label, path, score))
   return built
 
 
