@@ -16,7 +16,7 @@ Beside it, Format-Keras holds the bare Keras model for the optimizers.
 """
 import dataclasses
 import os
-from typing import Any, Dict, List, Mapping, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
 
@@ -87,7 +87,8 @@ def _target_scale(file_pattern: List[str],
 def build_model(spec: config_lib.DatasetSpec,
                 training: config_lib.TrainingConfig,
                 vocabulary_sizes: Mapping[str, int],
-                target_scale: Tuple[float, float] = None) -> tf_keras.Model:
+                target_scale: Optional[Tuple[float, float]] = None
+               ) -> tf_keras.Model:
   """Builds the compiled classifier (or regressor) for a dataset.
 
   Args:
