@@ -115,9 +115,12 @@ def job_endpoint(text: str) -> str:
 def runtime_list(text: str) -> str:
   """A comma-separated list of optimizer runtimes, e.g. 'tflite,openvino'.
 
-  Kept as the normalized text (so ``leantfx watch`` passes it on as given);
+  'all' stands for every runtime installed where the optimizer runs. Kept as
+  the normalized text (so ``leantfx watch`` passes it on as given);
   ``build.optimization_config`` splits it.
   """
+  if text.strip() == runtimes.ALL:
+    return runtimes.ALL
   names = [n.strip() for n in text.split(',') if n.strip()]
   try:
     runtimes.check_names(names)

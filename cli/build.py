@@ -19,6 +19,7 @@ from leantfx import config as config_lib
 from leantfx.cli import dataset as dataset_lib
 from leantfx.cli import options
 from leantfx.components.optimize import config as optimize_config
+from leantfx.components.optimize import runtimes
 from leantfx.components.optimize import selection
 from leantfx.errors import ConfigError
 from leantfx.kubeflow import compiler
@@ -202,7 +203,7 @@ def optimization_config(
           max_p99_ms=args.tflite_max_p99_ms),
       policy=args.tflite_policy,
       latency_runs=args.tflite_latency_runs,
-      runtimes=(None if args.runtimes is None else
+      runtimes=(None if args.runtimes == runtimes.ALL else
                 tuple(args.runtimes.split(','))))
 
 

@@ -211,11 +211,13 @@ def add_pipeline_options(parser: argparse.ArgumentParser,
           'the eval split, reported on the other half (default smallest)')
   opt.add('--tflite-latency-runs', type=argtypes.positive_int, default=200,
           help='timed batch-1 runs per variant (default 200)')
-  opt.add('--runtimes', type=argtypes.runtime_list, default=None,
+  opt.add('--runtimes', type=argtypes.runtime_list, default='tflite',
           metavar='LIST',
           help='runtimes to build and push variants in, comma-separated, '
-          'of tflite,openvino,onnx (default: every one installed where the '
-          "optimizer runs; pip extra leantfx[runtimes]); OpenVINO and ONNX "
+          'of tflite,openvino,onnx, or all (every one installed where the '
+          "optimizer runs; pip extra leantfx[runtimes]). Default tflite: "
+          'building the server runtimes still costs the optimizer 2-3x its '
+          "time (docs/measurements.md). OpenVINO and ONNX "
           'variants (float32, int8) are built for the candidates whose '
           'TFLite variants are inside the accuracy budget and pushed to '
           '<output>/openvino and <output>/onnx')

@@ -271,3 +271,15 @@ def test_first_screen_shows_leantfx_lines_only(tmp_path):
   loud = run_cli(argv + ['--verbose'], timeout=300, env=env)
   assert loud.returncode == 0, loud.stderr
   assert 'FutureWarning' in loud.stderr or 'Unable to register' in loud.stderr
+
+
+@pytest.mark.parametrize('argv, runtimes', [
+    ([], ('tflite',)),
+    (['--runtimes', 'tflite,openvino'], ('tflite', 'openvino')),
+    # 'all': every runtime installed where the optimizer runs (None).
+    (['--runtimes', 'all'], None),
+])
+def test_runtimes_default_to_tflite_and_all_means_every_installed_one(
+    argv, runtimes):
+  args = _parse(['run', '--dataset', 'digits'] + argv)
+  assert build.optimization_config(args).runtimes == runtimes

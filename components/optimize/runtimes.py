@@ -21,6 +21,8 @@ TFLITE = 'tflite'
 OPENVINO = 'openvino'
 ONNX = 'onnx'
 RUNTIMES = (TFLITE, OPENVINO, ONNX)
+# On the command line: every runtime installed where the optimizer runs.
+ALL = 'all'
 # The pip extra (setup.py) that installs the runtimes beside the stack.
 EXTRA = 'runtimes'
 INSTALL_HINT = f"pip install 'leantfx[{EXTRA}]'"
