@@ -15,7 +15,7 @@ $(STAMP): setup.py pyproject.toml constraints.txt
 	if [ ! -x $(PY) ]; then echo "creating $(VENV) with $$py"; "$$py" -m venv $(VENV) || exit 1; fi; \
 	$(PY) -m pip install --quiet --disable-pip-version-check "pip==24.2" && \
 	echo "installing leantfx and its pinned stack into $(VENV) (about 2 minutes the first time)" && \
-	$(PY) -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[test,bench]' && \
+	$(PY) -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[test,bench,runtimes]' && \
 	cp leantfx/leantfx-keras2.pth "$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/" && \
 	touch $(STAMP)
 
@@ -42,7 +42,7 @@ bench: $(STAMP)
 constraints:
 	@py="$$(tools/find_python310.sh)" || exit 1; rm -rf .venv-resolve && \
 	"$$py" -m venv .venv-resolve && .venv-resolve/bin/pip install -q "pip==24.2" && \
-	.venv-resolve/bin/pip install -q -e '.[test,bench]' && \
+	.venv-resolve/bin/pip install -q -e '.[test,bench,runtimes]' && \
 	{ grep '^#' constraints.txt; .venv-resolve/bin/pip freeze --exclude-editable | grep -v '^leantfx'; } > constraints.new && \
 	mv constraints.new constraints.txt && rm -rf .venv-resolve
 

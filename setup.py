@@ -64,6 +64,19 @@ setuptools.setup(
         'test': ['pytest', 'pytest-xdist'],
         # The serving benchmark's baseline is the Flask app most users write.
         'bench': ['flask'],
+        # The x86 server runtimes the ModelOptimizer exports to beside TFLite
+        # (components/optimize/openvino_export.py, onnx_export.py). An extra,
+        # not install_requires, so a slim image can leave them out: the
+        # optimizer then skips those runtimes and says to install this extra.
+        # onnx is held at 1.16.x: later releases need protobuf>=4, and the
+        # pinned TFX stack needs protobuf 3.20 (see constraints.txt).
+        'runtimes': [
+            'openvino==2026.4.1',
+            'nncf==3.4.0',
+            'onnxruntime==1.23.2',
+            'tf2onnx==1.17.0',
+            'onnx==1.16.2',
+        ],
     },
     entry_points={'console_scripts': ['leantfx=leantfx.cli.main:main']},
 )

@@ -35,6 +35,14 @@ Figures and anchors (each row names its source):
      (a SignatureRunner call per run on an interpreter never allocated)
      re-timed for comparison. Anchor: the TFLite post-training quantization
      guide, full integer quantization "3x+ speedup" on CPU.
+     In the same interleaved rounds, when the runtimes extra is installed:
+     OpenVINO IR float32 and NNCF int8 (an infer request, inputs set once)
+     and ONNX float32 (tf2onnx) and static QDQ int8 (an IO-bound ONNX Runtime
+     session), exported as the ModelOptimizer exports them
+     (components/optimize/runtime_variants.py): p50, p99, size, speed-up
+     over TFLite float32, and each runtime's Python per-call overhead (its
+     one-line call path minus the bound call). Targets (issue 12): the best
+     int8 >= 4x TFLite float32, TFLite int8 >= 2x.
 
   .venv/bin/python -m benchmarks.bench_optimize [--latency-runs N]
       [--latency-rounds N] [--deploy-threads N] [--seeds N] [--only-latency]
@@ -65,6 +73,8 @@ from leantfx.components.optimize import distillation  # pylint: disable=g-import
 from leantfx.components.optimize import low_rank  # pylint: disable=g-import-not-at-top,wrong-import-position
 from leantfx.components.optimize import measure  # pylint: disable=g-import-not-at-top,wrong-import-position
 from leantfx.components.optimize import pruning  # pylint: disable=g-import-not-at-top,wrong-import-position
+from leantfx.components.optimize import runtime_variants  # pylint: disable=g-import-not-at-top,wrong-import-position
+from leantfx.components.optimize import runtimes  # pylint: disable=g-import-not-at-top,wrong-import-position
 from leantfx.components.optimize import tflite_export  # pylint: disable=g-import-not-at-top,wrong-import-position
 from leantfx.models import model as model_lib  # pylint: disable=g-import-not-at-top,wrong-import-position
 
@@ -83,7 +93,8 @@ PRUNING = pruning.PruningConfig(target_sparsity=0.8, frequency=10, epochs=4)
 # fewer parameters; 20 epochs (~900 steps) train it to a plateau on digits.
 DISTILLATION_EPOCHS = 20
 SEEDS = 3
-LOW_RANK = low_rank.LowRankConfig(energy=0.9, fine_tune_epochs=2)
+LOW_RANK = low_rank.LowRankConfig(max_accuracy_drop=None, energy=0.9,
+                                  fine_tune_epochs=2)
 LATENCY_RUNS = 200
 WARMUP_RUNS = 20
 MOBILENET_CALIBRATION = 32
@@ -301,6 +312,23 @@ def latency_rows(work, runs, rounds=measure.DEFAULT_LATENCY_ROUNDS,
                          deploy_threads != 1 else [])
   variants = [measure.LatencyVariant(f'{mode} {t}t', paths[mode], t, example)
               for t in thread_counts for mode in ('float32', 'int8')]
+  # The server runtimes, exported as the ModelOptimizer exports them
+  # (runtime_variants.export), timed at 1 thread in the same rounds.
+  server = [r for r in runtimes.installed()
+            if r in runtime_variants.SERVER_RUNTIMES]
+  server_paths, export_seconds = {}, {}
+  for runtime in server:
+    cache = {'saved_model': saved}
+    for mode in ('float32', 'int8'):
+      began = time.perf_counter()
+      server_paths[(runtime, mode)] = runtime_variants.export(
+          runtime, model, mode, {name: images},
+          os.path.join(work, f'{runtime}_{mode}'), MOBILENET_CALIBRATION,
+          cache)
+      export_seconds[(runtime, mode)] = time.perf_counter() - began
+      variants.append(runtime_variants.timer(
+          runtime, f'{runtime} {mode} 1t', server_paths[(runtime, mode)], 1,
+          example))
   load_before = os.getloadavg()
   result = measure.measure_latency_interleaved(
       variants, runs=runs, warmup_runs=WARMUP_RUNS, rounds=rounds)
@@ -352,6 +380,45 @@ def latency_rows(work, runs, rounds=measure.DEFAULT_LATENCY_ROUNDS,
         'anchor': '3x+ speedup',
         'anchor source': ('TFLite post-training quantization guide (its '
                           'latency tables: Pixel 2, one big ARM core)'),
+    })
+  tflite_f32 = stats['float32 1t'].p50_ms
+  rows.append({
+      'figure': 'MobileNetV2 speedup over TFLite float32, 1 thread: TFLite '
+                'int8',
+      'measured': tflite_f32 / stats['int8 1t'].p50_ms,
+      'detail': f"p50 {stats['int8 1t'].p50_ms:.2f} ms",
+      'anchor': '>= 2x', 'anchor source': 'issue 12 target',
+  })
+  for (runtime, mode), path in server_paths.items():
+    s = stats[f'{runtime} {mode} 1t']
+    artifact = runtime_variants.artifact_path(runtime, path)
+    rows.append({
+        'figure': f'MobileNetV2 1.0 224px p50 ms: {runtime} {mode}, 1 thread, '
+                  'inputs bound once',
+        'measured': s.p50_ms,
+        'detail': (f'p99 {s.p99_ms:.2f} ms; {measure.size_on_disk(artifact)} '
+                   f'B; {s.runs} runs; round p50s {rounds_text(s)} (spread '
+                   f'{s.spread:.2f}); export '
+                   f'{export_seconds[(runtime, mode)]:.0f} s; '
+                   f'{runtime_variants.RUNTIME_CALLS[runtime]}'),
+        'anchor': '-', 'anchor source': '-',
+    })
+    rows.append({
+        'figure': f'MobileNetV2 speedup over TFLite float32, 1 thread: '
+                  f'{runtime} {mode}',
+        'measured': tflite_f32 / s.p50_ms,
+        'detail': f'TF float32 / this: {tf32.latency_p50_ms / s.p50_ms:.2f}x',
+        'anchor': '>= 4x (best int8)' if mode == 'int8' else '-',
+        'anchor source': 'issue 12 target' if mode == 'int8' else '-',
+    })
+    rows.append({
+        'figure': f'  Python per-call overhead ms: {runtime} {mode}, 1 thread',
+        'measured': s.call_overhead_ms,
+        'detail': ('one-line call p50 per round ' + ', '.join(
+            f'{x:.2f}' for x in s.runner_round_p50_ms) +
+                   ' ms (OpenVINO: compiled_model(inputs); ONNX Runtime: '
+                   'session.run(None, feed)) minus the bound call'),
+        'anchor': '-', 'anchor source': '-',
     })
   for mode in ('float32', 'int8'):
     rows.append({

@@ -7,6 +7,7 @@ message whichever command (run, compile, watch, ...) has the option.
 import argparse
 import re
 
+from leantfx.components.optimize import runtimes
 from leantfx.errors import ConfigError
 from leantfx.pipeline import beam_presets
 
@@ -109,3 +110,20 @@ def job_endpoint(text: str) -> str:
     return beam_presets.parse_job_endpoint(text)
   except ConfigError as e:
     raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def runtime_list(text: str) -> str:
+  """A comma-separated list of optimizer runtimes, e.g. 'tflite,openvino'.
+
+  'all' stands for every runtime installed where the optimizer runs. Kept as
+  the normalized text (so ``leantfx watch`` passes it on as given);
+  ``build.optimization_config`` splits it.
+  """
+  if text.strip() == runtimes.ALL:
+    return runtimes.ALL
+  names = [n.strip() for n in text.split(',') if n.strip()]
+  try:
+    runtimes.check_names(names)
+  except ConfigError as e:
+    raise argparse.ArgumentTypeError(str(e)) from None
+  return ','.join(names)

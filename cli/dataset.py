@@ -18,6 +18,7 @@ from leantfx import data_formats
 from leantfx import datasets
 from leantfx import input_checks
 from leantfx import schemas
+from leantfx import task as task_lib
 from leantfx.cli import options
 from leantfx.components.image_example_gen import decode
 from leantfx.errors import ConfigError
@@ -34,11 +35,13 @@ class ResolvedData:
     spec: the DatasetSpec.
     profile: what the checks saw in the span (rows, span, label values).
     data_format: 'csv', 'tfrecord' or 'images'.
+    task: the task decision (classification or regression, and why).
   """
   data_root: str
   spec: config_lib.DatasetSpec
   profile: object
   data_format: str
+  task: task_lib.TaskDecision
 
 
 def name_from_path(path: str) -> str:
@@ -89,8 +92,47 @@ def _image_settings(spec: config_lib.DatasetSpec,
                               label_feature=spec.label, bad_images=bad_images)
 
 
+def _check_regression_target(profile, label: str) -> None:
+  """Refuses NaN/infinite targets: rows named for CSV, values for TFRecord."""
+  rows = getattr(profile, 'label_not_finite', None)
+  if rows is not None:
+    task_lib.check_regression_target(label, rows,
+                                     profile.label_not_finite_count)
+    return
+  bad = [v for v in profile.label_values
+         if v.strip().lower().lstrip('+-') in ('nan', 'inf', 'infinity')]
+  if bad:
+    raise ConfigError(
+        f'The regression target {label!r} holds NaN or infinite values '
+        f'({", ".join(bad)}) in span {profile.span} ({profile.span_dir}). '
+        'Fix or drop those examples.')
+
+
+def _decide_task(args: argparse.Namespace, label: str, profile,
+                 fmt: str) -> task_lib.TaskDecision:
+  """Decides (or checks) --task from the label values the checks saw."""
+  if fmt == 'images':
+    if args.task == 'regression':
+      raise ConfigError(
+          '--task regression needs a numeric label column, and image data '
+          'is labelled by its class folders. Use --task auto or '
+          'classification.')
+    return task_lib.TaskDecision(
+        'classification',
+        f'images labelled by {len(profile.label_values)} class folders',
+        args.task)
+  decision = task_lib.decide(label, profile.label_values, profile.num_rows,
+                             args.task)
+  if decision.task == 'regression':
+    _check_regression_target(profile, label)
+  return decision
+
+
 def _check_known_labels(profile, spec: config_lib.DatasetSpec, dataset: str,
                         data_root: str) -> None:
+  if spec.is_regression:
+    _check_regression_target(profile, spec.label)
+    return
   unknown = sorted(set(profile.label_values) - set(spec.classes))
   if unknown:
     raise ConfigError(
@@ -152,8 +194,17 @@ def resolve_dataset(args: argparse.Namespace, local_root: Optional[str],
           numeric_columns=spec.numeric_features + spec.image_features,
           categorical_columns=spec.categorical_features,
           required_columns=spec.feature_columns, span=span)
+    if args.task not in ('auto', spec.task):
+      raise ConfigError(
+          f'--task {args.task} does not match the bundled dataset '
+          f'{dataset!r}, a {spec.task} on {spec.label!r}. Drop --task, or '
+          'train on your own data without --dataset.')
     _check_known_labels(profile, spec, dataset, data_root)
-    return ResolvedData(os.path.abspath(data_root), spec, profile, fmt)
+    decision = task_lib.TaskDecision(
+        spec.task, f'the bundled dataset {dataset!r} is a {spec.task} on '
+        f'{spec.label!r}', args.task)
+    return ResolvedData(os.path.abspath(data_root), spec, profile, fmt,
+                        decision)
 
   name = args.name or name_from_path(local_root)
   if fmt == 'images':
@@ -164,15 +215,17 @@ def resolve_dataset(args: argparse.Namespace, local_root: Optional[str],
     probe = config_lib.DatasetSpec(name='probe', classes=('a', 'b'), **image)
     profile = data_checks.profile_image_data_root(
         local_root, _image_settings(probe, args.bad_images), span)
+    decision = _decide_task(args, image['label'], profile, fmt)
     spec = config_lib.DatasetSpec(
         name=name, classes=tuple(profile.label_values),
         schema_file=args.schema, **image)
-    return ResolvedData(os.path.abspath(local_root), spec, profile, fmt)
+    return ResolvedData(os.path.abspath(local_root), spec, profile, fmt,
+                        decision)
   if not args.label:
     what = 'column' if fmt == 'csv' else 'feature of the examples'
     raise ConfigError(
         f'--data-root {local_root} needs --label COLUMN: the {what} that '
-        'holds the class to predict.')
+        'holds the class or number to predict.')
   if fmt == 'csv':
     profile = input_checks.profile_csv_data_root(
         local_root, args.label, categorical_columns=args.categorical,
@@ -185,9 +238,14 @@ def resolve_dataset(args: argparse.Namespace, local_root: Optional[str],
                                set(args.categorical)))
     numeric = tuple(c for c in profile.numeric_columns
                     if c not in categorical)
+  decision = _decide_task(args, args.label, profile, fmt)
+  regression = decision.task == 'regression'
   spec = config_lib.DatasetSpec(
-      name=name, label=args.label, classes=tuple(profile.label_values),
+      name=name, label=args.label,
+      classes=() if regression else tuple(profile.label_values),
+      task=decision.task,
       numeric_features=tuple(numeric),
       categorical_features=tuple(categorical), model='mlp',
       schema_file=args.schema)
-  return ResolvedData(os.path.abspath(local_root), spec, profile, fmt)
+  return ResolvedData(os.path.abspath(local_root), spec, profile, fmt,
+                      decision)

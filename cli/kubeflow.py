@@ -84,7 +84,11 @@ def cmd_compile(args: argparse.Namespace) -> int:
         serving_dir=build.cluster_path('--serving-dir', args.serving_dir),
         tflite_dir=build.cluster_path('--tflite-dir', args.tflite_dir),
         scratch=scratch)
-    config = build.build_pipeline_config(args, target).config
+    built = build.build_pipeline_config(args, target)
+    config = built.config
+    print(f'task: {built.data.task.task} ({built.data.task.reason})')
+    for note in built.notes:
+      print(note.strip())
   options = compiler.TaskOptions(
       retry=compiler.RetryPolicy(max_retries=args.retries,
                                  backoff=f'{args.retry_backoff}s'),

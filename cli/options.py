@@ -12,16 +12,20 @@ Runner facts are not here: ``run`` adds --output and --runner, ``compile``
 adds the cluster paths, image, resources and retries.
 """
 import argparse
-from typing import List, Sequence
+from typing import Any, Dict, List, Sequence
 
 from leantfx import config as config_lib
 from leantfx import datasets
+from leantfx import task as task_lib
 from leantfx.cli import argtypes
 from leantfx.pipeline import beam_presets
 
 # The attribute the parser keeps the pipeline options' destinations in.
 _DESTS_ATTR = '_leantfx_pipeline_dests'
-POLICIES = ('smallest', 'fastest', 'most_accurate')
+# components.optimize.selection.POLICIES, spelled out so that parsing options
+# (and --help) does not import TensorFlow; tests/optimize/test_selection.py
+# checks the two match.
+POLICIES = ('smallest', 'smallest_download', 'fastest', 'most_accurate')
 DEFAULT_IMAGE_SHAPE = '32x32x3'
 # Image datasets are augmented by default (the digits run uses it): one
 # augmented copy per train image. Digits accuracy with and without it is in
@@ -90,6 +94,11 @@ def add_pipeline_options(parser: argparse.ArgumentParser,
              'TFRecord or images; default for --dataset: OUTPUT/data/NAME, '
              'prepared)')
   data.add('--label', help='label column of your own data')
+  data.add('--task', choices=task_lib.TASK_OPTIONS, default='auto',
+           help='what the label is: auto (default: decided from the label '
+           'column and printed: text or few distinct integers -> '
+           'classification; floats or many distinct integers -> regression), '
+           'classification or regression')
   data.add('--categorical', action='append', default=[], metavar='COLUMN',
            help='treat COLUMN as categorical even if its values look '
            'numeric (repeatable)')
@@ -167,6 +176,20 @@ def add_pipeline_options(parser: argparse.ArgumentParser,
   gate.add('--max-accuracy-drop', type=argtypes.fraction,
            default=evaluation.max_accuracy_drop,
            help='how far below the last blessed model a new one may fall')
+  gate.add('--min-auc', type=argtypes.fraction, default=evaluation.min_auc,
+           help='two-class labels: bless only at or above this eval AUC '
+           '(default: AUC, precision and recall are reported, not gated)')
+  gate.add('--min-r2', type=float, default=evaluation.min_r2,
+           help='regression: bless only at or above this eval R^2 (default '
+           f'{evaluation.min_r2}: no worse than predicting the mean)')
+  gate.add('--max-rmse', type=argtypes.positive_float,
+           default=evaluation.max_rmse,
+           help='regression: bless only at or below this eval RMSE (target '
+           'units; default: no bound)')
+  gate.add('--max-rmse-increase', type=argtypes.non_negative_float,
+           default=evaluation.max_rmse_increase, metavar='FRACTION',
+           help='regression: how much higher (relative) RMSE may be than the '
+           f'last blessed model\'s (default {evaluation.max_rmse_increase})')
 
   opt = rec.group(
       'model optimization (TFLite)',
@@ -182,9 +205,22 @@ def add_pipeline_options(parser: argparse.ArgumentParser,
   opt.add('--tflite-max-p99-ms', type=argtypes.positive_float,
           help='largest batch-1 p99 latency (ms, 1 thread)')
   opt.add('--tflite-policy', choices=POLICIES, default='smallest',
-          help='which blessed variant to push (default smallest)')
+          help='which blessed variant to push: smallest = fewest bytes on '
+          'disk, smallest_download = fewest gzipped bytes (where pruning '
+          'pays off), fastest = lowest p99, most_accurate; chosen on half '
+          'the eval split, reported on the other half (default smallest)')
   opt.add('--tflite-latency-runs', type=argtypes.positive_int, default=200,
           help='timed batch-1 runs per variant (default 200)')
+  opt.add('--runtimes', type=argtypes.runtime_list, default='tflite',
+          metavar='LIST',
+          help='runtimes to build and push variants in, comma-separated, '
+          'of tflite,openvino,onnx, or all (every one installed where the '
+          "optimizer runs; pip extra leantfx[runtimes]). Default tflite: "
+          'building the server runtimes still costs the optimizer 2-3x its '
+          "time (docs/measurements.md). OpenVINO and ONNX "
+          'variants (float32, int8) are built for the candidates whose '
+          'TFLite variants are inside the accuracy budget and pushed to '
+          '<output>/openvino and <output>/onnx')
 
   retrain = rec.group('continuous retraining')
   if pin_span:
@@ -290,6 +326,10 @@ def _add_training(group: _Group) -> None:
   group.add('--lr-decay', choices=config_lib.LR_DECAYS,
             default=defaults.lr_decay,
             help='after warm-up: constant (default), linear, cosine')
+  group.add('--regression-loss', choices=config_lib.REGRESSION_LOSSES,
+            default=defaults.regression_loss,
+            help='regression: mse (default) or huber (less pulled by '
+            'outliers; delta = one standard deviation of the target)')
   group.add('--tune', type=argtypes.whole_number, metavar='TRIALS',
             help='run the TFX Tuner with this trial budget first; the '
             'Trainer uses its best hyperparameters')
@@ -301,6 +341,13 @@ def _add_training(group: _Group) -> None:
   group.add('--tuner-epochs', type=argtypes.whole_number,
             default=defaults.tuner_epochs,
             help="epochs per trial (Hyperband's max_epochs)")
+
+
+def pipeline_defaults() -> Dict[str, Any]:
+  """Every pipeline option's default, by destination (as ``run`` has them)."""
+  parser = argparse.ArgumentParser(add_help=False)
+  add_pipeline_options(parser, 'run')
+  return {action.dest: action.default for action in parser._actions}  # pylint: disable=protected-access
 
 
 def pipeline_dests(parser: argparse.ArgumentParser) -> List[str]:

@@ -27,13 +27,8 @@ def _print_summary(summary, config, seconds: float, log_path: str) -> None:
   print(f'\nleantfx run finished in {seconds:.1f}s '
         f'({len(states)} components: {len(states) - cached} ran, '
         f'{cached} from cache)')
-  if summary.accuracy is not None:
-    count = (f', {summary.example_count} examples'
-             if summary.example_count is not None else '')
-    print(f'  accuracy (eval split{count}): {summary.accuracy:.4f} '
-          f'(gate: >= {config.evaluation.min_accuracy}, at most '
-          f'{config.evaluation.max_accuracy_drop} below the last blessed '
-          'model)')
+  for line in summary_lib.metric_lines(summary, config):
+    print(line)
   blessed = {True: 'yes', False: 'no', None: 'unknown'}[summary.blessed]
   print(f'  blessed: {blessed}')
   pusher = summary.executions.get('Pusher')
@@ -69,12 +64,19 @@ def _run(args: argparse.Namespace, output: str, log_path: str,
   record.update(dataset=config.dataset.name, data_root=data.data_root,
                 data_format=data.data_format, span=data.profile.span,
                 rows=data.profile.num_rows,
+                task=data.task.task, task_reason=data.task.reason,
+                task_requested=data.task.requested,
                 pipeline_name=config.pipeline_name,
                 metadata_path=config.metadata_path)
+  what = (f'regression on {config.dataset.label!r}'
+          if config.dataset.is_regression else
+          f'{len(config.dataset.classes)} classes')
   print(f'leantfx run: dataset {config.dataset.name} ({data.profile.num_rows} '
         f'rows in span {data.profile.span} of {data.data_root}, '
-        f'{len(config.dataset.classes)} classes), runner {args.runner}, '
-        f'output {output}')
+        f'{what}), runner {args.runner}, output {output}')
+  print(f'  task: {data.task.task} ({data.task.reason})')
+  for note in built.notes:
+    print(note)
   # A portable run's job service and SDK workers are checked before any
   # component runs: Beam would wait for workers that never come, for ever.
   reports = beam_preflight.check(config.beam_pipeline_args,

@@ -6,6 +6,7 @@ modules (which import TensorFlow) load only when a command runs.
 """
 import argparse
 import json
+import os
 import logging
 import sys
 from typing import Optional
@@ -85,6 +86,24 @@ def add_commands(subparsers) -> None:
       '--pvc', help='Mount this PersistentVolumeClaim instead of a hostPath '
       'of --model-base-path.')
   tf_serving.set_defaults(func=deploy_tf_serving)
+  ovms = targets.add_parser(
+      'ovms', help="OpenVINO Model Server's config.json for the optimizer's "
+      'OpenVINO pushes (<output>/openvino).')
+  ovms.add_argument('--model-base-path', required=True,
+                    help='The OpenVINO push base (<output>/openvino).')
+  ovms.add_argument('--out', required=True,
+                    help='Directory to write config.json to.')
+  ovms.add_argument('--num-threads', type=argtypes.positive_int, default=1,
+                    help='INFERENCE_NUM_THREADS per model (default 1).')
+  ovms.set_defaults(func=deploy_ovms)
+  triton = targets.add_parser(
+      'triton', help="Triton's config.pbtxt in each model of the optimizer's "
+      'ONNX push base (<output>/onnx, the model repository).')
+  triton.add_argument('--model-repository', required=True,
+                      help='The ONNX push base (<output>/onnx).')
+  triton.add_argument('--model-name', action='append', default=[],
+                      help='Only this model (repeatable).')
+  triton.set_defaults(func=deploy_triton)
   beam_commands.add_deploy_targets(targets)
 
   predict_parser = subparsers.add_parser(
@@ -198,6 +217,38 @@ def deploy_tf_serving(args: argparse.Namespace) -> int:
     print(f'wrote {path}')
   print(f'run: sh {written[deploy.DOCKER_RUN]}   or   kubectl apply -f '
         f'{written[deploy.KUBERNETES_YAML]}')
+  return 0
+
+
+def deploy_ovms(args: argparse.Namespace) -> int:
+  """Writes OVMS's config.json. Returns the exit code."""
+  from leantfx.serving import runtime_deploy  # pylint: disable=g-import-not-at-top
+  try:
+    path = runtime_deploy.write_ovms_config(args.model_base_path, args.out,
+                                            args.num_threads)
+  except LeantfxError as e:
+    return _fail(e)
+  print(f'wrote {path}')
+  print(f'run: docker run -p 9000:9000 -p 8000:8000 -v '
+        f'{os.path.abspath(args.model_base_path)}:/models:ro -v '
+        f'{os.path.abspath(args.out)}:/config:ro openvino/model_server '
+        '--config_path /config/config.json --port 9000 --rest_port 8000')
+  return 0
+
+
+def deploy_triton(args: argparse.Namespace) -> int:
+  """Writes Triton's config.pbtxt files. Returns the exit code."""
+  from leantfx.serving import runtime_deploy  # pylint: disable=g-import-not-at-top
+  try:
+    written = runtime_deploy.write_triton_configs(args.model_repository,
+                                                  tuple(args.model_name))
+  except LeantfxError as e:
+    return _fail(e)
+  for path in written:
+    print(f'wrote {path}')
+  print(f'run: docker run -p 8000:8000 -p 8001:8001 -v '
+        f'{os.path.abspath(args.model_repository)}:/models '
+        'nvcr.io/nvidia/tritonserver tritonserver --model-repository=/models')
   return 0
 
 

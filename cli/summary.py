@@ -18,7 +18,7 @@ def _counts(text: Optional[str]) -> Dict[str, int]:
     return {}
 
 
-def _data_lines(summary) -> List[str]:
+def _data_lines(summary, config) -> List[str]:
   """What the data steps did, from the run's ML Metadata summary."""
   lines = []
   for node in ('ImageExampleGen',):
@@ -52,7 +52,11 @@ def _data_lines(summary) -> List[str]:
         'class_counts_before' in props) else {}
     after = _counts(props['class_counts_after'].string_value) if (
         'class_counts_after' in props) else {}
-    if before or after:
+    if (before or after) and config.dataset.is_regression:
+      # A regression's label values are no classes: only the totals.
+      lines.append(f'  augment (train examples): {sum(before.values())}->'
+                   f'{sum(after.values())}')
+    elif before or after:
       classes = sorted(set(before) | set(after),
                        key=lambda c: (not c.lstrip('-').isdigit(),
                                       int(c) if c.lstrip('-').isdigit() else 0,
@@ -125,6 +129,13 @@ def _optimization_lines(summary, config) -> List[str]:
   else:
     lines.append('  tflite: no variant blessed (nothing pushed; see the '
                  'report for each variant\'s figures)')
+  for runtime in ('openvino', 'onnx'):
+    destination = (_custom(optimized, f'{runtime}_pushed_destination')
+                   if optimized is not None else None)
+    if destination:
+      lines.append(
+          f"  {runtime}: {_custom(optimized, f'{runtime}_selected_variant')} "
+          f'pushed to {destination}')
   skipped = _custom(optimized, 'skipped_candidates') if optimized else None
   for failure in json.loads(skipped) if skipped else ():
     lines.append(f"  tflite: candidate {failure['candidate']} skipped, it "
@@ -136,9 +147,49 @@ def _optimization_lines(summary, config) -> List[str]:
 
 
 
+# The regression figures the summary prints, by TFMA metric name.
+REGRESSION_METRICS = (('mean_absolute_error', 'MAE'),
+                      ('root_mean_squared_error', 'RMSE'),
+                      ('r2_score', 'R^2'))
+
+
+def metric_lines(summary, config) -> List[str]:
+  """The Evaluator's figures and gate: accuracy, or a regression's errors."""
+  count = (f', {summary.example_count} examples'
+           if summary.example_count is not None else '')
+  evaluation = config.evaluation
+  if config.dataset.is_regression:
+    found = [f'{label} {summary.metrics[name]:.4f}'
+             for name, label in REGRESSION_METRICS if name in summary.metrics]
+    if not found:
+      return []
+    bound = ('' if evaluation.max_rmse is None else
+             f', RMSE <= {evaluation.max_rmse}')
+    return [f'  regression (eval split{count}): {", ".join(found)} (gate: '
+            f'R^2 >= {evaluation.min_r2}{bound}, RMSE at most '
+            f'{evaluation.max_rmse_increase:.0%} above the last blessed '
+            'model)']
+  if summary.accuracy is None:
+    return []
+  lines = [f'  accuracy (eval split{count}): {summary.accuracy:.4f} '
+           f'(gate: >= {evaluation.min_accuracy}, at most '
+           f'{evaluation.max_accuracy_drop} below the last blessed model)']
+  binary = [f'{name} {summary.metrics[name]:.4f}'
+            for name in ('auc', 'precision', 'recall')
+            if name in summary.metrics]
+  if binary:
+    second = config.dataset.classes[1] if len(
+        config.dataset.classes) == 2 else '?'
+    gate = ('' if evaluation.min_auc is None else
+            f' (gate: auc >= {evaluation.min_auc})')
+    lines.append(f'  binary, class {second!r} positive: '
+                 f'{", ".join(binary)}{gate}')
+  return lines
+
+
 def summary_lines(summary, config) -> List[str]:
   """The summary's lines after accuracy, blessing and push."""
-  return (_data_lines(summary) + _training_lines(summary) +
+  return (_data_lines(summary, config) + _training_lines(summary) +
           _optimization_lines(summary, config))
 
 
@@ -156,11 +207,14 @@ def run_record(summary, config) -> Dict[str, Any]:
     config: the run's PipelineConfig.
 
   Returns:
-    status, accuracy, example_count, blessed, pushed_path, reused_version,
+    status, task, metrics (every overall TFMA metric of the candidate),
+    accuracy, example_count, blessed, pushed_path, reused_version,
     per-node execution states and ids, and the TFLite push when there was one.
   """
   record: Dict[str, Any] = {
       'status': 'pushed' if summary.pushed else 'not_blessed',
+      'task': config.dataset.task,
+      'metrics': dict(summary.metrics),
       'accuracy': summary.accuracy,
       'example_count': summary.example_count,
       'blessed': summary.blessed,

@@ -20,6 +20,7 @@ DATA_FORMATS = ('csv', 'tfrecord', 'images')
 BAD_IMAGE_POLICIES = ('fail', 'skip')
 OVERSAMPLING_METHODS = ('none', 'random', 'smote')
 CLASS_WEIGHT_MODES = ('none', 'auto')
+TASKS = ('classification', 'regression')
 
 
 def _check(condition: bool, message: str) -> None:
@@ -34,7 +35,10 @@ class DatasetSpec:
   Attributes:
     name: model and dataset name; names the serving directory too.
     label: the label column.
-    classes: label values in class-id order (the model's output order).
+    classes: label values in class-id order (the model's output order);
+      empty for regression.
+    task: 'classification' (the label is a class) or 'regression' (the
+      label is a number to predict; leantfx/task.py decides which).
     numeric_features: columns scaled to z-scores (missing values take the mean).
     categorical_features: columns turned into vocabulary ids (missing -> OOV).
     image_features: pixel columns in row-major order, for image datasets.
@@ -53,6 +57,7 @@ class DatasetSpec:
   name: str
   label: str
   classes: Tuple[str, ...]
+  task: str = 'classification'
   numeric_features: Tuple[str, ...] = ()
   categorical_features: Tuple[str, ...] = ()
   image_features: Tuple[str, ...] = ()
@@ -67,9 +72,19 @@ class DatasetSpec:
     _check(bool(_NAME_RE.match(self.name)),
            f'Dataset name {self.name!r} is not usable as a model name: use '
            'letters, digits, "_" or "-", starting with a letter (at most 63).')
-    _check(len(self.classes) >= 2,
-           f'Dataset {self.name!r} has {len(self.classes)} label class(es) '
-           f'in column {self.label!r}; classification needs at least 2.')
+    _check(self.task in TASKS,
+           f'Unknown task {self.task!r}; use one of {TASKS}.')
+    if self.task == 'regression':
+      _check(not self.classes,
+             f'Dataset {self.name!r} is a regression on {self.label!r} and '
+             f'lists classes {self.classes}; a regression has none.')
+      _check(not (self.image_key or self.image_features),
+             f'Dataset {self.name!r}: regression is for tabular data; image '
+             'datasets are classified by their class folders or label.')
+    else:
+      _check(len(self.classes) >= 2,
+             f'Dataset {self.name!r} has {len(self.classes)} label class(es) '
+             f'in column {self.label!r}; classification needs at least 2.')
     _check(len(set(self.classes)) == len(self.classes),
            f'Dataset {self.name!r} lists a label class twice: {self.classes}.')
     _check(self.model in MODEL_KINDS,
@@ -97,6 +112,10 @@ class DatasetSpec:
           f'image_shape {self.image_shape} does not match the '
           f'{len(self.image_features)} pixel columns of {self.name!r}.')
       _check(self.image_max_value > 0, 'image_max_value must be > 0.')
+
+  @property
+  def is_regression(self) -> bool:
+    return self.task == 'regression'
 
   @property
   def feature_columns(self) -> Tuple[str, ...]:
@@ -151,6 +170,9 @@ class TrainingConfig:
     warmup_steps: optimizer steps of linear learning-rate warm-up from 0.
     lr_decay: after warm-up: 'constant', 'linear' (to 0 at the last step) or
       'cosine'.
+    regression_loss: regression only: 'mse' or 'huber' (on the target
+      scaled to unit standard deviation, so Huber's delta is one standard
+      deviation).
     tune: run the TFX Tuner first and train with its best hyperparameters.
     tuner_algorithm: one of TUNER_ALGORITHMS.
     tuner_trials: the tuner's trial budget.
@@ -180,6 +202,7 @@ class TrainingConfig:
   early_stopping_patience: int = 0
   warmup_steps: int = 0
   lr_decay: str = 'constant'
+  regression_loss: str = 'mse'
   tune: bool = False
   tuner_algorithm: str = 'random'
   tuner_trials: int = 10
@@ -209,6 +232,7 @@ PRECISIONS = ('auto', 'float32', 'mixed_float16', 'mixed_bfloat16')
 STRATEGIES = ('auto', 'one_device', 'mirrored', 'multi_worker')
 LR_DECAYS = ('constant', 'linear', 'cosine')
 TUNER_ALGORITHMS = ('random', 'hyperband', 'bayesian')
+REGRESSION_LOSSES = ('mse', 'huber')
 
 
 def _check_training_extensions(t: 'TrainingConfig') -> None:
@@ -216,7 +240,8 @@ def _check_training_extensions(t: 'TrainingConfig') -> None:
   for field, allowed in (('architecture', ARCHITECTURES),
                          ('precision', PRECISIONS),
                          ('strategy', STRATEGIES), ('lr_decay', LR_DECAYS),
-                         ('tuner_algorithm', TUNER_ALGORITHMS)):
+                         ('tuner_algorithm', TUNER_ALGORITHMS),
+                         ('regression_loss', REGRESSION_LOSSES)):
     _check(getattr(t, field) in allowed,
            f'Unknown {field} {getattr(t, field)!r}; use one of {allowed}.')
   for field in ('width_multiplier', 'depth_multiplier'):
@@ -252,13 +277,29 @@ def _check_training_extensions(t: 'TrainingConfig') -> None:
 class EvaluationConfig:
   """The Evaluator's gate.
 
+  Classification gates on accuracy (and, for two classes, optionally on
+  AUC); regression on R² (absolute), optionally RMSE (absolute) and RMSE's
+  relative increase against the last blessed model.
+
   Attributes:
     min_accuracy: absolute lower bound on eval-split accuracy.
     max_accuracy_drop: how much lower than the last blessed model's accuracy a
       new model may be and still be blessed (ignored on the first run).
+    min_auc: two-class labels: absolute lower bound on eval-split AUC (None:
+      AUC is reported, not gated).
+    min_r2: regression: lower bound on eval-split R² (0: no worse than
+      predicting the mean).
+    max_rmse: regression: upper bound on eval-split RMSE in target units
+      (None: no bound).
+    max_rmse_increase: regression: how much higher, as a fraction, RMSE may
+      be than the last blessed model's (ignored on the first run).
   """
   min_accuracy: float = 0.9
   max_accuracy_drop: float = 0.01
+  min_auc: Optional[float] = None
+  min_r2: float = 0.0
+  max_rmse: Optional[float] = None
+  max_rmse_increase: float = 0.05
 
   def __post_init__(self):
     _check(0.0 <= self.min_accuracy <= 1.0,
@@ -266,6 +307,13 @@ class EvaluationConfig:
     _check(0.0 <= self.max_accuracy_drop <= 1.0,
            f'max_accuracy_drop must be in [0, 1], got '
            f'{self.max_accuracy_drop}.')
+    _check(self.min_auc is None or 0.0 <= self.min_auc <= 1.0,
+           f'min_auc must be in [0, 1], got {self.min_auc}.')
+    _check(self.min_r2 <= 1.0, f'min_r2 must be <= 1, got {self.min_r2}.')
+    _check(self.max_rmse is None or self.max_rmse > 0,
+           f'max_rmse must be > 0, got {self.max_rmse}.')
+    _check(self.max_rmse_increase >= 0,
+           f'max_rmse_increase must be >= 0, got {self.max_rmse_increase}.')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -480,6 +528,28 @@ class PipelineConfig:
     _check(bool(_NAME_RE.match(self.pipeline_name)),
            f'Pipeline name {self.pipeline_name!r} is not valid: use letters, '
            'digits, "_" or "-", starting with a letter.')
+    if self.dataset.is_regression:
+      _check_regression_options(self)
+
+
+def _check_regression_options(config: 'PipelineConfig') -> None:
+  """Refuses the class-only options for a regression, naming them."""
+  label = config.dataset.label
+  _check(config.augment.oversample == 'none',
+         f'--oversample {config.augment.oversample} adds rows of the smaller '
+         f'classes, and {label!r} is a regression target with no classes. '
+         'Drop --oversample (or pass --task classification if the label '
+         'really is a class).')
+  _check(config.class_weights == 'none',
+         f'--class-weights {config.class_weights} weighs the loss by class '
+         f'frequency, and {label!r} is a regression target with no classes. '
+         'Drop --class-weights.')
+  _check(not config.training.tune,
+         '--tune searches hyperparameters on validation accuracy, which a '
+         f'regression on {label!r} does not have. Drop --tune.')
+  _check(config.optimization is None,
+         'The ModelOptimizer gates its TFLite variants on accuracy, which a '
+         f'regression on {label!r} does not have: pass --no-optimize.')
 
 
 def to_json_dict(obj: Any) -> Dict[str, Any]:

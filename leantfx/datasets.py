@@ -1,7 +1,9 @@
 """The bundled datasets, written as span-organised CSV from installed packages.
 
-Nothing is downloaded: penguins come from the ``palmerpenguins`` package and
-digits (8x8 grey images, 0..16) from scikit-learn. ``prepare`` writes
+Nothing is downloaded: penguins come from the ``palmerpenguins`` package,
+digits (8x8 grey images, 0..16) and diabetes (442 patients, ten measurements
+and a continuous disease-progression target: a regression) from
+scikit-learn's bundled files. ``prepare`` writes
 ``<data_root>/span-<N>/<name>.csv`` atomically and leaves an identical file
 untouched, so re-preparing never invalidates the pipeline's cache.
 """
@@ -20,6 +22,9 @@ _PENGUIN_NUMERIC = ('bill_length_mm', 'bill_depth_mm', 'flipper_length_mm',
                     'body_mass_g')
 _PENGUIN_CATEGORICAL = ('island', 'sex')
 _DIGIT_PIXELS = tuple(f'pixel_{i:02d}' for i in range(64))
+# scikit-learn's load_diabetes feature names, unscaled values (sex is 1 or 2).
+_DIABETES_FEATURES = ('age', 'sex', 'bmi', 'bp', 's1', 's2', 's3', 's4', 's5',
+                      's6')
 
 BUNDLED: Dict[str, DatasetSpec] = {
     'penguins':
@@ -39,6 +44,14 @@ BUNDLED: Dict[str, DatasetSpec] = {
             image_shape=(8, 8, 1),
             image_max_value=16.0,
             model='cnn'),
+    'diabetes':
+        DatasetSpec(
+            name='diabetes',
+            label='target',
+            classes=(),
+            task='regression',
+            numeric_features=_DIABETES_FEATURES,
+            model='mlp'),
 }
 DEFAULT_DATASET = 'digits'
 
@@ -72,9 +85,23 @@ def _digit_rows() -> List[List[str]]:
   return rows
 
 
+def _diabetes_rows() -> List[List[str]]:
+  """Rows of scikit-learn's diabetes data: ten features and the target."""
+  # Imported on use, as palmerpenguins above.
+  from sklearn import datasets as sk_datasets  # pylint: disable=g-import-not-at-top
+  diabetes = sk_datasets.load_diabetes(scaled=False)
+  rows = [list(_DIABETES_FEATURES) + ['target']]
+  for values, target in zip(diabetes.data, diabetes.target):
+    # repr keeps every digit of the file; the target stays a float column
+    # (151.0), as pandas' to_csv writes it.
+    rows.append([repr(float(v)) for v in values] + [repr(float(target))])
+  return rows
+
+
 _ROWS: Dict[str, Callable[[], List[List[str]]]] = {
     'penguins': _penguin_rows,
     'digits': _digit_rows,
+    'diabetes': _diabetes_rows,
 }
 
 
@@ -118,7 +145,7 @@ def prepare(name: str, data_root: str, span: int = 1,
   """Writes a bundled dataset as ``<data_root>/span-<span>/<name>.csv``.
 
   Args:
-    name: 'penguins' or 'digits'.
+    name: 'penguins', 'digits' or 'diabetes'.
     data_root: the folder that holds span-<N>/ folders.
     span: span number to write.
     data_format: 'csv', 'tfrecord' (span-N/<name>.tfrecord of tf.Examples)

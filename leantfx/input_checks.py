@@ -47,6 +47,8 @@ _SAFE_INT_MAGNITUDE = 9.2e18
 # Longest value or list quoted in a message, so one bad line cannot flood it.
 _MAX_SHOWN_CHARS = 120
 _MAX_SHOWN_NAMES = 20
+# Rows named in a message about label values (the count covers the rest).
+_MAX_NAMED_ROWS = 10
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,6 +70,9 @@ class CsvProfile:
       integers, else lexically.
     num_rows: number of data rows in all files of the span.
     missing_by_column: number of empty fields per column, every column listed.
+    label_not_finite: (file, line, value) of the first rows whose label is a
+      NaN or infinite number (a regression run refuses them, leantfx/task.py).
+    label_not_finite_count: how many rows have such a label.
   """
   data_root: str
   span: int
@@ -81,6 +86,8 @@ class CsvProfile:
   num_rows: int
   # A dict is unhashable; leaving it out of the hash keeps the profile hashable.
   missing_by_column: Mapping[str, int] = dataclasses.field(hash=False)
+  label_not_finite: Tuple[Tuple[str, int, str], ...] = ()
+  label_not_finite_count: int = 0
 
 
 def latest_span(data_root: str,
@@ -188,7 +195,7 @@ def profile_csv_data_root(data_root: str,
 
   Args:
     data_root: the folder holding span-<N>/ folders of CSV files.
-    label: the label column (classification target).
+    label: the label column (a class or a number to predict).
     numeric_columns: the numeric feature columns when they are known (bundled
       datasets); every non-empty value in them must be a finite number. None
       infers them: a feature column is numeric when every non-empty value is a
@@ -238,6 +245,8 @@ def profile_csv_data_root(data_root: str,
   not_finite = [0] * width  # NaN / infinity
   first_bad = [None] * width  # (path, line, value, problem)
   label_values = set()
+  label_not_finite = []
+  label_not_finite_count = 0
   num_rows = 0
   files_without_rows = []
 
@@ -258,6 +267,11 @@ def profile_csv_data_root(data_root: str,
             f'{label!r} is empty. Every row needs a label: fill it in or '
             'delete the row.')
       label_values.add(label_value)
+      number = _as_float(label_value)
+      if number is not None and not math.isfinite(number):
+        if len(label_not_finite) < _MAX_NAMED_ROWS:
+          label_not_finite.append((path, line, label_value))
+        label_not_finite_count += 1
       for i, value in enumerate(fields):
         if not value:
           missing[i] += 1
@@ -333,9 +347,10 @@ def profile_csv_data_root(data_root: str,
     raise InputDataError(
         f'The label column {label!r} has a single value '
         f'({_shorten(next(iter(label_values)))!r}) in all {num_rows} rows of '
-        f'span {span} ({span_dir}); classification needs at least 2 classes. '
-        'Check that --label names the right column, or add rows of the '
-        'other classes.')
+        f'span {span} ({span_dir}): a constant target teaches a model nothing '
+        '(classification needs at least 2 classes, regression a target that '
+        'varies). Check that --label names the right column, or add rows '
+        'with other values.')
 
   features = [i for i in range(width) if i != label_index]
   return CsvProfile(
@@ -350,7 +365,9 @@ def profile_csv_data_root(data_root: str,
       label=label,
       label_values=_sorted_labels(label_values),
       num_rows=num_rows,
-      missing_by_column={c: missing[i] for i, c in enumerate(columns)})
+      missing_by_column={c: missing[i] for i, c in enumerate(columns)},
+      label_not_finite=tuple(label_not_finite),
+      label_not_finite_count=label_not_finite_count)
 
 
 def check_output_dir(path: str) -> str:
@@ -694,6 +711,14 @@ def _numeric_problem(value: str) -> Tuple[Optional[str], bool]:
       return ('is an integer beyond the int64 range, which CsvExampleGen '
               'reads as text'), True
   return None, False
+
+
+def _as_float(text: str) -> Optional[float]:
+  """The number a field holds (NaN and infinity included), else None."""
+  try:
+    return float(text)
+  except ValueError:
+    return None
 
 
 def _is_number(text: str) -> bool:

@@ -13,7 +13,11 @@
 Nothing is downloaded: the applications start from random weights. Every
 architecture ends in the MLP head (hidden_units x width, repeated by depth),
 dropout, the Dense layer named 'logits' and a float32 softmax named
-'probabilities' (the Format-Keras contract of models/model_layout.py).
+'probabilities' (the Format-Keras contract of models/model_layout.py). A
+regression ends instead in a one-unit linear Dense 'logits' and a fixed
+float32 rescaling named 'predictions' (x * std + mean of the train split's
+target): the layers learn a unit-scale target, and every consumer of the
+model (TFMA, serving) sees target units, with nothing to invert.
 
 width_multiplier scales units and filters; depth_multiplier scales the
 number of layers of each stage, rounded up (EfficientNet's round_repeats).
@@ -194,19 +198,23 @@ def _head(x: tf.Tensor, training: config_lib.TrainingConfig) -> tf.Tensor:
 
 
 def build(spec: config_lib.DatasetSpec, training: config_lib.TrainingConfig,
-          vocabulary_sizes: Mapping[str, int]
+          vocabulary_sizes: Mapping[str, int],
+          target_scale: Optional[Tuple[float, float]] = None
          ) -> Tuple[Dict[str, tf_keras.Input], tf.Tensor]:
   """Builds the architecture's graph under the current dtype policy.
 
   Args:
-    spec: the dataset (inputs, classes, image shape).
+    spec: the dataset (inputs, classes, image shape, task).
     training: architecture, multipliers, widths, dropout, l2, recompute.
     vocabulary_sizes: vocabulary size (OOV bucket included) per categorical
       column.
+    target_scale: regression only: (mean, standard deviation) of the train
+      split's target; (0, 1) when not given.
 
   Returns:
-    (inputs, probabilities): a dict of Keras inputs by transformed feature
-    name, and the float32 softmax output.
+    (inputs, output): a dict of Keras inputs by transformed feature name,
+    and the float32 softmax output (classification) or the float32
+    [batch, 1] prediction in target units (regression).
 
   Raises:
     ConfigError: see resolve().
@@ -224,6 +232,8 @@ def build(spec: config_lib.DatasetSpec, training: config_lib.TrainingConfig,
   x = _head(x, training)
   if training.dropout > 0:
     x = tf_keras.layers.Dropout(training.dropout)(x)
+  if spec.is_regression:
+    return inputs, _regression_head(x, training, target_scale or (0.0, 1.0))
   logits = tf_keras.layers.Dense(
       len(spec.classes), name=model_layout.LOGITS_LAYER,
       kernel_regularizer=_regularizer(training))(x)
@@ -235,9 +245,41 @@ def build(spec: config_lib.DatasetSpec, training: config_lib.TrainingConfig,
   return inputs, probabilities
 
 
+def _regression_head(x: tf.Tensor, training: config_lib.TrainingConfig,
+                     target_scale: Tuple[float, float]) -> tf.Tensor:
+  """A linear unit, rescaled to target units; float32 under any policy."""
+  mean, std = target_scale
+  unit = tf_keras.layers.Dense(
+      1, name=model_layout.LOGITS_LAYER,
+      kernel_regularizer=_regularizer(training))(x)
+  # float32 like the softmax: a target of, say, 30000 has a step of 16 in
+  # float16 and of 128 in bfloat16.
+  return tf_keras.layers.Rescaling(
+      scale=float(std), offset=float(mean), dtype='float32',
+      name=model_layout.PREDICTIONS_LAYER)(unit)
+
+
+def _loss_and_metrics(spec: config_lib.DatasetSpec,
+                      training: config_lib.TrainingConfig,
+                      target_scale: Optional[Tuple[float, float]]):
+  if not spec.is_regression:
+    return (tf_keras.losses.SparseCategoricalCrossentropy(),
+            [tf_keras.metrics.SparseCategoricalAccuracy(name='accuracy')])
+  std = (target_scale or (0.0, 1.0))[1]
+  if training.regression_loss == 'huber':
+    # delta in target units: one standard deviation of the target.
+    loss = tf_keras.losses.Huber(delta=float(std))
+  else:
+    loss = tf_keras.losses.MeanSquaredError()
+  return loss, [tf_keras.metrics.RootMeanSquaredError(name='rmse'),
+                tf_keras.metrics.MeanAbsoluteError(name='mae')]
+
+
 def build_compiled(spec: config_lib.DatasetSpec,
                    training: config_lib.TrainingConfig,
-                   vocabulary_sizes: Mapping[str, int]) -> tf_keras.Model:
+                   vocabulary_sizes: Mapping[str, int],
+                   target_scale: Optional[Tuple[float, float]] = None
+                  ) -> tf_keras.Model:
   """The Trainer's compiled model (models.model.build_model's body).
 
   Args:
@@ -245,27 +287,28 @@ def build_compiled(spec: config_lib.DatasetSpec,
     training: architecture and training options.
     vocabulary_sizes: vocabulary size (OOV bucket included) per categorical
       column.
+    target_scale: regression only: the train target's (mean, std).
 
   Returns:
     The model (accumulating micro-batch gradients when accumulation_steps >
     1), compiled with Adam (warm-up/decay schedule; a loss-scale optimizer
-    under mixed_float16), sparse categorical cross-entropy and accuracy. It
-    computes in the current global dtype policy and is built in the current
+    under mixed_float16), sparse categorical cross-entropy and accuracy (a
+    regression: MSE or Huber, RMSE and MAE). It computes in the current global dtype policy and is built in the current
     strategy scope.
   """
-  inputs, probabilities = build(spec, training, vocabulary_sizes)
-  model = accumulation.make_model(inputs, probabilities,
+  inputs, outputs = build(spec, training, vocabulary_sizes, target_scale)
+  model = accumulation.make_model(inputs, outputs,
                                   training.accumulation_steps)
   learning_rate = schedules.learning_rate(training.learning_rate,
                                           training.warmup_steps,
                                           training.train_steps,
                                           training.lr_decay)
+  loss, metrics = _loss_and_metrics(spec, training, target_scale)
   model.compile(
       optimizer=precision.wrap_optimizer(
           tf_keras.optimizers.Adam(learning_rate),
           tf_keras.mixed_precision.global_policy().name),
-      loss=tf_keras.losses.SparseCategoricalCrossentropy(),
-      metrics=[tf_keras.metrics.SparseCategoricalAccuracy(name='accuracy')])
+      loss=loss, metrics=metrics)
   return model
 
 

@@ -1,6 +1,7 @@
 """Names shared by preprocessing_fn, run_fn and every consumer of transformed data."""
 
-# The transformed label: an int64 class id in [0, num_classes), shape [batch].
+# The transformed label: an int64 class id in [0, num_classes), shape [batch];
+# for a regression the float32 target itself.
 LABEL_KEY = 'label_xf'
 # The transformed image of image datasets: float32 [batch, H*W*C] in [0, 1].
 IMAGE_KEY = 'image_xf'

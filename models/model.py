@@ -3,14 +3,22 @@
 The exported model serves three signatures:
   serving_default    raw feature columns (one [batch] tensor each, numbers as
                      float32, categories as strings; NaN or '' mean missing)
-                     -> probabilities, class_ids, classes;
-  predict_examples   serialized tf.Example -> probabilities (used by TFMA);
-  transform_features serialized tf.Example -> transformed features (TFMA).
+                     -> probabilities, class_ids, classes (a regression:
+                     predictions, float32 [batch] in target units);
+  predict_examples   serialized tf.Example -> probabilities (a regression:
+                     predictions; used by TFMA);
+  transform_features serialized tf.Example -> transformed features (TFMA);
+and a regression a fourth:
+  regression         serialized tf.Example 'inputs' -> 'outputs' [batch],
+                     method tensorflow/serving/regress (TF Serving's
+                     :regress).
 Beside it, Format-Keras holds the bare Keras model for the optimizers.
 """
 import dataclasses
 import os
-from typing import Any, Dict, List, Mapping
+from typing import Any, Dict, List, Mapping, Optional, Tuple
+
+import numpy as np
 
 from absl import logging
 import tensorflow as tf
@@ -18,6 +26,7 @@ import tensorflow_transform as tft
 import tf_keras
 from tfx import v1 as tfx
 from tfx_bsl.public import tfxio
+from tensorflow.core.protobuf import saved_model_pb2
 
 from leantfx import config as config_lib
 from leantfx.models import architectures
@@ -44,18 +53,53 @@ def _input_fn(file_pattern: List[str],
       tf_transform_output.transformed_metadata.schema)
 
 
+REGRESSION_SIGNATURE = 'regression'
+_REGRESS_METHOD = 'tensorflow/serving/regress'
+# The target's mean and standard deviation come from at most this many train
+# examples: they only set the output's scale, an estimate is enough.
+_TARGET_SCALE_EXAMPLES = 100_000
+
+
+def _target_scale(file_pattern: List[str],
+                  data_accessor: tfx.components.DataAccessor,
+                  tf_transform_output: tft.TFTransformOutput
+                 ) -> Tuple[float, float]:
+  """(mean, standard deviation) of the train split's regression target."""
+  dataset = data_accessor.tf_dataset_factory(
+      file_pattern,
+      tfxio.TensorFlowDatasetOptions(
+          batch_size=1024, label_key=features.LABEL_KEY, num_epochs=1,
+          shuffle=False),
+      tf_transform_output.transformed_metadata.schema)
+  labels, seen = [], 0
+  for _, label in dataset:
+    values = np.asarray(label, dtype=np.float64).reshape(-1)
+    labels.append(values)
+    seen += values.size
+    if seen >= _TARGET_SCALE_EXAMPLES:
+      break
+  values = np.concatenate(labels)
+  std = float(values.std())
+  # A constant target was refused before the run; guard the division anyway.
+  return float(values.mean()), std if std > 0 else 1.0
+
+
 def build_model(spec: config_lib.DatasetSpec,
                 training: config_lib.TrainingConfig,
-                vocabulary_sizes: Mapping[str, int]) -> tf_keras.Model:
-  """Builds the compiled classifier for a dataset.
+                vocabulary_sizes: Mapping[str, int],
+                target_scale: Optional[Tuple[float, float]] = None
+               ) -> tf_keras.Model:
+  """Builds the compiled classifier (or regressor) for a dataset.
 
   Args:
-    spec: the dataset; decides the inputs and (architecture 'auto') 'mlp' or
-      'cnn'.
+    spec: the dataset; decides the inputs, the task and (architecture 'auto')
+      'mlp' or 'cnn'.
     training: architecture, widths, dropout, l2, learning-rate schedule,
       recompute and accumulation_steps.
     vocabulary_sizes: vocabulary size (OOV bucket included) per categorical
       column.
+    target_scale: regression only: the train target's (mean, std), built
+      into the output layer.
 
   Returns:
     A compiled tf_keras model from a dict of transformed features to class
@@ -66,7 +110,8 @@ def build_model(spec: config_lib.DatasetSpec,
   # The architecture (mlp, cnn, mobilenet_v2, efficientnet_b0; multipliers,
   # l2, recompute blocks), gradient accumulation and Adam with its warm-up
   # schedule: models/architectures.py and models/training/.
-  return architectures.build_compiled(spec, training, vocabulary_sizes)
+  return architectures.build_compiled(spec, training, vocabulary_sizes,
+                                      target_scale)
 
 
 def _raw_input_specs(raw_feature_spec: Mapping[str, Any]) -> Dict[str, Any]:
@@ -114,6 +159,9 @@ def _signatures(model: tf_keras.Model,
     transformed.pop(features.LABEL_KEY, None)
     return model(transformed)
 
+  if spec.is_regression:
+    return _regression_signatures(model, predict, raw_spec, serving_spec)
+
   @tf.function(input_signature=[_raw_input_specs(serving_spec)])
   def serve_raw(raw):
     probabilities = predict(_raw_to_parsed(raw, serving_spec))
@@ -144,6 +192,65 @@ def _signatures(model: tf_keras.Model,
   }
 
 
+def _regression_signatures(model: tf_keras.Model, predict, raw_spec,
+                           serving_spec) -> Dict[str, Any]:
+  """A regression's signatures: predictions in target units, [batch]."""
+
+  def predictions(raw_features):
+    return tf.reshape(predict(raw_features), [-1])
+
+  @tf.function(input_signature=[_raw_input_specs(serving_spec)])
+  def serve_raw(raw):
+    return {'predictions': predictions(_raw_to_parsed(raw, serving_spec))}
+
+  @tf.function(input_signature=[
+      tf.TensorSpec(shape=[None], dtype=tf.string, name='examples')
+  ])
+  def predict_examples(serialized):
+    return {'predictions': predictions(
+        tf.io.parse_example(serialized, serving_spec))}
+
+  @tf.function(input_signature=[
+      tf.TensorSpec(shape=[None], dtype=tf.string, name='inputs')
+  ])
+  def regress(serialized):
+    return {'outputs': predictions(
+        tf.io.parse_example(serialized, serving_spec))}
+
+  @tf.function(input_signature=[
+      tf.TensorSpec(shape=[None], dtype=tf.string, name='examples')
+  ])
+  def transform_features(serialized):
+    return model.tft_layer(tf.io.parse_example(serialized, raw_spec))
+
+  return {
+      'serving_default': serve_raw,
+      'predict_examples': predict_examples,
+      REGRESSION_SIGNATURE: regress,
+      'transform_features': transform_features,
+  }
+
+
+def _mark_regress_method(saved_model_dir: str) -> None:
+  """Gives the regression signature TF Serving's regress method name.
+
+  tf.saved_model.save writes every signature as a predict signature; TF
+  Serving's :regress (and leantfx serve's) accepts only a SignatureDef whose
+  method_name is tensorflow/serving/regress. The name is metadata: loading
+  and running the function are unchanged.
+  """
+  path = os.path.join(saved_model_dir, 'saved_model.pb')
+  saved_model = saved_model_pb2.SavedModel()
+  with tf.io.gfile.GFile(path, 'rb') as f:
+    saved_model.ParseFromString(f.read())
+  for meta_graph in saved_model.meta_graphs:
+    if REGRESSION_SIGNATURE in meta_graph.signature_def:
+      meta_graph.signature_def[REGRESSION_SIGNATURE].method_name = (
+          _REGRESS_METHOD)
+  with tf.io.gfile.GFile(path, 'wb') as f:
+    f.write(saved_model.SerializeToString())
+
+
 # TFX Trainer will call this function.
 def run_fn(fn_args: tfx.components.FnArgs) -> None:
   """Trains the model and exports it with its serving signatures.
@@ -165,6 +272,11 @@ def run_fn(fn_args: tfx.components.FnArgs) -> None:
       c: tf_transform_output.vocabulary_size_by_name(c) + 1
       for c in spec.categorical_features
   }
+  target_scale = None
+  if spec.is_regression:
+    target_scale = _target_scale(fn_args.train_files, fn_args.data_accessor,
+                                 tf_transform_output)
+    logging.info('regression target mean %.6g, std %.6g', *target_scale)
   # Strategy, batches scaled by the replicas, precision: models/training/.
   plan = plan_lib.prepare(training)
   strategy = plan.strategy
@@ -177,19 +289,19 @@ def run_fn(fn_args: tfx.components.FnArgs) -> None:
                 tf_transform_output, plan.batches.global_micro_batch,
                 training.seed))
   decision = plan_lib.decide_precision(
-      plan, training, lambda: build_model(spec, training, vocabulary_sizes),
+      plan, training,
+      lambda: build_model(spec, training, vocabulary_sizes, target_scale),
       train_ds)
   with precision.policy_scope(decision.policy), strategy.scope():
-    model = build_model(spec, training, vocabulary_sizes)
+    model = build_model(spec, training, vocabulary_sizes, target_scale)
     # Continuous retraining (issue 7): start from the latest blessed model.
     warm_start.load_base_weights(model, fn_args.base_model,
                                  fn_args.serving_model_dir)
   model.summary(print_fn=logging.info)
 
   # Class imbalance (issue 3): inverse-frequency class weights, or None.
-  class_weight = data_policy.class_weights(fn_args.custom_config,
-                                           tf_transform_output,
-                                           len(spec.classes))
+  class_weight = None if spec.is_regression else data_policy.class_weights(
+      fn_args.custom_config, tf_transform_output, len(spec.classes))
   logging.info('class weights: %s', class_weight)
 
   steps_per_epoch = max(1, fn_args.train_steps // training.epochs)
@@ -222,7 +334,7 @@ def run_fn(fn_args: tfx.components.FnArgs) -> None:
       model, lambda: build_model(
           spec,
           dataclasses.replace(training, recompute=False, accumulation_steps=1),
-          vocabulary_sizes))
+          vocabulary_sizes, target_scale))
 
   keras_dir = os.path.join(
       os.path.dirname(fn_args.serving_model_dir),
@@ -231,3 +343,5 @@ def run_fn(fn_args: tfx.components.FnArgs) -> None:
   signatures = _signatures(model, tf_transform_output, spec)
   model.save(fn_args.serving_model_dir, save_format='tf',
              signatures=signatures)
+  if spec.is_regression:
+    _mark_regress_method(fn_args.serving_model_dir)

@@ -12,6 +12,11 @@ serving side and the benchmarks:
       format, load with tf_keras.models.load_model): inputs are a dict of
       transformed features, the layer named 'logits' is the last Dense layer
       and the final layer is Activation('softmax', name='probabilities').
+      A regression model ends in a one-unit Dense 'logits' and
+      Rescaling(name='predictions'), float32 [batch, 1] in target units;
+      its Format-Serving also has a 'regression' signature (method
+      tensorflow/serving/regress: serialized tf.Examples 'inputs' ->
+      'outputs') for TF Serving's :regress.
 
 It lives with the model code, the lowest layer that needs it, so that the
 components above read it from here and models/ never imports a component.
@@ -21,3 +26,5 @@ SERVING_MODEL_DIR = 'Format-Serving'
 KERAS_MODEL_DIR = 'Format-Keras'
 LOGITS_LAYER = 'logits'
 PROBABILITIES_LAYER = 'probabilities'
+# A regression model's last layer: float32 predictions in target units.
+PREDICTIONS_LAYER = 'predictions'

@@ -4,7 +4,9 @@ What it does is driven by the DatasetSpec that arrives in ``custom_config``:
 numeric columns get mean imputation and z-scores, categorical columns get a
 vocabulary (missing values and unseen values share one OOV bucket), pixel
 columns are stacked into one image vector scaled to [0, 1], and the label is
-mapped to its class id in the spec's class order.
+mapped to its class id in the spec's class order, or, for a regression, kept
+as the float32 number it is (no vocabulary; its scaling lives in the model,
+models/architectures.py).
 """
 from typing import Any, Dict
 
@@ -37,6 +39,12 @@ def _numeric(x: Any) -> tf.Tensor:
   return tft.scale_to_z_score(imputed)
 
 
+def _regression_target(x: Any) -> tf.Tensor:
+  """The label as a float32 number; [batch]. The data checks refused gaps."""
+  dense = _to_dense_column(x, float('nan'))
+  return tf.reshape(tf.cast(dense, tf.float32), [-1])
+
+
 def _label_ids(x: Any, classes) -> tf.Tensor:
   """Maps label values to class ids in the configured order; [batch] int64."""
   dense = _to_dense_column(x, '' if x.dtype == tf.string else -1)
@@ -63,7 +71,8 @@ def preprocessing_fn(inputs: Dict[str, Any],
 
   Returns:
     Transformed features: '<column>_xf' per numeric and categorical column,
-    'image_xf' for image datasets, and 'label_xf'.
+    'image_xf' for image datasets, and 'label_xf' (class id, or the float32
+    target of a regression).
   """
   spec = config_lib.dataset_from_dict(custom_config['dataset'])
   domains = custom_config.get('domains', {})
@@ -91,6 +100,9 @@ def preprocessing_fn(inputs: Dict[str, Any],
   if spec.image_key:
     outputs[features.IMAGE_KEY] = data_policy.decode_images(
         inputs[spec.image_key], spec.image_shape)
+  if spec.is_regression:
+    outputs[features.LABEL_KEY] = _regression_target(inputs[spec.label])
+    return outputs
   outputs[features.LABEL_KEY] = _label_ids(inputs[spec.label], spec.classes)
   data_policy.record_label_counts(outputs[features.LABEL_KEY])
   return outputs

@@ -25,11 +25,19 @@ from leantfx.models import model as model_module
 from leantfx.models import preprocessing as preprocessing_module
 from leantfx.models.training import stages as training_stages
 from leantfx.pipeline import data_stages
+from leantfx.pipeline import regression_metrics
 from leantfx.pipeline import retraining
 
 PREPROCESSING_FN = 'leantfx.models.preprocessing.preprocessing_fn'
 RUN_FN = 'leantfx.models.model.run_fn'
 ACCURACY_METRIC = 'sparse_categorical_accuracy'
+# The regression metrics' TFMA names: TFMA's own MAE/MSE, tf_keras' RMSE
+# (TFMA 0.47 has none of its own) and leantfx's R² (pipeline/
+# regression_metrics.py).
+MAE_METRIC = 'mean_absolute_error'
+MSE_METRIC = 'mean_squared_error'
+RMSE_METRIC = 'root_mean_squared_error'
+R2_METRIC = regression_metrics.R2_NAME
 # TFX caches by inputs and parameters, not by the code behind a dotted path:
 # a fingerprint of that code in custom_config makes a code change a cache miss.
 _CODE_MODULES = (preprocessing_module, model_module, data_policy_module
@@ -43,9 +51,75 @@ def _code_fingerprint() -> str:
   return digest.hexdigest()[:16]
 
 
-def _eval_config(
+def _regression_eval_config(
     evaluation: config_lib.EvaluationConfig) -> tfma.EvalConfig:
-  """Accuracy on the eval split: an absolute bound and a change threshold."""
+  """MAE, MSE, RMSE and R² on the eval split.
+
+  Gates: R² >= min_r2 and, when given, RMSE <= max_rmse; against the last
+  blessed model, RMSE may rise by at most max_rmse_increase (relative).
+  """
+  upper = ({} if evaluation.max_rmse is None else
+           dict(upper_bound={'value': evaluation.max_rmse}))
+  return tfma.EvalConfig(
+      model_specs=[
+          tfma.ModelSpec(
+              signature_name='predict_examples',
+              label_key=features.LABEL_KEY,
+              prediction_key='predictions',
+              preprocessing_function_names=['transform_features'])
+      ],
+      slicing_specs=[tfma.SlicingSpec()],
+      metrics_specs=[
+          tfma.MetricsSpec(metrics=[
+              tfma.MetricConfig(class_name='ExampleCount'),
+              tfma.MetricConfig(class_name='MeanAbsoluteError'),
+              tfma.MetricConfig(class_name='MeanSquaredError'),
+              tfma.MetricConfig(
+                  class_name='RootMeanSquaredError',
+                  threshold=tfma.MetricThreshold(
+                      value_threshold=tfma.GenericValueThreshold(**upper)
+                      if upper else None,
+                      # Ignored while no model has been blessed yet.
+                      change_threshold=tfma.GenericChangeThreshold(
+                          direction=tfma.MetricDirection.LOWER_IS_BETTER,
+                          relative={'value': evaluation.max_rmse_increase +
+                                             1e-10}))),
+              tfma.MetricConfig(
+                  class_name=regression_metrics.CoefficientOfDetermination.
+                  __name__,
+                  module=regression_metrics.__name__,
+                  threshold=tfma.MetricThreshold(
+                      value_threshold=tfma.GenericValueThreshold(
+                          lower_bound={'value': evaluation.min_r2}))),
+          ])
+      ])
+
+
+def _eval_config(spec: config_lib.DatasetSpec,
+                 evaluation: config_lib.EvaluationConfig) -> tfma.EvalConfig:
+  """The Evaluator's metrics and gate for the dataset's task.
+
+  Classification: accuracy, an absolute bound and a change threshold; a
+  two-class label also AUC, precision and recall of the second class (class
+  id 1, at a 0.5 probability), AUC gated when min_auc is set.
+  Regression: see _regression_eval_config.
+  """
+  if spec.is_regression:
+    return _regression_eval_config(evaluation)
+  metrics_specs = []
+  if len(spec.classes) == 2:
+    auc_threshold = None
+    if evaluation.min_auc is not None:
+      auc_threshold = tfma.MetricThreshold(
+          value_threshold=tfma.GenericValueThreshold(
+              lower_bound={'value': evaluation.min_auc}))
+    metrics_specs.append(tfma.MetricsSpec(
+        metrics=[
+            tfma.MetricConfig(class_name='AUC', threshold=auc_threshold),
+            tfma.MetricConfig(class_name='Precision'),
+            tfma.MetricConfig(class_name='Recall'),
+        ],
+        binarize=tfma.BinarizationOptions(class_ids={'values': [1]})))
   return tfma.EvalConfig(
       model_specs=[
           tfma.ModelSpec(
@@ -68,7 +142,7 @@ def _eval_config(
                           absolute={'value': -evaluation.max_accuracy_drop -
                                              1e-10}))),
           ])
-      ])
+      ] + metrics_specs)
 
 
 def _ingest(config: config_lib.PipelineConfig,
@@ -176,7 +250,7 @@ def _evaluate_and_push(config: config_lib.PipelineConfig,
       model=model,
       baseline_model=model_resolver.outputs['model'],
       example_splits=['eval'],
-      eval_config=_eval_config(config.evaluation))
+      eval_config=_eval_config(config.dataset, config.evaluation))
   pusher = versioned_pusher.VersionedPusher(
       model=model,
       model_blessing=evaluator.outputs['blessing'],

@@ -16,6 +16,10 @@ _STATE_NAMES = {
 }
 
 
+# TFMA metrics of a two-class label, computed for class id 1.
+BINARY_METRICS = ('auc', 'precision', 'recall')
+
+
 @dataclasses.dataclass(frozen=True)
 class NodeExecution:
   """The newest execution of one pipeline node."""
@@ -38,6 +42,9 @@ class RunSummary:
   # version was written (see components/versioned_pusher).
   reused_version: bool
   evaluation_uri: Optional[str]
+  # Every overall metric of the candidate by TFMA name (a regression's
+  # mean_absolute_error, root_mean_squared_error, r2_score, ...).
+  metrics: Dict[str, float] = dataclasses.field(default_factory=dict)
 
 
 def open_store(metadata_path: str) -> metadata_store.MetadataStore:
@@ -108,8 +115,8 @@ def node_executions(store: metadata_store.MetadataStore, pipeline_name: str,
   return result
 
 
-def evaluation_accuracy(evaluation_uri: str) -> Dict[str, float]:
-  """Returns the candidate's overall accuracy and example count from TFMA."""
+def evaluation_metrics(evaluation_uri: str) -> Dict[str, float]:
+  """The candidate's overall metrics (by TFMA name) from TFMA's output."""
   import tensorflow_model_analysis as tfma  # pylint: disable=g-import-not-at-top
   found = {}
   for metrics in tfma.load_metrics(evaluation_uri):
@@ -119,7 +126,12 @@ def evaluation_accuracy(evaluation_uri: str) -> Dict[str, float]:
       key = entry.key
       if key.is_diff or key.model_name not in ('', 'candidate'):
         continue
-      if key.name in ('sparse_categorical_accuracy', 'example_count'):
+      if key.sub_key.ByteSize():
+        # Per-class values are left out, but for the binary metrics of a
+        # two-class label (class id 1: see pipeline._eval_config).
+        if key.name not in BINARY_METRICS:
+          continue
+      if entry.value.HasField('double_value'):
         found[key.name] = entry.value.double_value.value
   return found
 
@@ -130,6 +142,7 @@ def summarize(metadata_path: str, pipeline_name: str,
   store = open_store(metadata_path)
   executions = node_executions(store, pipeline_name, since_ms)
   accuracy = example_count = blessed = evaluation_uri = None
+  found = {}
   evaluator = executions.get('Evaluator')
   if evaluator:
     blessing = evaluator.outputs.get('blessing', [])
@@ -138,7 +151,7 @@ def summarize(metadata_path: str, pipeline_name: str,
     evaluation = evaluator.outputs.get('evaluation', [])
     if evaluation:
       evaluation_uri = evaluation[0].uri
-      found = evaluation_accuracy(evaluation_uri)
+      found = evaluation_metrics(evaluation_uri)
       accuracy = found.get('sparse_categorical_accuracy')
       if 'example_count' in found:
         example_count = int(found['example_count'])
@@ -158,4 +171,5 @@ def summarize(metadata_path: str, pipeline_name: str,
       pushed=pushed,
       pushed_path=pushed_path,
       reused_version=reused,
-      evaluation_uri=evaluation_uri)
+      evaluation_uri=evaluation_uri,
+      metrics=found)

@@ -6,7 +6,9 @@ the metadata API returns, and ``run(signature, inputs, outputs)`` on numpy
 arrays. The request path never asks which backend it talks to.
 
 The backend is chosen per version directory: ``model.tflite`` means TFLite,
-``saved_model.pb``/``.pbtxt`` means a TensorFlow SavedModel. A model config's
+``model.xml`` OpenVINO, ``model.onnx`` ONNX Runtime
+(:mod:`runtime_servables`), ``saved_model.pb``/``.pbtxt`` a TensorFlow
+SavedModel. A model config's
 ``model_platform: "tflite"`` forces TFLite.
 """
 import abc
@@ -23,6 +25,10 @@ TFLITE_FILENAME = 'model.tflite'
 SAVED_MODEL_FILENAMES = ('saved_model.pb', 'saved_model.pbtxt')
 PLATFORM_TENSORFLOW = 'tensorflow'
 PLATFORM_TFLITE = 'tflite'
+PLATFORM_OPENVINO = 'openvino'
+PLATFORM_ONNX = 'onnx'
+OPENVINO_FILENAME = 'model.xml'
+ONNX_FILENAME = 'model.onnx'
 
 
 class LoadError(Exception):
@@ -131,6 +137,11 @@ def detect_platform(path: str, configured_platform: str = '') -> str:
   if configured_platform == PLATFORM_TFLITE or os.path.isfile(
       os.path.join(path, TFLITE_FILENAME)):
     return PLATFORM_TFLITE
+  # The ModelOptimizer's OpenVINO and ONNX pushes (issue 12).
+  if os.path.isfile(os.path.join(path, OPENVINO_FILENAME)):
+    return PLATFORM_OPENVINO
+  if os.path.isfile(os.path.join(path, ONNX_FILENAME)):
+    return PLATFORM_ONNX
   if any(os.path.isfile(os.path.join(path, f)) for f in SAVED_MODEL_FILENAMES):
     return PLATFORM_TENSORFLOW
   # TensorFlow's own message for a directory without a SavedModel.
@@ -160,5 +171,10 @@ def load_servable(name: str, version: int, path: str,
   if platform == PLATFORM_TFLITE:
     from leantfx.serving import tflite_servable  # pylint: disable=g-import-not-at-top
     return tflite_servable.TfLiteServable(name, version, path)
+  if platform in (PLATFORM_OPENVINO, PLATFORM_ONNX):
+    from leantfx.serving import runtime_servables  # pylint: disable=g-import-not-at-top
+    if platform == PLATFORM_OPENVINO:
+      return runtime_servables.OpenVINOServable(name, version, path)
+    return runtime_servables.ONNXServable(name, version, path)
   from leantfx.serving import saved_model_servable  # pylint: disable=g-import-not-at-top
   return saved_model_servable.SavedModelServable(name, version, path)

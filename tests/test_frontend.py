@@ -80,6 +80,10 @@ def _error_of(argv, capsys):
     ['--beam-runner', 'portable', '--job-endpoint', 'embed',
      '--beam-workers', '2'],
     ['--environment', 'loopback'],
+    # issue 12: an unknown runtime (argparse), a list without tflite (the
+    # OptimizationConfig's check).
+    ['--runtimes', 'tflite,tensorrt'],
+    ['--runtimes', 'openvino,onnx'],
 ])
 def test_a_bad_option_gets_the_same_message_from_run_compile_and_watch(
     tmp_path, capsys, bad):
@@ -101,7 +105,8 @@ def test_watch_passes_every_pipeline_option_through_to_run(tmp_path):
   pipeline_args = [
       '--dataset', 'penguins', '--train-steps', '7', '--precision',
       'mixed_bfloat16', '--accumulation-steps', '2', '--oversample', 'smote',
-      '--tflite-policy', 'fastest', '--allow-anomalies', 'A,B',
+      '--tflite-policy', 'fastest', '--runtimes', 'tflite, onnx',
+      '--allow-anomalies', 'A,B',
       '--allow-anomalies', 'C', '--no-augment', '--no-drift-check',
       '--beam-arg=--foo=1', '--tune', '3', '--min-accuracy', '0.5',
       '--no-optimize', '--span-window', '2', '--warm-start', '--shift',
@@ -257,7 +262,8 @@ def test_first_screen_shows_leantfx_lines_only(tmp_path):
   quiet = run_cli(argv, timeout=300, env=env)
   assert quiet.returncode == 0, quiet.stderr
   assert quiet.stderr == '', quiet.stderr
-  assert all(line.startswith('wrote ') for line in
+  # The task decision (issue 14), then what was written.
+  assert all(line.startswith(('task: ', 'wrote ')) for line in
              quiet.stdout.splitlines()), quiet.stdout
   with open(cache / 'leantfx' / 'logs' / 'compile.log') as f:
     log = f.read()
@@ -265,3 +271,15 @@ def test_first_screen_shows_leantfx_lines_only(tmp_path):
   loud = run_cli(argv + ['--verbose'], timeout=300, env=env)
   assert loud.returncode == 0, loud.stderr
   assert 'FutureWarning' in loud.stderr or 'Unable to register' in loud.stderr
+
+
+@pytest.mark.parametrize('argv, runtimes', [
+    ([], ('tflite',)),
+    (['--runtimes', 'tflite,openvino'], ('tflite', 'openvino')),
+    # 'all': every runtime installed where the optimizer runs (None).
+    (['--runtimes', 'all'], None),
+])
+def test_runtimes_default_to_tflite_and_all_means_every_installed_one(
+    argv, runtimes):
+  args = _parse(['run', '--dataset', 'digits'] + argv)
+  assert build.optimization_config(args).runtimes == runtimes

@@ -54,6 +54,11 @@ def check_inputs(cfg: config_lib.AugmentConfig, spec: config_lib.DatasetSpec,
         f'Augmented copies ({cfg.copies}) need an image dataset; '
         f'{spec.name!r} has no image features. Use oversampling for tabular '
         'data, or set copies to 0.')
+  if cfg.oversample != 'none' and spec.is_regression:
+    raise ValueError(
+        f'Oversampling ({cfg.oversample}) adds rows of the smaller classes, '
+        f'and {spec.name!r} is a regression on {spec.label!r}, which has no '
+        'classes. Set oversample to none.')
   if cfg.oversample == 'smote' and not spec.numeric_features:
     raise ValueError(
         f'SMOTE interpolates numeric features and {spec.name!r} has none; '

@@ -17,7 +17,9 @@ import json
 import typing
 from typing import Any, Callable, Dict, Mapping, Optional, Tuple
 
+from leantfx.components.optimize import runtimes as runtimes_lib
 from leantfx.components.optimize import tflite_export
+from leantfx.components.optimize import selection
 from leantfx.components.optimize.selection import Budget
 from leantfx.components.optimize.selection import POLICIES
 from leantfx.errors import ConfigError
@@ -182,7 +184,13 @@ def default_candidates() -> Tuple[Candidate, ...]:
   # examples update pruning masks every 100 steps: here every 10, over 4
   # epochs (with 2, accuracy at 80% sparsity was still recovering: 0.92 vs
   # 0.96 after 4 on the test digits CNN). The default student has 8x fewer
-  # weights and needs ~20 epochs on digits to pass 0.94.
+  # weights and needs ~20 epochs on digits to pass 0.94. Distillation at
+  # T 1, alpha 0.5 rather than the Keras example's T 4, alpha 0.1: the
+  # digits teacher is nearly one-hot on its train split (mean top
+  # probability 0.997), and at T 4 the 8x smaller student spends its
+  # capacity on the order of the wrong classes; 3 seeds on the 360 test
+  # digits gave distilled - scratch -0.013 at T 4/alpha 0.1, +0.002 at
+  # T 2/alpha 0.5, +0.004 at T 1/alpha 0.5 (docs/measurements.md).
   pruning = _step('pruning', frequency=10, epochs=4)
   return (
       Candidate((), (tflite_export.FLOAT32, tflite_export.FLOAT16,
@@ -193,7 +201,8 @@ def default_candidates() -> Tuple[Candidate, ...]:
                 (tflite_export.INT8,), name='pruning+pqat'),
       Candidate((_step('qat'),), (tflite_export.INT8,)),
       Candidate((_step('clustering'),), int8_and_float),
-      Candidate((_step('distillation', epochs=20),), int8_and_float),
+      Candidate((_step('distillation', epochs=20, temperature=1.0,
+                       alpha=0.5),), int8_and_float),
       Candidate((_step('low_rank'),), int8_and_float),
   )
 
@@ -205,21 +214,36 @@ class OptimizationConfig:
   Attributes:
     candidates: the chains to build (None: default_candidates()).
     budget: what a variant may cost (default: at most 1 point of accuracy).
-    policy: 'smallest', 'fastest' or 'most_accurate'.
+    policy: one of selection.POLICIES: 'smallest' (bytes on disk),
+      'smallest_download' (gzipped bytes), 'fastest' or 'most_accurate'.
+    selection_fraction: share of the eval split the gate, the policy and
+      the techniques' own searches see (the selection split); the rest is
+      the report split, on which every variant is re-measured for the
+      report (selection.split_eval). In (0, 1).
     batch_size: batch size of the train/eval datasets fed to the techniques.
     latency_runs: timed batch-1 runs per variant.
     warmup_runs: untimed runs first.
     num_threads: TFLite interpreter threads (1: comparable across machines).
-    calibration_samples: train examples used to calibrate 'int8'/'int16x8'.
+    calibration_samples: train examples used to calibrate 'int8'/'int16x8'
+      (every runtime's int8).
+    runtimes: the runtimes to build variants in, of runtimes.RUNTIMES
+      ('tflite', 'openvino', 'onnx'); None: every one installed where the
+      optimizer runs. Default TFLite only: the server runtimes still cost
+      the optimizer 2-3x its time. TFLite builds every candidate; the server runtimes
+      (OpenVINO, ONNX Runtime) build float32 and int8 of the candidates
+      whose TFLite variants are inside the accuracy budget. A named runtime
+      that is not installed is skipped with a message naming the pip extra.
   """
   candidates: Optional[Tuple[Candidate, ...]] = None
   budget: Budget = Budget(max_accuracy_drop=0.01)
   policy: str = 'smallest'
+  selection_fraction: float = selection.DEFAULT_SELECTION_FRACTION
   batch_size: int = 32
   latency_runs: int = 200
   warmup_runs: int = 20
   num_threads: int = 1
   calibration_samples: int = tflite_export.DEFAULT_CALIBRATION_SAMPLES
+  runtimes: Optional[Tuple[str, ...]] = (runtimes_lib.TFLITE,)
 
   def __post_init__(self):
     if self.candidates is None:
@@ -233,11 +257,31 @@ class OptimizationConfig:
     if duplicates:
       raise ConfigError(f'Candidate names must be unique; {duplicates} '
                         'appear more than once. Give them distinct "name"s.')
+    if self.runtimes is not None:
+      if isinstance(self.runtimes, str):
+        raise ConfigError('OptimizationConfig.runtimes must be a list of '
+                          f'runtime names, got the string {self.runtimes!r}.')
+      object.__setattr__(self, 'runtimes',
+                         runtimes_lib.check_names(self.runtimes))
+      if runtimes_lib.TFLITE not in self.runtimes:
+        raise ConfigError(
+            f'The runtime list {list(self.runtimes)} leaves out '
+            f"'{runtimes_lib.TFLITE}': the TFLite variants are built for "
+            'every candidate and decide which candidates the server runtimes '
+            f"build; list it (e.g. '{runtimes_lib.TFLITE},"
+            f"{runtimes_lib.OPENVINO}').")
     if not isinstance(self.budget, Budget):
       raise ConfigError('OptimizationConfig.budget must be a Budget.')
     if self.policy not in POLICIES:
       raise ConfigError(f'Unknown selection policy {self.policy!r}; use one '
                         f'of {POLICIES}.')
+    if isinstance(self.selection_fraction, bool) or not isinstance(
+        self.selection_fraction, (int, float)) or not (
+            0 < self.selection_fraction < 1):
+      raise ConfigError(
+          'OptimizationConfig.selection_fraction must be a number strictly '
+          'between 0 and 1 (the rest of the eval split reports), got '
+          f'{self.selection_fraction!r}.')
     for field, minimum in (('batch_size', 1), ('latency_runs', 1),
                            ('warmup_runs', 0), ('num_threads', 1),
                            ('calibration_samples', 1)):
@@ -252,11 +296,14 @@ class OptimizationConfig:
         'candidates': [c.to_dict() for c in self.candidates],
         'budget': self.budget.to_dict(),
         'policy': self.policy,
+        'selection_fraction': self.selection_fraction,
         'batch_size': self.batch_size,
         'latency_runs': self.latency_runs,
         'warmup_runs': self.warmup_runs,
         'num_threads': self.num_threads,
         'calibration_samples': self.calibration_samples,
+        'runtimes': (None if self.runtimes is None else
+                     list(self.runtimes)),
     }
 
   @classmethod

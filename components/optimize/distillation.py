@@ -65,6 +65,14 @@ class DistillationConfig:
     seed: seeds Python, NumPy and TF before the student is built and trained
       (tf_keras.utils.set_random_seed), so the distilled and from-scratch
       students start from identical weights.
+    mixup: > 0 trains on mixup (Zhang et al. 2018) of each batch with a
+      shuffled copy of itself, lambda ~ Beta(mixup, mixup) per example:
+      float inputs are mixed, other inputs keep the first example's. The
+      teacher labels the mixed inputs it never saw (Beyer et al. 2022,
+      "Knowledge distillation: a good teacher is patient and consistent":
+      teacher and student see the same view); the hard-label term mixes
+      the two labels with lambda. The from-scratch control trains on the
+      same mixed batches with the mixed labels. 0 = off.
   """
   temperature: float = 4.0
   alpha: float = 0.1
@@ -73,6 +81,7 @@ class DistillationConfig:
   epochs: int = 3
   learning_rate: float = 1e-3
   seed: int = 0
+  mixup: float = 0.0
 
   def __post_init__(self):
     _keras_utils.check_float(
@@ -84,6 +93,7 @@ class DistillationConfig:
     _keras_utils.check_int(self, 'epochs', 1)
     _keras_utils.check_learning_rate(self)
     _keras_utils.check_int(self, 'seed', 0)
+    _keras_utils.check_float(self, 'mixup', 0.0, 100.0)
 
   def to_dict(self) -> Dict[str, Any]:
     """Returns the fields as a JSON-serialisable dict."""
@@ -111,6 +121,15 @@ def distillation_loss(labels: tf.Tensor, teacher_logits: tf.Tensor,
     alpha * CE(labels, softmax(student_logits)) + (1 - alpha) * T^2 *
     KL(softmax(teacher_logits / T) || softmax(student_logits / T)).
   """
+  return tf.reduce_mean(
+      _per_example_loss(labels, teacher_logits, student_logits, temperature,
+                        alpha))
+
+
+def _per_example_loss(labels: tf.Tensor, teacher_logits: tf.Tensor,
+                      student_logits: tf.Tensor, temperature: float,
+                      alpha: float) -> tf.Tensor:
+  """``distillation_loss`` before the batch mean, shape [batch]."""
   hard = tf_keras.losses.sparse_categorical_crossentropy(
       labels, student_logits, from_logits=True)
   soft_teacher = tf.nn.softmax(teacher_logits / temperature, axis=-1)
@@ -120,7 +139,31 @@ def distillation_loss(labels: tf.Tensor, teacher_logits: tf.Tensor,
       tf.math.xlogy(soft_teacher, soft_teacher) -
       soft_teacher * log_soft_student,
       axis=-1)
-  return tf.reduce_mean(alpha * hard + (1.0 - alpha) * temperature**2 * kl)
+  return alpha * hard + (1.0 - alpha) * temperature**2 * kl
+
+
+def _mixup(features: Any, labels: tf.Tensor, concentration: float):
+  """Mixes a batch with a shuffled copy of itself.
+
+  Returns:
+    (mixed features, the shuffled labels, lambda of shape [batch]).
+  """
+  batch = tf.shape(labels)[0]
+  partner = tf.random.shuffle(tf.range(batch))
+  # Beta(a, a) as the ratio of two Gamma(a) draws.
+  first = tf.random.gamma([batch], concentration)
+  second = tf.random.gamma([batch], concentration)
+  lam = first / (first + second)
+
+  def mix(value):
+    if not value.dtype.is_floating:
+      return value
+    shape = tf.concat([[batch], tf.ones([tf.rank(value) - 1], tf.int32)], 0)
+    weight = tf.cast(tf.reshape(lam, shape), value.dtype)
+    return weight * value + (1.0 - weight) * tf.gather(value, partner)
+
+  return tf.nest.map_structure(mix, features), tf.gather(labels,
+                                                         partner), lam
 
 
 def _logits_and_probabilities(model: tf_keras.Model
@@ -145,7 +188,7 @@ class _Distiller(tf_keras.Model):
   """Trains ``student`` against a frozen teacher's logits."""
 
   def __init__(self, student: tf_keras.Model, teacher: tf_keras.Model,
-               temperature: float, alpha: float):
+               temperature: float, alpha: float, mixup: float = 0.0):
     super().__init__()
     self.student = student
     self._student_heads, self.student_logits_source = (
@@ -158,6 +201,7 @@ class _Distiller(tf_keras.Model):
                                           teacher_heads.output[0])
     self._temperature = float(temperature)
     self._alpha = float(alpha)
+    self._mixup = float(mixup)
     self._loss_tracker = tf_keras.metrics.Mean(name='loss')
 
   @property
@@ -169,12 +213,25 @@ class _Distiller(tf_keras.Model):
 
   def train_step(self, data):
     features, labels = data
+    if self._mixup > 0:
+      features, partner_labels, lam = _mixup(features, labels, self._mixup)
     teacher_logits = self._teacher_logits(features, training=False)
     with tf.GradientTape() as tape:
       student_logits, probabilities = self._student_heads(
           features, training=True)
-      loss = distillation_loss(labels, teacher_logits, student_logits,
-                               self._temperature, self._alpha)
+      per_example = _per_example_loss(labels, teacher_logits, student_logits,
+                                      self._temperature, self._alpha)
+      if self._mixup > 0:
+        # The teacher term does not depend on the labels, so mixing the
+        # whole loss with lambda mixes the label term only.
+        per_example = lam * per_example + (1.0 - lam) * _per_example_loss(
+            partner_labels, teacher_logits, student_logits,
+            self._temperature, self._alpha)
+      loss = tf.reduce_mean(per_example)
+      # The student's own regularization (e.g. the l2 its layers were built
+      # with), as Keras adds it in the from-scratch control's fit().
+      if self.student.losses:
+        loss += tf.add_n(self.student.losses)
     variables = self.student.trainable_variables
     self.optimizer.apply_gradients(zip(tape.gradient(loss, variables),
                                        variables))
@@ -319,7 +376,8 @@ def distill(teacher: tf_keras.Model,
       match the teacher's inputs or classes, or cannot be derived.
   """
   student, facts = _seeded_student(teacher, config, student_builder)
-  distiller = _Distiller(student, teacher, config.temperature, config.alpha)
+  distiller = _Distiller(student, teacher, config.temperature, config.alpha,
+                         config.mixup)
   distiller.compile(
       optimizer=tf_keras.optimizers.Adam(learning_rate=config.learning_rate),
       metrics=[tf_keras.metrics.SparseCategoricalAccuracy(name='accuracy')])
@@ -366,12 +424,21 @@ def train_from_scratch(teacher: tf_keras.Model,
     ConfigError: as for ``distill``.
   """
   student, facts = _seeded_student(teacher, config, student_builder)
-  _keras_utils.compile_classifier(student, config.learning_rate)
-  history = _keras_utils.fit(student, train_ds, config.epochs)
+  if config.mixup > 0:
+    # The same mixed batches as distill(), labels only (alpha = 1).
+    trainer = _Distiller(student, teacher, config.temperature, 1.0,
+                         config.mixup)
+    trainer.compile(
+        optimizer=tf_keras.optimizers.Adam(learning_rate=config.learning_rate),
+        metrics=[tf_keras.metrics.SparseCategoricalAccuracy(name='accuracy')])
+  else:
+    trainer = student
+    _keras_utils.compile_classifier(student, config.learning_rate)
+  history = _keras_utils.fit(trainer, train_ds, config.epochs)
   details = {
       'config': config.to_dict(),
       **facts,
-      'optimizer_steps': int(student.optimizer.iterations.numpy()),
+      'optimizer_steps': int(trainer.optimizer.iterations.numpy()),
       'accuracy_before': _keras_utils.accuracy(teacher, eval_ds),
       'accuracy_after': _keras_utils.accuracy(student, eval_ds),
       'history': history,

@@ -32,6 +32,8 @@ from leantfx.components.optimize import config as config_lib
 from leantfx.components.optimize import measure
 from leantfx.components.optimize import push
 from leantfx.components.optimize import report
+from leantfx.components.optimize import runtime_variants
+from leantfx.components.optimize import runtimes as runtimes_lib
 from leantfx.components.optimize import selection
 from leantfx.components.optimize import spec
 from leantfx.components.optimize import tflite_export
@@ -57,6 +59,11 @@ class Outcome:
     pushed: where the selected variant was pushed (None if nothing was).
     report_paths: the files report.write_report wrote.
     failures: the candidates (or modes) that raised and were skipped.
+    runtime_picks: server runtime -> its chosen decision (None: nothing
+      blessed in it), for each server runtime built.
+    runtime_pushes: server runtime -> where its pick was pushed.
+    held_out: variant name -> its accuracy on the report split (the
+      baseline included), which gate and policy never saw.
   """
   baseline: measure.VariantMetrics
   decisions: List[selection.GateDecision]
@@ -64,6 +71,12 @@ class Outcome:
   pushed: Optional[push.PushResult]
   report_paths: Dict[str, Any]
   failures: List[Dict[str, str]] = dataclasses.field(default_factory=list)
+  runtime_picks: Dict[str, Optional[selection.GateDecision]] = (
+      dataclasses.field(default_factory=dict))
+  runtime_pushes: Dict[str, push.PushResult] = dataclasses.field(
+      default_factory=dict)
+  held_out: Dict[str, selection.HeldOut] = dataclasses.field(
+      default_factory=dict)
 
 
 # JSON list of {'candidate', 'stage', 'error'} on the optimized model.
@@ -237,7 +250,10 @@ def build_variants(model: tf_keras.Model,
                    eval_data: measure.LabeledData,
                    config: config_lib.OptimizationConfig,
                    variants_dir: str,
-                   failures: Optional[List[Dict[str, str]]] = None
+                   failures: Optional[List[Dict[str, str]]] = None,
+                   *,
+                   server_runtimes: Sequence[str] = (),
+                   baseline_accuracy: Optional[float] = None
                   ) -> List[measure.VariantMetrics]:
   """Runs every candidate chain, exports each mode and measures it.
 
@@ -256,9 +272,15 @@ def build_variants(model: tf_keras.Model,
     variants_dir: where <candidate>/<mode>.tflite files go.
     failures: a list the skipped candidates and modes are appended to, as
       {'candidate', 'stage', 'error'}.
+    server_runtimes: runtimes beside TFLite (openvino, onnx) to build
+      float32 and int8 variants in, for the candidates that can still win:
+      those with a TFLite variant inside the accuracy budget (point 8 of
+      issue 12: the other runtimes cost conversion time).
+    baseline_accuracy: the baseline's accuracy, for that budget check.
 
   Returns:
-    One VariantMetrics per (candidate, mode) that was built, in config order.
+    One VariantMetrics per (candidate, mode) or (candidate, runtime, mode)
+    that was built, in config order.
   """
   failures = [] if failures is None else failures
 
@@ -305,17 +327,88 @@ def build_variants(model: tf_keras.Model,
                    metrics.name, metrics.accuracy, metrics.size_bytes,
                    metrics.latency_p99_ms)
       variants.append(metrics)
+    if server_runtimes:
+      variants.extend(_server_runtime_variants(
+          current, candidate.name, chain, details,
+          [v for v in variants if v.name.startswith(candidate.name + '/')],
+          train_ds, eval_data, config, out_dir, server_runtimes,
+          baseline_accuracy, record))
   return variants
 
 
+def _server_runtime_variants(model, candidate_name, chain, details,
+                             tflite_variants, train_ds, eval_data, config,
+                             out_dir, server_runtimes, baseline_accuracy,
+                             record) -> List[measure.VariantMetrics]:
+  """The candidate's OpenVINO/ONNX variants, when it can still win."""
+  limit = (None if baseline_accuracy is None else
+           baseline_accuracy - config.budget.max_accuracy_drop)
+  if limit is not None and not any(v.accuracy >= limit
+                                   for v in tflite_variants):
+    logging.info('Candidate %s: no TFLite variant within the accuracy '
+                 'budget; not built in %s.', candidate_name,
+                 ', '.join(server_runtimes))
+    return []
+  if tflite_export.is_quantization_aware(model):
+    # A QAT model's fake-quant ranges are TFLite's; the server runtimes
+    # quantize the float candidates with their own calibration instead.
+    logging.info('Candidate %s is quantization-aware; built for TFLite only.',
+                 candidate_name)
+    return []
+  built = runtime_variants.build_runtime_variants(
+      model, candidate_name=candidate_name, technique=chain,
+      runtimes=server_runtimes, representative_data=train_ds,
+      eval_data=eval_data, out_dir=out_dir, num_threads=config.num_threads,
+      latency_runs=config.latency_runs, warmup_runs=config.warmup_runs,
+      num_calibration_samples=config.calibration_samples, details=details,
+      on_failure=lambda stage, e: record(candidate_name, stage, e))
+  for metrics in built:
+    logging.info('Variant %s: accuracy %.4f, %d bytes, p99 %.3f ms',
+                 metrics.name, metrics.accuracy, metrics.size_bytes,
+                 metrics.latency_p99_ms)
+  return built
+
+
+def runtime_push_base(tflite_push_base: str, runtime: str) -> str:
+  """A server runtime's push base: a sibling of the TFLite one.
+
+  ``<output>/tflite`` (the run's TFLite push base) gives ``<output>/openvino``
+  and ``<output>/onnx``, the layouts OpenVINO Model Server and Triton read.
+  """
+  parent = os.path.dirname(tflite_push_base.rstrip('/'))
+  return os.path.join(parent, runtime)
+
+
+def _batched(data: measure.LabeledData,
+             batch_size: int) -> tf.data.Dataset:
+  return tf.data.Dataset.from_tensor_slices(
+      (dict(data.features), data.labels)).batch(batch_size)
+
+
+def _accuracy_on(variant: measure.VariantMetrics, data: measure.LabeledData,
+                 num_threads: int) -> float:
+  """A variant's accuracy on ``data`` through the runtime it was built for."""
+  if variant.runtime in runtime_variants.SERVER_RUNTIMES:
+    return runtime_variants.accuracy_on(variant.runtime, variant.path, data,
+                                        num_threads)
+  return measure.accuracy_on(variant.path, data, num_threads)
+
+
 def _manifest_metrics(decision: selection.GateDecision,
-                      baseline: measure.VariantMetrics) -> Dict[str, Any]:
+                      baseline: measure.VariantMetrics,
+                      held_out: Mapping[str, selection.HeldOut]
+                     ) -> Dict[str, Any]:
   v = decision.variant
+  report = held_out[v.name]
   return {
-      'accuracy': v.accuracy,
-      'baseline_accuracy': baseline.accuracy,
-      'accuracy_drop': decision.accuracy_drop,
-      'eval_examples': v.num_examples,
+      # Measured on the report split, which the selection never saw.
+      'accuracy': report.accuracy,
+      'baseline_accuracy': held_out[baseline.name].accuracy,
+      'accuracy_drop': report.accuracy_drop,
+      'eval_examples': report.num_examples,
+      'selection_accuracy': v.accuracy,
+      'selection_accuracy_drop': decision.accuracy_drop,
+      'selection_examples': v.num_examples,
       'size_bytes': v.size_bytes,
       'gzipped_bytes': v.gzipped_bytes,
       'latency_p50_ms': v.latency_p50_ms,
@@ -345,7 +438,8 @@ def optimize(model: tf_keras.Model,
     model_dir: its SavedModel directory (the baseline, measured in TF).
     source_model_uri: the Model artifact's uri (recorded in the manifest).
     train_ds: train batches.
-    eval_ds: eval batches.
+    eval_ds: eval batches; split by selection.split_eval into the selection
+      split (gate, policy, the techniques' eval_ds) and the report split.
     config: the optimization config.
     report_dir: where the report, variants.json and variant files go.
     push_base: push base directory.
@@ -356,14 +450,27 @@ def optimize(model: tf_keras.Model,
   Returns:
     The Outcome; nothing is pushed when no variant is blessed.
   """
-  eval_data = measure.LabeledData.from_dataset(eval_ds)
+  # The gate, the policy and the techniques see the selection split only;
+  # every variant is re-measured on the report split for the report.
+  selection_data, report_data = selection.split_eval(
+      measure.LabeledData.from_dataset(eval_ds), config.selection_fraction)
+  eval_ds = _batched(selection_data, config.batch_size)
   baseline = measure.measure_saved_model(
-      model_dir, eval_data, name=f'{config_lib.BASELINE}/savedmodel',
+      model_dir, selection_data, name=f'{config_lib.BASELINE}/savedmodel',
       latency_runs=config.latency_runs, warmup_runs=config.warmup_runs,
       keras_model=model)
   failures: List[Dict[str, str]] = []
-  variants = build_variants(model, train_ds, eval_ds, eval_data, config,
-                            os.path.join(report_dir, VARIANTS_DIR), failures)
+  built_runtimes, missing = runtimes_lib.resolve(config.runtimes)
+  for message in missing:
+    logging.warning('ModelOptimizer: %s', message)
+    failures.append({'candidate': '(all)', 'stage': 'runtime',
+                     'error': message})
+  server_runtimes = [r for r in built_runtimes
+                     if r in runtime_variants.SERVER_RUNTIMES]
+  variants = build_variants(model, train_ds, eval_ds, selection_data, config,
+                            os.path.join(report_dir, VARIANTS_DIR), failures,
+                            server_runtimes=server_runtimes,
+                            baseline_accuracy=baseline.accuracy)
   if not variants and failures:
     raise NoVariantBuilt(
         'ModelOptimizer: every candidate failed, nothing to gate or push '
@@ -372,7 +479,15 @@ def optimize(model: tf_keras.Model,
             for f in failures) +
         '. Fix or remove these candidates, or run with --no-optimize.')
   decisions = selection.gate(baseline, variants, config.budget)
-  selected = selection.select(decisions, config.policy)
+  # Per runtime, the policy's pick among that runtime's blessed variants; the
+  # TFLite pick is the component's blessing and its Format-TFLite output.
+  picks = {runtime: selection.select(
+      [d for d in decisions if d.variant.runtime == runtime], config.policy)
+           for runtime in [runtimes_lib.TFLITE] + server_runtimes}
+  selected = picks.pop(runtimes_lib.TFLITE)
+  held_out = selection.held_out(
+      baseline, decisions, report_data,
+      lambda v, data: _accuracy_on(v, data, config.num_threads))
   pushed = None
   if selected is None:
     logging.warning('ModelOptimizer: %s; nothing pushed.',
@@ -384,7 +499,7 @@ def optimize(model: tf_keras.Model,
     pushed = push.push_tflite(
         v.path, push_base, model_name, source_model_uri=source_model_uri,
         technique_chain=chain, tflite_mode=v.tflite_mode,
-        metrics=_manifest_metrics(selected, baseline))
+        metrics=_manifest_metrics(selected, baseline, held_out))
     logging.info('ModelOptimizer: pushed %s as version %d to %s', v.name,
                  pushed.version, pushed.directory)
     if optimized_model_dir:
@@ -394,12 +509,38 @@ def optimize(model: tf_keras.Model,
                   overwrite=True)
       fileio.copy(os.path.join(pushed.directory, push.MANIFEST_FILE),
                   os.path.join(out, push.MANIFEST_FILE), overwrite=True)
+  runtime_pushes = {}
+  for runtime, pick in picks.items():
+    if pick is None:
+      logging.warning('ModelOptimizer: %s: %s; nothing pushed.', runtime,
+                      report.NO_VARIANT_BLESSED)
+      continue
+    v = pick.variant
+    source_dir = v.path if os.path.isdir(v.path) else os.path.dirname(v.path)
+    runtime_pushes[runtime] = push.push_runtime_model(
+        runtime, source_dir, runtime_push_base(push_base, runtime),
+        model_name, source_model_uri=source_model_uri,
+        technique_chain=([] if v.technique == config_lib.BASELINE else
+                         v.technique.split('+')),
+        mode=v.tflite_mode,
+        metrics=_manifest_metrics(pick, baseline, held_out))
+    logging.info('ModelOptimizer: pushed %s as version %d to %s', v.name,
+                 runtime_pushes[runtime].version,
+                 runtime_pushes[runtime].directory)
   report_paths = report.write_report(
       report_dir, baseline, decisions, selected, budget=config.budget,
       policy=config.policy, source_model_uri=source_model_uri,
-      pushed_to=pushed.directory if pushed else None, failures=failures)
+      pushed_to=pushed.directory if pushed else None, failures=failures,
+      runtime_picks={
+          runtime: {'selected': pick.variant.name if pick else None,
+                    'pushed_to': (runtime_pushes[runtime].directory
+                                  if runtime in runtime_pushes else None)}
+          for runtime, pick in picks.items()},
+      held_out=held_out)
   return Outcome(baseline=baseline, decisions=decisions, selected=selected,
-                 pushed=pushed, report_paths=report_paths, failures=failures)
+                 pushed=pushed, report_paths=report_paths, failures=failures,
+                 runtime_picks=picks, runtime_pushes=runtime_pushes,
+                 held_out=held_out)
 
 
 # -------------------------------------------------------------- executor ---
@@ -506,3 +647,11 @@ class Executor(base_executor.BaseExecutor):
                                               outcome.pushed.version)
       optimized_model.set_string_custom_property(
           spec.PUSHED_DESTINATION_PROPERTY, outcome.pushed.directory)
+    # Each server runtime's pick: '<runtime>_selected_variant' and
+    # '<runtime>_pushed_destination' (the run summary prints them).
+    for runtime, pushed in outcome.runtime_pushes.items():
+      optimized_model.set_string_custom_property(
+          f'{runtime}_{spec.SELECTED_VARIANT_PROPERTY}',
+          outcome.runtime_picks[runtime].variant.name)
+      optimized_model.set_string_custom_property(
+          f'{runtime}_{spec.PUSHED_DESTINATION_PROPERTY}', pushed.directory)

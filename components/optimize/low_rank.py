@@ -4,9 +4,23 @@ A Dense kernel W (m x n) is replaced by W ~= A B with A = U_r sqrt(S_r)
 (m x r) and B = sqrt(S_r) V_r^T (r x n): the layer becomes Dense(r, linear,
 no bias) followed by Dense(n) with the original activation, bias and name.
 A 1x1 Conv2D is a Dense applied at every pixel and is split the same way
-(the first 1x1 convolution keeps the strides). The rank r is the smallest
-keeping ``energy`` of the squared singular values (or a fixed ``rank``), and a
-layer is only split when r (m + n) < m n, i.e. when it saves parameters.
+(the first 1x1 convolution keeps the strides). A layer is only split when
+r (m + n) < m n, i.e. when it saves parameters.
+
+The rank r of each layer is chosen one of three ways:
+  * ``max_accuracy_drop`` (the default): by the accuracy budget. Layers are
+    taken largest kernel first; for each, the energy thresholds of
+    ``search_energies`` are bisected for the lowest whose rank keeps the
+    model (with the layers already chosen split too, before fine-tuning)
+    within ``max_accuracy_drop`` of the original's accuracy on ``eval_ds``
+    (the ModelOptimizer passes its selection split). A layer no threshold
+    keeps within the budget is not split. Each trial is recorded.
+  * ``energy``: the smallest rank keeping that fraction of the squared
+    singular values, the same for every layer (``max_accuracy_drop=None``).
+  * ``rank``: a fixed rank for every layer.
+One energy for all layers is a poor proxy: a hidden layer of an MLP whose
+inputs span few directions can lose most of its spectrum without changing a
+prediction, while a small layer next to the logits cannot.
 
 The model is rebuilt from its functional config with the replaced layers and
 every other weight copied. Before fine-tuning, each split layer is checked on
@@ -48,10 +62,18 @@ class LowRankConfig:
   """How to factorize.
 
   Attributes:
-    energy: keep the smallest rank whose singular values hold this fraction
-      of the kernel's squared singular-value sum, in (0, 1].
+    max_accuracy_drop: choose each layer's rank by this budget (absolute
+      accuracy, before fine-tuning, on eval_ds; see the module docstring),
+      in [0, 1]; None = use ``energy`` for every layer. 0.005 is half the
+      ModelOptimizer's default gate budget, leaving the rest to the TFLite
+      conversion.
+    search_energies: the energy thresholds the budget search bisects,
+      strictly increasing, each in (0, 1].
+    energy: with max_accuracy_drop None, keep the smallest rank whose
+      singular values hold this fraction of the kernel's squared
+      singular-value sum, in (0, 1].
     rank: a fixed rank for every layer (capped at the layer's full rank);
-      when set it takes precedence over ``energy``.
+      when set it takes precedence over the budget and ``energy``.
     min_params_saving: only split a layer that saves at least this fraction
       of its kernel's parameters, in [0, 1); 0 = any saving at all.
     fine_tune_epochs: passes over the training data after factorizing; 0
@@ -61,6 +83,9 @@ class LowRankConfig:
     verify_examples: examples from eval_ds (else train_ds) used to check the
       factorization before fine-tuning.
   """
+  max_accuracy_drop: Optional[float] = 0.005
+  search_energies: Tuple[float, ...] = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7,
+                                        0.8, 0.9, 0.95, 0.99, 1.0)
   energy: float = 0.9
   rank: Optional[int] = None
   min_params_saving: float = 0.0
@@ -69,6 +94,18 @@ class LowRankConfig:
   verify_examples: int = 256
 
   def __post_init__(self):
+    if self.max_accuracy_drop is not None:
+      _keras_utils.check_float(self, 'max_accuracy_drop', 0.0, 1.0)
+    energies = self.search_energies
+    if isinstance(energies, (list, tuple)):
+      object.__setattr__(self, 'search_energies', tuple(energies))
+    if not (isinstance(energies, (list, tuple)) and energies and all(
+        isinstance(e, (int, float)) and not isinstance(e, bool) and
+        0 < e <= 1 for e in energies) and all(
+            a < b for a, b in zip(energies, energies[1:]))):
+      raise ConfigError(
+          'LowRankConfig.search_energies must be a non-empty, strictly '
+          f'increasing list of numbers in (0, 1], got {energies!r}.')
     _keras_utils.check_float(self, 'energy', 0.0, 1.0, low_inclusive=False)
     if self.rank is not None:
       _keras_utils.check_int(self, 'rank', 1)
@@ -113,11 +150,19 @@ def _svd(matrix: np.ndarray):
   return np.linalg.svd(matrix.astype(np.float64), full_matrices=False)
 
 
-def _plan_layer(name: str, matrix: np.ndarray,
-                config: LowRankConfig) -> Dict[str, Any]:
-  """Chooses the rank of one layer and whether splitting it pays off."""
+def _plan_layer(name: str, matrix: np.ndarray, config: LowRankConfig,
+                energy: Optional[float] = None,
+                singular_values: Optional[np.ndarray] = None
+               ) -> Dict[str, Any]:
+  """Chooses the rank of one layer and whether splitting it pays off.
+
+  ``energy`` overrides config.energy (the budget search tries several);
+  ``singular_values`` spares recomputing the SVD.
+  """
   m, n = matrix.shape
-  singular_values = _svd(matrix)[1]
+  if singular_values is None:
+    singular_values = _svd(matrix)[1]
+  energy = config.energy if energy is None else energy
   full_rank = len(singular_values)
   squared = singular_values**2
   plan = {'layer': name, 'shape': [int(m), int(n)], 'max_rank': full_rank}
@@ -129,7 +174,7 @@ def _plan_layer(name: str, matrix: np.ndarray,
   else:
     cumulative = np.cumsum(squared) / squared.sum()
     # The small slack stops round-off in the cumsum from demanding one more.
-    rank = int(np.searchsorted(cumulative, config.energy - 1e-12) + 1)
+    rank = int(np.searchsorted(cumulative, energy - 1e-12) + 1)
     rank = min(rank, full_rank)
   factorized_params = rank * (m + n)
   saving = 1.0 - factorized_params / (m * n)
@@ -203,9 +248,15 @@ def factorize_layers(model: tf_keras.Model,
   return _factorize_layers(model, ranks)[0]
 
 
-def _factorize_layers(model: tf_keras.Model, ranks: Mapping[str, int]
+def _factorize_layers(model: tf_keras.Model, ranks: Mapping[str, int],
+                      svds: Optional[Dict[str, Tuple[np.ndarray, ...]]] = None
                      ) -> Tuple[tf_keras.Model, Dict[str, str]]:
-  """``factorize_layers``, also returning split layer -> its rank-r layer."""
+  """``factorize_layers``, also returning split layer -> its rank-r layer.
+
+  ``svds`` caches each layer's SVD across calls (the rank search rebuilds
+  the model many times; a 2048x2048 SVD takes seconds).
+  """
+  svds = {} if svds is None else svds
   _keras_utils.ensure_graph_model(model, 'low-rank factorization')
   if isinstance(model, tf_keras.Sequential):
     model = tf_keras.Model(model.inputs, model.outputs, name=model.name)
@@ -240,7 +291,9 @@ def _factorize_layers(model: tf_keras.Model, ranks: Mapping[str, int]
 
   for layer in model.layers:
     if layer.name in ranks:
-      u, s, vt = _svd(eligible[layer.name])
+      if layer.name not in svds:
+        svds[layer.name] = _svd(eligible[layer.name])
+      u, s, vt = svds[layer.name]
       r = ranks[layer.name]
       root = np.sqrt(s[:r])
       first = (u[:, :r] * root).astype(np.float32)
@@ -263,7 +316,9 @@ def _activation_name(layer: tf_keras.layers.Layer) -> str:
 
 
 def _verify(original: tf_keras.Model, factorized: tf_keras.Model,
-            plans: List[Dict[str, Any]], features: Any) -> Dict[str, Any]:
+            plans: List[Dict[str, Any]], features: Any,
+            svds: Optional[Mapping[str, Tuple[np.ndarray, ...]]] = None
+           ) -> Dict[str, Any]:
   """Checks each split layer on real inputs against the truncation bound.
 
   For the inputs X reaching the rank-r layer inside the factorized model, the
@@ -286,7 +341,8 @@ def _verify(original: tf_keras.Model, factorized: tf_keras.Model,
     inputs = probed[2 * index]
     outputs = probed[2 * index + 1].numpy()
     reference = original.get_layer(plan['layer'])(inputs).numpy()
-    singular_values = _svd(_matrix(original.get_layer(plan['layer'])))[1]
+    singular_values = (svds[plan['layer']][1] if svds and plan['layer'] in svds
+                       else _svd(_matrix(original.get_layer(plan['layer'])))[1])
     next_sigma = (float(singular_values[plan['rank']])
                   if plan['rank'] < len(singular_values) else 0.0)
     input_norm = float(np.linalg.norm(inputs.numpy()))
@@ -317,6 +373,77 @@ def _verify(original: tf_keras.Model, factorized: tf_keras.Model,
   }
 
 
+def _search_ranks(model: tf_keras.Model, eligible: Mapping[str, np.ndarray],
+                  config: LowRankConfig, eval_ds: tf.data.Dataset,
+                  svds: Dict[str, Tuple[np.ndarray, ...]]
+                 ) -> Tuple[List[Dict[str, Any]], Dict[str, Any]]:
+  """Per-layer ranks chosen by the accuracy budget (see the module docstring).
+
+  Returns:
+    (plans in the model's layer order, each with its 'search' trials; facts:
+    the reference accuracy, the budget and the number of models scored).
+  """
+  reference = _keras_utils.accuracy(model, eval_ds)
+  budget = config.max_accuracy_drop
+  chosen: Dict[str, int] = {}
+  plans: Dict[str, Dict[str, Any]] = {}
+  scored = 0
+  for name in sorted(eligible, key=lambda n: -eligible[n].size):
+    matrix = eligible[name]
+    if name not in svds:
+      svds[name] = _svd(matrix)
+    singular_values = svds[name][1]
+    candidates, ranks_seen = [], set()
+    for energy in config.search_energies:
+      plan = _plan_layer(name, matrix, config, energy, singular_values)
+      if plan['factorized'] and plan['rank'] not in ranks_seen:
+        ranks_seen.add(plan['rank'])
+        candidates.append({**plan, 'energy_threshold': energy})
+    if not candidates:
+      plans[name] = {
+          **_plan_layer(name, matrix, config, config.search_energies[0],
+                        singular_values),
+          'factorized': False,
+          'reason': 'no energy in search_energies gives a rank that saves '
+                    'parameters', 'search': []}
+      continue
+    # Bisection for the lowest passing threshold: accuracy grows with the
+    # energy kept (not strictly, so a pass is only ever taken as measured).
+    low, high, best, trials = 0, len(candidates) - 1, None, []
+    while low <= high:
+      middle = (low + high) // 2
+      plan = candidates[middle]
+      trial_model, _ = _factorize_layers(
+          model, {**chosen, name: plan['rank']}, svds)
+      accuracy = _keras_utils.accuracy(trial_model, eval_ds)
+      scored += 1
+      passed = reference - accuracy <= budget + 1e-12
+      trials.append({'energy_threshold': plan['energy_threshold'],
+                     'rank': plan['rank'], 'accuracy': accuracy,
+                     'passed': passed})
+      if passed:
+        best, high = middle, middle - 1
+      else:
+        low = middle + 1
+    if best is None:
+      plans[name] = {
+          **candidates[-1], 'factorized': False,
+          'reason': f'no threshold in search_energies keeps the accuracy '
+                    f'drop within {budget} (tried '
+                    f"{', '.join(str(t['rank']) for t in trials)})",
+          'search': trials}
+    else:
+      chosen[name] = candidates[best]['rank']
+      plans[name] = {**candidates[best], 'search': trials}
+  facts = {'reference_accuracy': reference, 'max_accuracy_drop': budget,
+           'models_scored': scored, 'eval_examples': _count(eval_ds)}
+  return [plans[name] for name in eligible], facts
+
+
+def _count(dataset: tf.data.Dataset) -> int:
+  return int(sum(len(labels) for _, labels in dataset))
+
+
 def factorize(model: tf_keras.Model,
               train_ds: tf.data.Dataset,
               config: LowRankConfig,
@@ -338,36 +465,53 @@ def factorize(model: tf_keras.Model,
     OptimizationResult with technique 'low_rank', the fine-tuned model and
     details: config, per-layer plan (shape, rank, energy kept, kernel
     parameters before/after, whether split and why not, verification
-    error and bound), params before/after, the model-level verification,
+    error and bound, the budget search's trials), the search's facts
+    ('rank_search', None without a budget), params before/after, the model-level verification,
     accuracy before, right after factorizing and after fine-tuning, and the
     training history.
 
   Raises:
-    ConfigError: no layer would save parameters with this config, or the
+    ConfigError: no layer would save parameters (or stay within the
+      budget) with this config, the budget is set without eval_ds, or the
       model is not a functional/Sequential tf_keras model.
     RuntimeError: the rebuilt model breaks the truncation bound (a bug).
   """
   _keras_utils.ensure_graph_model(model, 'low-rank factorization')
-  plans = [
-      _plan_layer(name, matrix, config)
-      for name, matrix in _eligible_layers(model).items()
-  ]
+  eligible = _eligible_layers(model)
+  svds: Dict[str, Tuple[np.ndarray, ...]] = {}
+  search = None
+  if config.rank is None and config.max_accuracy_drop is not None:
+    if eval_ds is None:
+      raise ConfigError(
+          'LowRankConfig.max_accuracy_drop chooses ranks by accuracy, which '
+          'needs eval_ds (held-out batches; the ModelOptimizer passes its '
+          'selection split). Pass eval_ds, or set max_accuracy_drop=None to '
+          'use a fixed energy.')
+    plans, search = _search_ranks(model, eligible, config, eval_ds, svds)
+  else:
+    plans = [_plan_layer(name, matrix, config)
+             for name, matrix in eligible.items()]
   ranks = {p['layer']: p['rank'] for p in plans if p['factorized']}
   if not ranks:
     summary = ', '.join(
         f"{p['layer']} (rank {p['rank']} of {p['max_rank']})" for p in plans)
     raise ConfigError(
         f'Low-rank factorization would split no layer of {model.name!r}: '
-        f'{summary or "it has no Dense or 1x1 Conv2D layer"}. Lower '
-        'LowRankConfig.energy, set a small rank, or lower min_params_saving.')
+        f'{summary or "it has no Dense or 1x1 Conv2D layer"}. '
+        + ('No rank the search tried kept the accuracy drop within '
+           f'{config.max_accuracy_drop}: raise LowRankConfig.'
+           'max_accuracy_drop or add thresholds to search_energies.'
+           if search is not None else
+           'Lower LowRankConfig.energy, set a small rank, or lower '
+           'min_params_saving.'))
 
-  factorized, u_names = _factorize_layers(model, ranks)
+  factorized, u_names = _factorize_layers(model, ranks, svds)
   for plan in plans:
     if plan['factorized']:
       plan['u_layer'] = u_names[plan['layer']]
   features, _ = _keras_utils.first_examples(
       eval_ds if eval_ds is not None else train_ds, config.verify_examples)
-  verification = _verify(model, factorized, plans, features)
+  verification = _verify(model, factorized, plans, features, svds)
   accuracy_factorized = _keras_utils.accuracy(factorized, eval_ds)
 
   _keras_utils.compile_classifier(factorized, config.learning_rate)
@@ -375,6 +519,7 @@ def factorize(model: tf_keras.Model,
   details = {
       'config': config.to_dict(),
       'layers': plans,
+      'rank_search': search,
       'params_before': _keras_utils.count_params(model),
       'params_after': _keras_utils.count_params(factorized),
       'verification': verification,

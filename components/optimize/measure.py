@@ -393,8 +393,58 @@ def _ms(seconds: Sequence[float]) -> np.ndarray:
   return np.asarray(seconds, dtype=np.float64) * 1000.0
 
 
-class _Timed:
-  """A variant prepared for timing: its inputs bound once."""
+class RuntimeTimer:
+  """A model prepared in its runtime for timing, its inputs bound once.
+
+  The runtime modules (tflite: :class:`_Timed` below; openvino_runtime.py,
+  onnx_runtime.py) subclass it, so :func:`measure_latency_interleaved` times
+  every runtime's variants in the same interleaved rounds.
+  ``invoke`` is the runtime's own call on the bound inputs (what is timed as
+  the latency); ``call`` is the one-line Python call path a client writes
+  (inputs passed per call, outputs returned), timed for the per-call
+  overhead.
+
+  Attributes:
+    variant: the label and thread count (a LatencyVariant).
+    batch_size: the bound batch.
+  """
+  variant: 'LatencyVariant'
+  batch_size: int = 1
+
+  def invoke(self) -> None:
+    raise NotImplementedError
+
+  def call(self) -> None:
+    raise NotImplementedError
+
+  def close(self) -> None:
+    """Releases what ``call`` may hold (nothing by default)."""
+
+  def time_invokes(self, runs: int, clock: Callable[[], float]) -> List[float]:
+    durations = []
+    invoke = self.invoke
+    for _ in range(runs):
+      start = clock()
+      invoke()
+      durations.append(clock() - start)
+    return durations
+
+  def time_runner_calls(self, runs: int,
+                        clock: Callable[[], float]) -> List[float]:
+    durations = []
+    call = self.call
+    try:
+      for _ in range(runs):
+        start = clock()
+        call()
+        durations.append(clock() - start)
+      return durations
+    finally:
+      self.close()
+
+
+class _Timed(RuntimeTimer):
+  """A .tflite variant prepared for timing: its inputs bound once."""
 
   def __init__(self, variant: LatencyVariant):
     self.variant = variant
@@ -411,35 +461,20 @@ class _Timed:
     self.batch_size = int(first.shape[0]) if first.ndim else 1
     # Resized (once, if the batch differs from the allocated one) and set once.
     self.predictor.signature.bind(self.inputs)
+    self.invoke = self.predictor.signature.invoke
+    self._runner = None
 
-  def invoke(self) -> None:
-    self.predictor.signature.invoke()
-
-  def time_invokes(self, runs: int, clock: Callable[[], float]) -> List[float]:
-    durations = []
-    invoke = self.predictor.signature.invoke
-    for _ in range(runs):
-      start = clock()
-      invoke()
-      durations.append(clock() - start)
-    return durations
-
-  def time_runner_calls(self, runs: int,
-                        clock: Callable[[], float]) -> List[float]:
+  def call(self) -> None:
     """The SignatureRunner call path, on the same prepared interpreter."""
-    runner = self.predictor.interpreter.get_signature_runner(
-        self.predictor.signature.key)
-    try:
-      durations = []
-      for _ in range(runs):
-        start = clock()
-        runner(**self.inputs)
-        durations.append(clock() - start)
-      return durations
-    finally:
-      # While the runner lives it holds the interpreter's wrapper, and
-      # Interpreter.invoke() refuses to run.
-      del runner
+    if self._runner is None:
+      self._runner = self.predictor.interpreter.get_signature_runner(
+          self.predictor.signature.key)
+    self._runner(**self.inputs)
+
+  def close(self) -> None:
+    # While the runner lives it holds the interpreter's wrapper, and
+    # Interpreter.invoke() refuses to run.
+    self._runner = None
 
 
 def _one_attempt(timed: Sequence[_Timed], rounds: int, runs_per_round: int,
@@ -479,7 +514,7 @@ def _one_attempt(timed: Sequence[_Timed], rounds: int, runs_per_round: int,
 
 
 def measure_latency_interleaved(
-    variants: Sequence[LatencyVariant],
+    variants: Sequence[Any],
     *,
     runs: int = DEFAULT_LATENCY_RUNS,
     warmup_runs: int = DEFAULT_WARMUP_RUNS,
@@ -488,8 +523,11 @@ def measure_latency_interleaved(
     max_attempts: int = DEFAULT_MAX_ATTEMPTS,
     measure_overhead: bool = True,
     clock: Callable[[], float] = time.perf_counter) -> InterleavedLatency:
-  """Times ``invoke()`` of several .tflite variants in interleaved rounds.
+  """Times ``invoke()`` of several variants in interleaved rounds.
 
+  A variant is a LatencyVariant (a .tflite file, prepared here) or a
+  RuntimeTimer another runtime's module prepared (OpenVINO, ONNX Runtime):
+  all are timed in the same rounds, so machine noise hits them alike.
   Each variant gets its own interpreter, prepared once (allocated, bound,
   inputs set once), then `warmup_runs` untimed invokes. The `runs` timed
   invokes per variant are split into `rounds` rounds; in each round every
@@ -504,7 +542,7 @@ def measure_latency_interleaved(
   spread is smallest is kept, and ``stable`` says whether it met the bound.
 
   Args:
-    variants: the variants (unique labels).
+    variants: LatencyVariants and/or RuntimeTimers (unique labels).
     runs: timed invokes per variant per attempt (rounded up to a multiple of
       the rounds).
     warmup_runs: untimed invokes per variant before the first round.
@@ -524,7 +562,8 @@ def measure_latency_interleaved(
   _check_runs(runs, warmup_runs, None)
   if not variants:
     raise ConfigError('measure_latency_interleaved needs at least 1 variant.')
-  labels = [v.label for v in variants]
+  specs = [v.variant if isinstance(v, RuntimeTimer) else v for v in variants]
+  labels = [v.label for v in specs]
   if len(set(labels)) != len(labels):
     raise ConfigError(f'Variant labels must be unique, got {labels}.')
   if rounds < 1 or max_attempts < 1:
@@ -534,11 +573,11 @@ def measure_latency_interleaved(
   if not max_round_spread > 0:
     raise ConfigError(
         f'max_round_spread must be > 0, got {max_round_spread}.')
-  for v in variants:
+  for v in specs:
     _check_runs(runs, warmup_runs, v.num_threads)
   rounds = min(rounds, runs)
   runs_per_round = int(math.ceil(runs / rounds))
-  timed = [_Timed(v) for v in variants]
+  timed = [v if isinstance(v, RuntimeTimer) else _Timed(v) for v in variants]
   for t in timed:
     for _ in range(warmup_runs):
       t.invoke()
@@ -763,3 +802,20 @@ def _check_runs(runs: int, warmup: int, threads: Optional[int]) -> None:
     raise ConfigError(f'warmup_runs must be >= 0, got {warmup}.')
   if threads is not None and threads < 1:
     raise ConfigError(f'num_threads must be >= 1, got {threads}.')
+
+
+def accuracy_on(path: str, data: LabeledData,
+                num_threads: int = DEFAULT_NUM_THREADS) -> float:
+  """Top-1 accuracy of a .tflite file or a SavedModel on ``data``, nothing else.
+
+  The same predictions as ``measure_tflite``/``measure_saved_model`` (batch 1
+  on a prepared interpreter; batches in TensorFlow), without the latency
+  runs: used to re-measure variants on the report split.
+  """
+  if os.path.isdir(path):
+    return measure_saved_model(path, data, latency_runs=1,
+                               warmup_runs=0).accuracy
+  predictor = TFLitePredictor(path, num_threads=num_threads)
+  scores = np.concatenate(
+      [predictor.predict(data.example(i)) for i in range(len(data))])
+  return _accuracy(scores, data.labels)

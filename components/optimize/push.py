@@ -162,3 +162,144 @@ def read_manifest(version_dir: str) -> Dict[str, Any]:
   """The manifest.json of a pushed version."""
   with fileio.open(os.path.join(version_dir, MANIFEST_FILE), 'r') as f:
     return json.load(f)
+
+
+# The file(s) each server runtime's model server reads in a version folder:
+# OpenVINO Model Server reads model.xml + model.bin; Triton's and OVMS's ONNX
+# backends read model.onnx.
+RUNTIME_FILES = {
+    'openvino': ('model.xml', 'model.bin'),
+    'onnx': ('model.onnx',),
+}
+
+
+def push_runtime_model(runtime: str,
+                       source_dir: str,
+                       base_dir: str,
+                       model_name: str,
+                       *,
+                       source_model_uri: str,
+                       technique_chain: Sequence[str],
+                       mode: str,
+                       metrics: Mapping[str, Any],
+                       clock: Callable[[], float] = time.time) -> PushResult:
+  """Pushes a server runtime's model files into a new version directory.
+
+  The same versioning, atomic write and manifest as ``push_tflite``: the
+  files of RUNTIME_FILES[runtime] are copied from `source_dir` and checked
+  against their sha256, then manifest.json (naming every file's sha256 and
+  size) is written last, as the commit file.
+
+  Layout: <base_dir>/<model_name>/<version>/{model.xml,model.bin | model.onnx,
+  manifest.json}.
+
+  Args:
+    runtime: 'openvino' or 'onnx'.
+    source_dir: the folder holding the runtime's files.
+    base_dir: the runtime's push base (e.g. <output>/openvino).
+    model_name: the model's directory name.
+    source_model_uri: the trained model the variant was made from.
+    technique_chain: techniques in the order they ran.
+    mode: 'float32' or 'int8'.
+    metrics: the variant's measured metrics.
+    clock: returns the current Unix time.
+
+  Returns:
+    The PushResult (model_path: the first file, model.xml or model.onnx).
+
+  Raises:
+    ConfigError: unknown runtime, a missing file, or an unusable name.
+  """
+  if runtime not in RUNTIME_FILES:
+    raise ConfigError(f'No push layout for runtime {runtime!r}; use one of '
+                      f'{sorted(RUNTIME_FILES)}.')
+  names = RUNTIME_FILES[runtime]
+  for name in names:
+    path = os.path.join(source_dir, name)
+    if not fileio.exists(path) or fileio.isdir(path):
+      raise ConfigError(f'Cannot push the {runtime} model in {source_dir}: '
+                        f'{name} is missing.')
+  if not _NAME_RE.match(model_name):
+    raise ConfigError(
+        f'Model name {model_name!r} is not usable as a directory: use '
+        'letters, digits, "_" or "-", starting with a letter (at most 63).')
+  files = {name: {'sha256': sha256_of(os.path.join(source_dir, name)),
+                  'size_bytes': fileio.stat(os.path.join(source_dir,
+                                                         name)).length}
+           for name in names}
+  manifest = {
+      'model_name': model_name,
+      'version': None,
+      'runtime': runtime,
+      'source_model_uri': source_model_uri,
+      'technique_chain': list(technique_chain),
+      'mode': mode,
+      'metrics': dict(metrics),
+      'files': files,
+      'sha256': files[names[0]]['sha256'],
+      'size_bytes': sum(f['size_bytes'] for f in files.values()),
+      'created_at': datetime.datetime.fromtimestamp(
+          clock(), datetime.timezone.utc).isoformat(timespec='seconds'),
+  }
+  model_dir = os.path.join(base_dir, model_name)
+  pushed_manifest = {}
+
+  def write_body(folder: str) -> None:
+    for name in names:
+      target = os.path.join(folder, name)
+      fileio.copy(os.path.join(source_dir, name), target, overwrite=True)
+      if sha256_of(target) != files[name]['sha256']:
+        raise OSError(f'The copy of {name} in {folder} differs from '
+                      f'{source_dir}/{name}.')
+
+  def write_commit(folder: str, version: int) -> None:
+    pushed_manifest.clear()
+    pushed_manifest.update(manifest, version=version)
+    with fileio.open(os.path.join(folder, MANIFEST_FILE), 'w') as f:
+      f.write(json.dumps(pushed_manifest, indent=2, sort_keys=True))
+
+  pushed = versioned_push.push(
+      model_dir,
+      versioned_push.Payload(write_body=write_body, write_commit=write_commit,
+                             commit_files=(MANIFEST_FILE,)),
+      existing=list_versions(base_dir, model_name),
+      clock=clock)
+  return PushResult(version=pushed.version, directory=pushed.path,
+                    model_path=os.path.join(pushed.path, names[0]),
+                    manifest=pushed_manifest)
+
+
+def check_version(version_dir: str) -> Dict[str, Any]:
+  """The manifest of a pushed version whose files all match it.
+
+  A server calls it before loading a version: a version folder missing its
+  manifest (a push cut short on an object store) or with a file whose size
+  or sha256 differs from the manifest's (a truncated copy) is refused.
+
+  Returns:
+    The manifest.
+
+  Raises:
+    ConfigError: no manifest, or a missing, truncated or altered file.
+  """
+  manifest_path = os.path.join(version_dir, MANIFEST_FILE)
+  if not fileio.exists(manifest_path):
+    raise ConfigError(f'{version_dir} has no {MANIFEST_FILE}: the push did '
+                      'not finish; this version is not served.')
+  manifest = read_manifest(version_dir)
+  files = manifest.get('files') or {MODEL_FILE: {
+      'sha256': manifest.get('sha256'), 'size_bytes': manifest.get(
+          'size_bytes')}}
+  for name, facts in files.items():
+    path = os.path.join(version_dir, name)
+    if not fileio.exists(path):
+      raise ConfigError(f'{path} is missing (named in {manifest_path}); this '
+                        'version is not served.')
+    size = fileio.stat(path).length
+    if size != facts.get('size_bytes') or sha256_of(path) != facts.get(
+        'sha256'):
+      raise ConfigError(
+          f'{path} is {size} bytes and does not match its manifest '
+          f"({facts.get('size_bytes')} bytes, sha256 {facts.get('sha256')}): "
+          'a truncated or altered copy; this version is not served.')
+  return manifest

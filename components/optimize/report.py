@@ -25,6 +25,9 @@ from matplotlib.figure import Figure
 from leantfx.components.optimize.measure import VariantMetrics
 from leantfx.components.optimize.selection import Budget
 from leantfx.components.optimize.selection import GateDecision
+from leantfx.components.optimize.selection import HeldOut
+from leantfx.components.optimize.selection import POLICY_DESCRIPTIONS
+from leantfx.components.optimize.selection import POLICY_SIZE
 from leantfx.errors import ConfigError
 
 VARIANTS_FILE = 'variants.json'
@@ -39,7 +42,7 @@ NO_VARIANT_BLESSED = 'no variant blessed'
 _COLUMNS = ('variant', 'technique chain', 'tflite mode', 'runtime',
             'accuracy', 'drop vs baseline', 'size (B)', 'gzipped (B)',
             'p50 (ms)', 'p99 (ms)', 'params', 'sparsity', 'blessed',
-            'reasons', 'selected')
+            'reasons', 'selected', 'report accuracy', 'report drop')
 
 
 def write_report(report_dir: str,
@@ -52,7 +55,9 @@ def write_report(report_dir: str,
                  title: str = 'Model optimization report',
                  source_model_uri: Optional[str] = None,
                  pushed_to: Optional[str] = None,
-                 failures: Sequence[Mapping[str, str]] = ()
+                 failures: Sequence[Mapping[str, str]] = (),
+                 runtime_picks: Optional[Mapping[str, Mapping[str, Any]]] = None,
+                 held_out: Optional[Mapping[str, HeldOut]] = None
                 ) -> Dict[str, str]:
   """Writes variants.json and the report built from it.
 
@@ -68,6 +73,10 @@ def write_report(report_dir: str,
     pushed_to: where the selected variant was pushed, if it was.
     failures: candidates or modes that raised and were skipped
       ({'candidate', 'stage', 'error'}).
+    runtime_picks: per server runtime (openvino, onnx), the policy's pick
+      among its variants and where it was pushed ({'selected', 'pushed_to'}).
+    held_out: variant name -> its accuracy on the report split
+      (selection.held_out), shown beside the selection-split accuracy.
 
   Returns:
     {'variants': path, 'markdown': path, 'html': path, 'plots': [paths]}.
@@ -80,11 +89,15 @@ def write_report(report_dir: str,
       'source_model_uri': source_model_uri,
       'budget': budget.to_dict(),
       'policy': policy,
+      'policy_size': POLICY_SIZE.get(policy),
+      'policy_description': POLICY_DESCRIPTIONS.get(policy),
+      'held_out': {name: h.to_dict() for name, h in (held_out or {}).items()},
       'baseline': baseline.to_dict(),
       'decisions': [d.to_dict() for d in decisions],
       'selected': selected.variant.name if selected else None,
       'pushed_to': pushed_to,
       'failures': [dict(f) for f in failures],
+      'runtime_picks': {r: dict(p) for r, p in (runtime_picks or {}).items()},
   }
   with open(os.path.join(report_dir, VARIANTS_FILE), 'w',
             encoding='utf-8') as f:
@@ -127,7 +140,9 @@ def regenerate(report_dir: str) -> Dict[str, Any]:
                       f'{e}. Re-run the optimizer to rewrite it.') from e
 
   plots = _plot_all(report_dir, baseline, decisions)
-  rows = _rows(baseline, decisions, record.get('selected'))
+  rows = _rows(baseline, decisions, [record.get('selected')] + [
+      p.get('selected') for p in (record.get('runtime_picks') or {}).values()],
+               record.get('held_out') or {})
   md_path = os.path.join(report_dir, REPORT_MD)
   with open(md_path, 'w', encoding='utf-8') as f:
     f.write(_markdown(record, rows, plots))
@@ -154,11 +169,23 @@ def _fmt(value, digits=4) -> str:
 
 
 def _rows(baseline: VariantMetrics, decisions: Sequence[GateDecision],
-          selected: Optional[str]) -> List[List[str]]:
-  rows = [_row(baseline, None, None, False)]
+          selected: Sequence[Optional[str]],
+          held_out: Mapping[str, Mapping[str, Any]]) -> List[List[str]]:
+  """Table rows; `selected` names the pick of each runtime."""
+  rows = [_row(baseline, None, None, False) + _held_out_cells(
+      held_out.get(baseline.name), True)]
   for d in decisions:
-    rows.append(_row(d.variant, d, d.accuracy_drop, d.variant.name == selected))
+    rows.append(_row(d.variant, d, d.accuracy_drop, d.variant.name in selected)
+                + _held_out_cells(held_out.get(d.variant.name), False))
   return rows
+
+
+def _held_out_cells(values: Optional[Mapping[str, Any]],
+                    is_baseline: bool) -> List[str]:
+  if not values:
+    return ['-', '-']
+  return [_fmt(values['accuracy']),
+          '(reference)' if is_baseline else f"{values['accuracy_drop']:+.4f}"]
 
 
 def _row(m: VariantMetrics, decision: Optional[GateDecision],
@@ -182,16 +209,34 @@ def _summary_lines(record: Mapping[str, Any]) -> List[str]:
     terms.append(f"size <= {budget['max_size_bytes']} B")
   if budget.get('max_p99_ms') is not None:
     terms.append(f"p99 <= {budget['max_p99_ms']} ms")
+  description = record.get('policy_description')
   lines = [
       f"Source model: {record.get('source_model_uri') or '-'}",
-      f"Budget: {', '.join(terms)}; selection policy: {record['policy']}.",
+      f"Budget: {', '.join(terms)}; selection policy: {record['policy']}" + (
+          f' ({description}).' if description else '.'),
   ]
+  held_out = record.get('held_out') or {}
+  if held_out:
+    report_examples = next(iter(held_out.values()))['num_examples']
+    lines.append(
+        f"Accuracy, drop and the gate: the selection split "
+        f"({record['baseline']['num_examples']} eval examples). Report "
+        f'accuracy and drop: the other {report_examples} eval examples, '
+        'which neither the gate, the policy nor the techniques saw.')
   if record.get('selected'):
     lines.append(f"Selected: {record['selected']}" + (
         f" (pushed to {record['pushed_to']})" if record.get('pushed_to')
         else ''))
   else:
     lines.append(f'Selected: none ({NO_VARIANT_BLESSED}); nothing pushed.')
+  for runtime, pick in sorted((record.get('runtime_picks') or {}).items()):
+    if pick.get('selected'):
+      lines.append(f"Selected for {runtime}: {pick['selected']}" + (
+          f" (pushed to {pick['pushed_to']})" if pick.get('pushed_to')
+          else ''))
+    else:
+      lines.append(f'Selected for {runtime}: none ({NO_VARIANT_BLESSED}); '
+                   'nothing pushed.')
   for failure in record.get('failures') or ():
     lines.append(f"Skipped: candidate {failure['candidate']} failed at "
                  f"{failure['stage']}: {failure['error']}")

@@ -5,18 +5,58 @@ would be served without optimization) and blesses those within the
 ``Budget``; each decision keeps its reasons, e.g. 'accuracy drop 0.031 >
 0.01'. ``select`` picks one blessed variant by a policy; a variant outside the
 budget can never be selected.
+
+Ranking many variants on one eval set and then reporting the winner's
+accuracy on that same set reports a lucky draw: with ~16 variants, the best
+of them on 347 examples is biased upwards. ``split_eval`` therefore cuts the
+eval set into a *selection* split (gate and select see only it, and the
+techniques' own choices, e.g. low-rank's rank search, are made on it) and a
+*report* split the choice never saw, on which ``held_out`` re-measures every
+decision for the report.
+
+Size policies say which size they rank by: ``smallest`` the bytes on disk
+(what a device stores and memory-maps), ``smallest_download`` the gzipped
+bytes (what a download or an app bundle carries: a pruned model's zeros only
+pay off there).
 """
 import dataclasses
 import math
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import (Any, Callable, Dict, List, Mapping, Optional, Sequence,
+                    Tuple)
 
+import numpy as np
+
+from leantfx.components.optimize.measure import LabeledData
 from leantfx.components.optimize.measure import VariantMetrics
 from leantfx.errors import ConfigError
 
 SMALLEST = 'smallest'
+SMALLEST_DOWNLOAD = 'smallest_download'
 FASTEST = 'fastest'
 MOST_ACCURATE = 'most_accurate'
-POLICIES = (SMALLEST, FASTEST, MOST_ACCURATE)
+POLICIES = (SMALLEST, SMALLEST_DOWNLOAD, FASTEST, MOST_ACCURATE)
+# The VariantMetrics size field each policy ranks or breaks ties by.
+SIZE_ON_DISK = 'size_bytes'
+GZIPPED_SIZE = 'gzipped_bytes'
+POLICY_SIZE = {
+    SMALLEST: SIZE_ON_DISK,
+    SMALLEST_DOWNLOAD: GZIPPED_SIZE,
+    FASTEST: SIZE_ON_DISK,
+    MOST_ACCURATE: SIZE_ON_DISK,
+}
+POLICY_DESCRIPTIONS = {
+    SMALLEST: 'fewest bytes on disk (size_bytes), then most accurate',
+    SMALLEST_DOWNLOAD: 'fewest gzipped bytes (gzipped_bytes: the download '
+                       'size), then most accurate',
+    FASTEST: 'lowest p99 latency, then lowest p50, then fewest bytes on disk',
+    MOST_ACCURATE: 'highest selection-split accuracy, then fewest bytes on '
+                   'disk',
+}
+# Half the eval set selects, the other half reports (see split_eval).
+DEFAULT_SELECTION_FRACTION = 0.5
+# The permutation behind the split is fixed, so the same eval set always
+# splits the same way (runs compare, a report can be re-derived).
+_SPLIT_SEED = 0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -150,9 +190,11 @@ def select(decisions: Sequence[GateDecision],
            policy: str = SMALLEST) -> Optional[GateDecision]:
   """Chooses one blessed variant.
 
-  Policies: 'smallest' (fewest bytes on disk, then most accurate), 'fastest'
-  (lowest p99, then lowest p50, then smallest), 'most_accurate' (highest
-  accuracy, then smallest). Remaining ties keep the order given.
+  Policies (POLICY_DESCRIPTIONS): 'smallest' (fewest bytes on disk, then
+  most accurate), 'smallest_download' (fewest gzipped bytes, then most
+  accurate), 'fastest' (lowest p99, then lowest p50, then smallest on disk),
+  'most_accurate' (highest accuracy, then smallest on disk). Remaining ties
+  keep the order given.
 
   Args:
     decisions: the output of gate().
@@ -172,11 +214,104 @@ def select(decisions: Sequence[GateDecision],
     return None
   keys = {
       SMALLEST: lambda d: (d.variant.size_bytes, -d.variant.accuracy),
+      SMALLEST_DOWNLOAD: lambda d: (d.variant.gzipped_bytes,
+                                    -d.variant.accuracy),
       FASTEST: lambda d: (d.variant.latency_p99_ms, d.variant.latency_p50_ms,
                           d.variant.size_bytes),
       MOST_ACCURATE: lambda d: (-d.variant.accuracy, d.variant.size_bytes),
   }
   return min(blessed, key=keys[policy])
+
+
+def split_eval(data: LabeledData,
+               selection_fraction: float = DEFAULT_SELECTION_FRACTION
+              ) -> Tuple[LabeledData, LabeledData]:
+  """Cuts the eval set into a selection split and a report split.
+
+  Deterministic: a fixed-seed permutation of the example indices, the first
+  round(fraction * n) of it selecting (each split keeps the original order).
+  The same eval set always gives the same two splits.
+
+  Args:
+    data: the eval set.
+    selection_fraction: share of the examples that select, in (0, 1).
+
+  Returns:
+    (selection, report), disjoint, together the whole eval set.
+
+  Raises:
+    ConfigError: the fraction is outside (0, 1), or the eval set is too
+      small to give both splits at least one example.
+  """
+  if isinstance(selection_fraction, bool) or not isinstance(
+      selection_fraction, (int, float)) or not 0 < selection_fraction < 1:
+    raise ConfigError(
+        'The selection fraction must be a number strictly between 0 and 1 '
+        '(the rest of the eval set is the report split), got '
+        f'{selection_fraction!r}.')
+  n = len(data)
+  cut = int(round(selection_fraction * n))
+  if cut < 1 or cut >= n:
+    raise ConfigError(
+        f'The eval split has {n} example(s): too few to hold out a report '
+        f'split with selection fraction {selection_fraction} (each split '
+        'needs at least one). Give the eval split more examples.')
+  order = np.random.default_rng(_SPLIT_SEED).permutation(n)
+  selecting = np.sort(order[:cut])
+  reporting = np.sort(order[cut:])
+
+  def subset(indices):
+    return LabeledData({k: np.asarray(v)[indices]
+                        for k, v in data.features.items()},
+                       np.asarray(data.labels)[indices])
+
+  return subset(selecting), subset(reporting)
+
+
+@dataclasses.dataclass(frozen=True)
+class HeldOut:
+  """A decision re-measured on the report split the selection never saw.
+
+  Attributes:
+    name: the variant's name.
+    accuracy: its accuracy on the report split.
+    accuracy_drop: the baseline's report-split accuracy minus that.
+    num_examples: examples in the report split.
+  """
+  name: str
+  accuracy: float
+  accuracy_drop: float
+  num_examples: int
+
+  def to_dict(self) -> Dict[str, Any]:
+    return dataclasses.asdict(self)
+
+
+def held_out(baseline: VariantMetrics, decisions: Sequence[GateDecision],
+             report_data: LabeledData,
+             accuracy_of: Callable[[VariantMetrics, LabeledData], float]
+            ) -> Dict[str, HeldOut]:
+  """Report-split accuracy of the baseline and every decision, by name.
+
+  Args:
+    baseline: the reference the gate used.
+    decisions: the output of gate().
+    report_data: the report split (see split_eval).
+    accuracy_of: measures one variant's accuracy on a data set (e.g.
+      measure.accuracy_on on its path).
+
+  Returns:
+    variant name -> HeldOut, the baseline included (drop 0).
+  """
+  reference = accuracy_of(baseline, report_data)
+  result = {baseline.name: HeldOut(baseline.name, reference, 0.0,
+                                   len(report_data))}
+  for decision in decisions:
+    v = decision.variant
+    accuracy = accuracy_of(v, report_data)
+    result[v.name] = HeldOut(v.name, accuracy, reference - accuracy,
+                             len(report_data))
+  return result
 
 
 def _reject_unknown(cls, values: Mapping[str, Any]) -> None:

@@ -178,6 +178,24 @@ def calibration_samples(data: RepresentativeData,
   return samples
 
 
+def require_calibration_samples(samples: List[Dict[str, np.ndarray]],
+                                runtime: str, mode: str) -> None:
+  """Refuses an empty calibration set, naming what to do.
+
+  Every runtime's int8 export (TFLite here, OpenVINO's NNCF, ONNX Runtime's
+  static quantization) calibrates on :func:`calibration_samples`' output.
+
+  Raises:
+    ConfigError: `samples` is empty.
+  """
+  if not samples:
+    raise ConfigError(
+        f'The {runtime} {mode} calibration set is empty: the train split '
+        'gave no examples. int8 needs train examples to calibrate activation '
+        'ranges; check the train split (the Transform output) or leave int8 '
+        'out.')
+
+
 def _iter_feature_batches(data: RepresentativeData) -> Iterator[Mapping]:
   if isinstance(data, Mapping):
     yield data

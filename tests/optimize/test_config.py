@@ -57,8 +57,10 @@ def test_config_round_trips_through_json():
   config = config_lib.OptimizationConfig(
       candidates=(Candidate(), _pqat_chain()),
       budget=Budget(0.02, max_size_bytes=50_000, max_p99_ms=2.0),
-      policy='fastest', latency_runs=50, warmup_runs=5)
+      policy='fastest', latency_runs=50, warmup_runs=5,
+      runtimes=('tflite', 'onnx'))
   text = config.to_json()
+  assert json.loads(text)['runtimes'] == ['tflite', 'onnx']
   assert json.loads(text)['candidates'][1]['steps'][1] == {
       'technique': 'qat',
       'config': {'epochs': 1, 'learning_rate': 1e-4,
@@ -76,6 +78,10 @@ def test_config_round_trips_through_json():
     ({'budget': {'max_accuracy_drop': 3}}, 'max_accuracy_drop'),
     ({'speed': 'fast'}, r"Unknown OptimizationConfig field\(s\) \['speed'\]"),
     ({'candidates': [{'steps': [{'config': {}}]}]}, 'needs a "technique"'),
+    ({'runtimes': ['tflite', 'tensorrt']}, r"Unknown runtime\(s\) \['tensorrt'\]"),
+    ({'runtimes': ['openvino']}, "leaves out 'tflite'"),
+    ({'runtimes': 'tflite'}, 'must be a list of runtime names'),
+    ({'runtimes': ['tflite', 'tflite']}, 'names a runtime twice'),
 ])
 def test_config_validates_itself(values, message):
   values = dict(values)

@@ -118,7 +118,9 @@ def _config(budget, candidates=None):
           config_lib.Candidate((), ('float32', 'int8')),
           config_lib.Candidate((pruning,), ('int8',)),
       ),
-      budget=budget, policy='smallest', latency_runs=20, warmup_runs=2)
+      budget=budget, policy='smallest', latency_runs=20, warmup_runs=2,
+      # The server runtimes have their own tests (test_runtime_variants.py).
+      runtimes=('tflite',))
 
 
 def _properties(config, push_base):
@@ -150,7 +152,10 @@ def test_blessed_variant_is_pushed_with_manifest_and_report(
                                                    'model.tflite'))
   assert manifest['tflite_mode'] == 'int8'
   assert manifest['source_model_uri'] == str(inputs_root / 'model')
-  assert manifest['metrics']['accuracy_drop'] <= 0.03
+  assert manifest['metrics']['selection_accuracy_drop'] <= 0.03
+  # Selected on one half of the 397 eval digits, reported on the other.
+  assert manifest['metrics']['selection_examples'] == 198
+  assert manifest['metrics']['eval_examples'] == 199
 
   optimized = output_dict[spec.OPTIMIZED_MODEL_KEY][0]
   copied = os.path.join(optimized.uri, 'Format-TFLite', 'model.tflite')
@@ -164,6 +169,18 @@ def test_blessed_variant_is_pushed_with_manifest_and_report(
       'baseline/float32', 'baseline/int8', 'pruning/int8']
   assert record['selected'] == selected
   assert record['baseline']['runtime'] == 'tensorflow'
+  assert record['baseline']['num_examples'] == 198
+  assert record['policy_size'] == 'size_bytes'
+  assert sorted(record['held_out']) == sorted(
+      ['baseline/savedmodel', 'baseline/float32', 'baseline/int8',
+       'pruning/int8'])
+  assert {h['num_examples'] for h in record['held_out'].values()} == {199}
+  assert manifest['metrics']['accuracy'] == record['held_out'][selected][
+      'accuracy']
+  with open(os.path.join(report_dir, 'report.md')) as f:
+    markdown = f.read()
+  assert 'selection policy: smallest (fewest bytes on disk' in markdown
+  assert 'the other 199 eval examples, which neither' in markdown
   pruned = record['decisions'][2]['variant']
   # 50% of every pruned kernel is zero (the stripped model is measured).
   assert pruned['sparsity'] == pytest.approx(0.5, abs=0.01)

@@ -42,7 +42,8 @@ def test_full_rank_factorization_reproduces_the_model(
 def test_energy_rank_saves_params_within_bound_and_recovers(
     teacher, teacher_accuracy, digits, teacher_weights_unchanged):
   config = low_rank.LowRankConfig(
-      energy=0.8, fine_tune_epochs=2, learning_rate=1e-3)
+      max_accuracy_drop=None, energy=0.8, fine_tune_epochs=2,
+      learning_rate=1e-3)
 
   result = low_rank.factorize(teacher, digits.train_ds(), config,
                               digits.eval_ds())
@@ -137,6 +138,12 @@ def test_sequential_models_are_factorized_too():
 @pytest.mark.parametrize('field, value', [
     ('energy', 0.0),
     ('energy', 1.5),
+    ('max_accuracy_drop', -0.01),
+    ('max_accuracy_drop', 1.5),
+    ('search_energies', ()),
+    ('search_energies', (0.5, 0.4)),
+    ('search_energies', (0.0, 0.5)),
+    ('search_energies', (0.5, 1.2)),
     ('rank', 0),
     ('min_params_saving', 1.0),
     ('fine_tune_epochs', -1),
@@ -152,7 +159,69 @@ def test_invalid_config_values_raise(field, value):
 def test_config_round_trips_through_dict():
   config = low_rank.LowRankConfig(
       energy=0.95, rank=8, min_params_saving=0.2, fine_tune_epochs=0,
-      learning_rate=3e-4, verify_examples=64)
+      learning_rate=3e-4, verify_examples=64, max_accuracy_drop=0.02,
+      search_energies=(0.5, 0.9))
   assert low_rank.LowRankConfig.from_dict(config.to_dict()) == config
+  # Through JSON (the component's custom_config) the tuple becomes a list.
+  assert low_rank.LowRankConfig.from_dict(
+      json.loads(json.dumps(config.to_dict()))) == config
   with pytest.raises(ConfigError, match='energy_fraction'):
     low_rank.LowRankConfig.from_dict({'energy_fraction': 0.9})
+
+
+@pytest.mark.unit
+def test_ranks_are_chosen_by_the_accuracy_budget(
+    teacher, digits, teacher_weights_unchanged):
+  budget = 0.01
+  # A short grid keeps the test quick (each trial rebuilds and scores the
+  # model); the default grid has 12 thresholds.
+  energies = (0.3, 0.6, 0.8, 0.95)
+  config = low_rank.LowRankConfig(max_accuracy_drop=budget,
+                                  search_energies=energies,
+                                  fine_tune_epochs=0)
+
+  result = low_rank.factorize(teacher, digits.train_ds(), config,
+                              digits.eval_ds())
+
+  details = result.details
+  json.dumps(details)
+  search = details['rank_search']
+  assert search['max_accuracy_drop'] == budget
+  assert search['eval_examples'] == 397
+  reference = search['reference_accuracy']
+  assert reference == details['accuracy_before']
+  # Every layer split together (fine_tune_epochs=0) stays within the budget
+  # on the data the search scored: the last trial of the last layer searched
+  # is exactly this model.
+  assert details['accuracy_factorized'] >= reference - budget - 1e-9
+  plans = {plan['layer']: plan for plan in details['layers']}
+  assert any(p['factorized'] for p in plans.values())
+  scored = 0
+  for name, plan in plans.items():
+    trials = plan['search']
+    scored += len(trials)
+    if not plan['factorized']:
+      continue
+    passed = [t for t in trials if t['passed']]
+    # The kept rank passed, and it is the smallest rank that passed.
+    assert plan['rank'] == min(t['rank'] for t in passed), name
+    for t in trials:
+      assert t['passed'] == (reference - t['accuracy'] <= budget + 1e-12)
+      # A smaller rank than the one kept was tried and failed, or none was.
+      if t['rank'] < plan['rank']:
+        assert not t['passed'], name
+  assert scored == search['models_scored']
+  # A looser budget never needs more parameters.
+  loose = low_rank.factorize(
+      teacher, digits.train_ds(),
+      low_rank.LowRankConfig(max_accuracy_drop=0.2, search_energies=energies,
+                             fine_tune_epochs=0),
+      digits.eval_ds())
+  assert loose.details['params_after'] <= details['params_after']
+
+
+@pytest.mark.unit
+def test_the_budget_search_needs_held_out_data(teacher, digits):
+  with pytest.raises(ConfigError, match='needs eval_ds'):
+    low_rank.factorize(teacher, digits.train_ds(),
+                       low_rank.LowRankConfig(max_accuracy_drop=0.01))

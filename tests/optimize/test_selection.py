@@ -1,7 +1,12 @@
 """Tests of the budget gate and the selection policies (no TensorFlow models)."""
+import dataclasses
+
+import numpy as np
 import pytest
 
+from leantfx.cli import options
 from leantfx.components.optimize import selection
+from leantfx.components.optimize.measure import LabeledData
 from leantfx.components.optimize.measure import VariantMetrics
 from leantfx.errors import ConfigError
 
@@ -58,6 +63,7 @@ def test_a_nan_accuracy_is_never_blessed():
 
 @pytest.mark.parametrize('policy, expected', [
     ('smallest', 'pruning/int8'),
+    ('smallest_download', 'pruning/int8'),
     ('fastest', 'baseline/int8'),
     ('most_accurate', 'baseline/float32'),
 ])
@@ -112,3 +118,83 @@ def test_budget_and_decision_round_trip():
     selection.Budget.from_dict({'max_accuracy_drop': 0.1, 'max_size': 1})
   decision, = selection.gate(BASELINE, [INT8], budget)
   assert selection.GateDecision.from_dict(decision.to_dict()) == decision
+
+
+def test_smallest_ranks_bytes_on_disk_smallest_download_gzipped_bytes():
+  # A pruned float model: more bytes on disk than int8, but its zeros
+  # compress, so it is the smaller download (the sizes a real 80%-pruned
+  # digits CNN has, rounded: docs/measurements.md).
+  pruned = dataclasses.replace(
+      metrics('pruning/float32', 0.968, 140_000, 0.30), gzipped_bytes=25_000)
+  int8 = dataclasses.replace(INT8, gzipped_bytes=33_000)
+  decisions = selection.gate(BASELINE, [pruned, int8],
+                             selection.Budget(max_accuracy_drop=0.01))
+  assert selection.select(decisions, 'smallest').variant.name == (
+      'baseline/int8')
+  assert selection.select(decisions, 'smallest_download').variant.name == (
+      'pruning/float32')
+  assert selection.POLICY_SIZE == {
+      'smallest': 'size_bytes', 'smallest_download': 'gzipped_bytes',
+      'fastest': 'size_bytes', 'most_accurate': 'size_bytes'}
+  assert set(selection.POLICY_DESCRIPTIONS) == set(selection.POLICIES)
+
+
+def test_the_cli_offers_exactly_the_selection_policies():
+  assert options.POLICIES == selection.POLICIES
+
+
+def _labeled(n):
+  return LabeledData({'x': np.arange(n, dtype=np.float32)[:, None]},
+                     np.arange(n, dtype=np.int64) % 10)
+
+
+def test_split_eval_is_disjoint_complete_deterministic_and_sized():
+  data = _labeled(347)  # the default digits eval split's size
+  chosen, reported = selection.split_eval(data, 0.5)
+  assert (len(chosen), len(reported)) == (174, 173)  # round(173.5) = 174
+  seen = np.concatenate([chosen.features['x'][:, 0],
+                         reported.features['x'][:, 0]])
+  assert sorted(seen.tolist()) == list(range(347))
+  # Labels travel with their features; each split keeps the eval order.
+  for part in (chosen, reported):
+    np.testing.assert_array_equal(part.labels,
+                                  part.features['x'][:, 0].astype(int) % 10)
+    assert np.all(np.diff(part.features['x'][:, 0]) > 0)
+  again, _ = selection.split_eval(data, 0.5)
+  np.testing.assert_array_equal(again.features['x'], chosen.features['x'])
+  # Not just the first half: the permutation mixes the eval order.
+  assert chosen.features['x'][:, 0].max() > 300
+  assert len(selection.split_eval(data, 0.8)[0]) == 278
+
+
+@pytest.mark.parametrize('fraction', [0, 1, 1.5, -0.2, True, 'half'])
+def test_split_eval_rejects_fractions_outside_the_open_interval(fraction):
+  with pytest.raises(ConfigError, match='strictly between 0 and 1'):
+    selection.split_eval(_labeled(10), fraction)
+
+
+def test_split_eval_refuses_an_eval_set_too_small_to_hold_out():
+  with pytest.raises(ConfigError, match='1 example.*too few'):
+    selection.split_eval(_labeled(1), 0.5)
+
+
+def test_held_out_measures_every_variant_and_the_baseline_on_the_report_split():
+  report = _labeled(100)
+  # Accuracies a real runtime would give on those 100 examples.
+  measured = {'baseline/savedmodel': 0.97, 'baseline/int8': 0.95,
+              'pruning/int8': 0.96}
+  calls = []
+
+  def accuracy_of(variant, data):
+    calls.append((variant.name, len(data)))
+    return measured[variant.name]
+
+  decisions = selection.gate(BASELINE, [INT8, PRUNED],
+                             selection.Budget(max_accuracy_drop=0.01))
+  held = selection.held_out(BASELINE, decisions, report, accuracy_of)
+  assert sorted(calls) == sorted((n, 100) for n in measured)
+  assert held['baseline/savedmodel'].accuracy_drop == 0.0
+  assert held['baseline/int8'].accuracy_drop == pytest.approx(0.02)
+  assert held['pruning/int8'].accuracy == 0.96
+  assert held['pruning/int8'].num_examples == 100
+  assert held['pruning/int8'].to_dict()['accuracy_drop'] == pytest.approx(0.01)

@@ -53,12 +53,18 @@ MATRIX = {
     'penguins, tuned and optimized differently': lambda tmp: ([
         '--dataset', 'penguins', '--tune', '2', '--precision',
         'mixed_bfloat16', '--accumulation-steps', '2', '--oversample',
-        'smote', '--tflite-policy', 'fastest'], None),
+        'smote', '--tflite-policy', 'fastest', '--runtimes',
+        'tflite,onnx'], None),
     "a user's CSV with --label": lambda tmp: (
         ['--label', 'species', '--no-drift-check'], _own_csv(tmp)),
     'an image-folder dataset': lambda tmp: (
         ['--image-shape', '8x8x1', '--augment-copies', '2'],
         _own_images(tmp)),
+    # Issue 14: the task travels in the dataset of custom_config; the
+    # ModelOptimizer is skipped for a regression on both runners.
+    'the diabetes regression': lambda tmp: ([
+        '--dataset', 'diabetes', '--regression-loss', 'huber', '--min-r2',
+        '0.2', '--max-rmse-increase', '0.1'], None),
 }
 
 

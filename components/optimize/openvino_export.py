@@ -1,0 +1,117 @@
+"""Exports a tf_keras model to OpenVINO IR: float32, or int8 calibrated by NNCF.
+
+The model is saved as a SavedModel with its serving signature
+(``tflite_export.save_serving_model``, the same graph the TFLite converter
+reads) and read by ``openvino.convert_model``. 'float32' keeps float32
+weights (``compress_to_fp16=False``); 'int8' is NNCF post-training
+quantization of that model, calibrated on train-split examples (the
+representative data TFLite's int8 uses). The IR is ``model.xml`` (the graph)
+and ``model.bin`` (the weights) in one directory, the layout OpenVINO Model
+Server reads.
+"""
+import os
+import tempfile
+from typing import Dict, List, Optional
+
+import numpy as np
+
+from leantfx.components.optimize import tflite_export
+from leantfx.errors import ConfigError
+
+FLOAT32 = 'float32'
+INT8 = 'int8'
+MODES = (FLOAT32, INT8)
+XML_FILE = 'model.xml'
+BIN_FILE = 'model.bin'
+
+
+def convert(saved_model_dir: str):
+  """The SavedModel's serving signature as an ``openvino.Model``."""
+  import openvino as ov  # pylint: disable=g-import-not-at-top
+  return ov.convert_model(saved_model_dir)
+
+
+def quantize_int8(ov_model, samples: List[Dict[str, np.ndarray]]):
+  """NNCF post-training int8 quantization of an ``openvino.Model``.
+
+  Args:
+    ov_model: the float model.
+    samples: batch-1 feature dicts keyed by input name (calibration).
+
+  Returns:
+    The quantized openvino.Model.
+
+  Raises:
+    ConfigError: `samples` is empty.
+  """
+  tflite_export.require_calibration_samples(samples, 'OpenVINO', INT8)
+  import nncf  # pylint: disable=g-import-not-at-top
+  names = [p.get_any_name() for p in ov_model.inputs]
+
+  def transform(sample):
+    return {name: sample[_feature_name(name, sample)] for name in names}
+
+  return nncf.quantize(ov_model, nncf.Dataset(samples, transform),
+                       subset_size=len(samples))
+
+
+def _feature_name(port_name: str, sample: Dict[str, np.ndarray]) -> str:
+  # convert_model names a SavedModel input after the signature argument;
+  # some versions add a ':0' tensor suffix.
+  if port_name in sample:
+    return port_name
+  base = port_name.split(':')[0]
+  if base in sample:
+    return base
+  raise ConfigError(f'OpenVINO input {port_name!r} matches no feature of '
+                    f'{sorted(sample)}.')
+
+
+def export_openvino(model,
+                    mode: str,
+                    representative_data=None,
+                    *,
+                    output_dir: str,
+                    num_calibration_samples: int = (
+                        tflite_export.DEFAULT_CALIBRATION_SAMPLES),
+                    saved_model_dir: Optional[str] = None) -> str:
+  """Writes model.xml and model.bin for a tf_keras model.
+
+  Args:
+    model: the tf_keras model (not QAT-wrapped models: NNCF quantizes).
+    mode: 'float32' or 'int8'.
+    representative_data: train-split features or dataset (int8).
+    output_dir: the directory to write model.xml and model.bin into.
+    num_calibration_samples: examples NNCF calibrates on.
+    saved_model_dir: an existing serving SavedModel of `model` to convert
+      (saved to a temporary directory when None).
+
+  Returns:
+    The path of model.xml.
+
+  Raises:
+    ConfigError: unknown mode; int8 without (or with empty) calibration data.
+  """
+  if mode not in MODES:
+    raise ConfigError(f'Unknown OpenVINO mode {mode!r}; use one of {MODES}.')
+  samples = []
+  if mode == INT8:
+    if representative_data is None:
+      raise ConfigError('OpenVINO int8 needs representative data (the train '
+                        'split) to calibrate; none was given.')
+    samples = tflite_export.calibration_samples(
+        representative_data, tflite_export.serving_input_specs(model),
+        num_calibration_samples)
+    tflite_export.require_calibration_samples(samples, 'OpenVINO', mode)
+  import openvino as ov  # pylint: disable=g-import-not-at-top
+  with tempfile.TemporaryDirectory(prefix='leantfx-openvino-') as tmp:
+    if saved_model_dir is None:
+      saved_model_dir = tflite_export.save_serving_model(
+          model, os.path.join(tmp, 'saved_model'))
+    ov_model = convert(saved_model_dir)
+    if mode == INT8:
+      ov_model = quantize_int8(ov_model, samples)
+  os.makedirs(output_dir, exist_ok=True)
+  xml_path = os.path.join(output_dir, XML_FILE)
+  ov.save_model(ov_model, xml_path, compress_to_fp16=False)
+  return xml_path

@@ -1,0 +1,100 @@
+"""The runtimes a ModelOptimizer variant is exported to, and which are installed.
+
+TFLite comes with TensorFlow. OpenVINO (with NNCF for int8) and ONNX Runtime
+(with tf2onnx and onnx for the export) are the x86 server runtimes; they are
+the ``runtimes`` extra of setup.py, which ``make venv`` / ``make run``
+install, but a slim image may leave them out. ``resolve`` turns the
+configured runtime list (None: every installed one) into the runtimes to
+build and one clear message per requested runtime that is not installed, so
+the optimizer goes on with the others.
+
+Whether a runtime is installed is probed with ``importlib.util.find_spec``
+(nothing is imported: importing OpenVINO or NNCF costs seconds) through
+``module_installed``, which tests replace to simulate a missing runtime.
+"""
+import importlib.util
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from leantfx.errors import ConfigError
+
+TFLITE = 'tflite'
+OPENVINO = 'openvino'
+ONNX = 'onnx'
+RUNTIMES = (TFLITE, OPENVINO, ONNX)
+# On the command line: every runtime installed where the optimizer runs.
+ALL = 'all'
+# The pip extra (setup.py) that installs the runtimes beside the stack.
+EXTRA = 'runtimes'
+INSTALL_HINT = f"pip install 'leantfx[{EXTRA}]'"
+
+# runtime -> the Python modules its export and measurement import.
+REQUIRED_MODULES: Dict[str, Tuple[str, ...]] = {
+    TFLITE: ('tensorflow',),
+    OPENVINO: ('openvino', 'nncf'),
+    ONNX: ('onnxruntime', 'tf2onnx', 'onnx'),
+}
+
+
+def module_installed(name: str) -> bool:
+  """Whether a top-level module can be imported (it is not imported)."""
+  return importlib.util.find_spec(name) is not None
+
+
+def missing_modules(runtime: str) -> List[str]:
+  """The modules of REQUIRED_MODULES[runtime] that are not installed."""
+  return [m for m in REQUIRED_MODULES[runtime] if not module_installed(m)]
+
+
+def installed() -> Tuple[str, ...]:
+  """The runtimes whose modules are all installed, in RUNTIMES order."""
+  return tuple(r for r in RUNTIMES if not missing_modules(r))
+
+
+def check_names(runtimes: Sequence[str]) -> Tuple[str, ...]:
+  """Validates a runtime list (known names, no repeats, not empty).
+
+  Raises:
+    ConfigError: an unknown or repeated name, or an empty list.
+  """
+  runtimes = tuple(runtimes)
+  if not runtimes:
+    raise ConfigError(f'The runtime list is empty; name at least one of '
+                      f'{", ".join(RUNTIMES)}.')
+  unknown = [r for r in runtimes if r not in RUNTIMES]
+  if unknown:
+    raise ConfigError(f'Unknown runtime(s) {unknown}; use one or more of '
+                      f'{", ".join(RUNTIMES)}.')
+  if len(set(runtimes)) != len(runtimes):
+    raise ConfigError(f'The runtime list {list(runtimes)} names a runtime '
+                      'twice.')
+  return runtimes
+
+
+def not_installed_message(runtime: str) -> str:
+  """What to tell the user when a requested runtime is missing."""
+  return (f'runtime {runtime!r} is not installed (missing Python module(s) '
+          f'{", ".join(missing_modules(runtime))}); its variants are not '
+          f'built. Install it with {INSTALL_HINT} (make venv does), or leave '
+          f'it out of --runtimes.')
+
+
+def resolve(requested: Optional[Sequence[str]]
+           ) -> Tuple[Tuple[str, ...], List[str]]:
+  """The runtimes to build, and a message per requested one not installed.
+
+  Args:
+    requested: runtime names, or None for every installed runtime.
+
+  Returns:
+    (runtimes to build in RUNTIMES order, messages).
+
+  Raises:
+    ConfigError: an unknown or repeated name.
+  """
+  if requested is None:
+    return installed(), []
+  wanted = check_names(requested)
+  available = [r for r in RUNTIMES if r in wanted and not missing_modules(r)]
+  messages = [not_installed_message(r) for r in wanted
+              if missing_modules(r)]
+  return tuple(available), messages

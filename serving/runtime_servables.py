@@ -1,0 +1,172 @@
+"""The x86 server runtimes' backends: OpenVINO IR and ONNX versions.
+
+The ModelOptimizer pushes its OpenVINO pick as ``model.xml`` + ``model.bin``
+and its ONNX pick as ``model.onnx``, each with the pusher's ``manifest.json``
+(components/optimize/push.py). These servables load such a version and show
+the same face as the SavedModel and TFLite ones (one ``serving_default``
+signature with the model's inputs and outputs, ``run`` on numpy arrays), so
+the same REST and gRPC clients work against every runtime.
+
+A version is checked against its manifest before it loads
+(``push.check_version``: every file's size and sha256): a truncated or
+altered copy is refused with DATA_LOSS, and the model manager keeps serving
+the version it had.
+
+OpenVINO: the model is compiled once for the CPU, and a small pool of infer
+requests serves concurrent requests (an infer request runs one call at a
+time). ONNX Runtime: one session (its ``run`` is thread-safe) with one
+intra-op thread per call.
+"""
+import os
+import queue
+from typing import Dict, List, Mapping, Sequence
+
+import numpy as np
+
+from leantfx.components.optimize import onnx_runtime
+from leantfx.components.optimize import openvino_runtime
+from leantfx.components.optimize import push
+from leantfx.errors import ConfigError
+from leantfx.serving import dtypes
+from leantfx.serving import servable as servable_lib
+from leantfx.serving import signature as signature_lib
+from leantfx.serving import status
+from leantfx.serving import tflite_servable
+
+SIGNATURE = 'serving_default'
+DEFAULT_NUM_REQUESTS = 2
+DEFAULT_NUM_THREADS = 1
+_ONNX_TYPES = {'tensor(float)': np.float32, 'tensor(double)': np.float64,
+               'tensor(int64)': np.int64, 'tensor(int32)': np.int32,
+               'tensor(int8)': np.int8, 'tensor(uint8)': np.uint8,
+               'tensor(bool)': np.bool_}
+
+
+def _check_manifest(path: str) -> None:
+  if not os.path.isfile(os.path.join(path, push.MANIFEST_FILE)):
+    return  # A version not written by leantfx's pusher: nothing to check.
+  try:
+    push.check_version(path)
+  except (ConfigError, ValueError, OSError) as e:
+    raise servable_lib.LoadError(str(e), status.Code.DATA_LOSS) from e
+
+
+def _signature_defs(signature: signature_lib.Signature) -> Dict[str, object]:
+  return tflite_servable._signature_defs({SIGNATURE: signature})  # pylint: disable=protected-access
+
+
+class _RuntimeServable(servable_lib.Servable):
+  """Shared parts: one signature, its protos."""
+
+  _signature: signature_lib.Signature
+
+  @property
+  def signatures(self) -> Mapping[str, signature_lib.Signature]:
+    return {SIGNATURE: self._signature}
+
+  @property
+  def signature_defs(self) -> Mapping[str, object]:
+    return self._defs
+
+
+class OpenVINOServable(_RuntimeServable):
+  """A model.xml + model.bin version, on a pool of infer requests."""
+
+  platform = 'openvino'
+
+  def __init__(self, name: str, version: int, path: str,
+               num_requests: int = DEFAULT_NUM_REQUESTS,
+               num_threads: int = DEFAULT_NUM_THREADS):
+    super().__init__(name, version, path)
+    _check_manifest(path)
+    xml = os.path.join(path, push.RUNTIME_FILES['openvino'][0])
+    try:
+      compiled = openvino_runtime.compile_model(xml, num_threads)
+    except Exception as e:  # pylint: disable=broad-except
+      raise servable_lib.LoadError(
+          f'{xml} is not a loadable OpenVINO model: {type(e).__name__}: {e}',
+          status.Code.DATA_LOSS) from e
+    self._compiled = compiled
+    self._inputs = {p.get_any_name().split(':')[0]: p for p in compiled.inputs}
+    self._outputs = {
+        openvino_runtime._port_name(p): p for p in compiled.outputs}  # pylint: disable=protected-access
+    self._pool: 'queue.Queue' = queue.Queue()
+    for _ in range(max(1, num_requests)):
+      self._pool.put(compiled.create_infer_request())
+
+    def spec(port, alias):
+      shape = tuple(-1 if d.is_dynamic else d.get_length()
+                    for d in port.get_partial_shape())
+      return signature_lib.TensorSpec(
+          dtypes.from_numpy(port.get_element_type().to_dtype()), shape, alias)
+
+    self._signature = signature_lib.Signature(
+        name=SIGNATURE, method_name=signature_lib.PREDICT_METHOD,
+        inputs={a: spec(p, a) for a, p in sorted(self._inputs.items())},
+        outputs={a: spec(p, a) for a, p in sorted(self._outputs.items())})
+    self._defs = _signature_defs(self._signature)
+
+  def run(self, signature_name: str, inputs: Mapping[str, np.ndarray],
+          output_aliases: Sequence[str]) -> Dict[str, np.ndarray]:
+    request = self._pool.get()
+    try:
+      result = request.infer({self._inputs[a]: np.ascontiguousarray(v)
+                              for a, v in inputs.items()})
+      return {a: np.array(result[self._outputs[a]]) for a in output_aliases}
+    except (RuntimeError, ValueError, TypeError) as e:
+      raise status.invalid_argument(
+          f'OpenVINO model {self.name} failed: {e}') from None
+    finally:
+      self._pool.put(request)
+
+  def close(self) -> None:
+    while True:
+      try:
+        self._pool.get_nowait()
+      except queue.Empty:
+        break
+    self._compiled = None
+
+
+class ONNXServable(_RuntimeServable):
+  """A model.onnx version, on one ONNX Runtime session."""
+
+  platform = 'onnx'
+
+  def __init__(self, name: str, version: int, path: str,
+               num_threads: int = DEFAULT_NUM_THREADS):
+    super().__init__(name, version, path)
+    _check_manifest(path)
+    model_path = os.path.join(path, push.RUNTIME_FILES['onnx'][0])
+    try:
+      self._session = onnx_runtime.open_session(model_path, num_threads)
+    except Exception as e:  # pylint: disable=broad-except
+      raise servable_lib.LoadError(
+          f'{model_path} is not a loadable ONNX model: {type(e).__name__}: '
+          f'{e}', status.Code.DATA_LOSS) from e
+
+    def spec(node):
+      shape = tuple(d if isinstance(d, int) else -1 for d in node.shape)
+      return signature_lib.TensorSpec(
+          dtypes.from_numpy(_ONNX_TYPES.get(node.type, np.float32)), shape,
+          node.name)
+
+    self._signature = signature_lib.Signature(
+        name=SIGNATURE, method_name=signature_lib.PREDICT_METHOD,
+        inputs={n.name: spec(n) for n in self._session.get_inputs()},
+        outputs={n.name: spec(n) for n in self._session.get_outputs()})
+    self._defs = _signature_defs(self._signature)
+
+  def run(self, signature_name: str, inputs: Mapping[str, np.ndarray],
+          output_aliases: Sequence[str]) -> Dict[str, np.ndarray]:
+    names: List[str] = list(output_aliases)
+    try:
+      values = self._session.run(names, {a: np.ascontiguousarray(v)
+                                         for a, v in inputs.items()})
+    except Exception as e:  # pylint: disable=broad-except
+      raise status.invalid_argument(
+          f'ONNX model {self.name} failed: {e}') from None
+    return dict(zip(names, values))
+
+  def close(self) -> None:
+    self._session = None

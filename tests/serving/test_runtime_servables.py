@@ -1,0 +1,120 @@
+"""leantfx serve on the ModelOptimizer's OpenVINO and ONNX pushes (issue 12).
+
+A small Keras model is exported the way the optimizer exports it
+(openvino_export / onnx_export), pushed with push.push_runtime_model, and
+loaded by the real ModelManager loader: predictions match Keras; a newer
+version whose model file was truncated after the push is refused (DATA_LOSS)
+and the old version keeps serving.
+"""
+import json
+import os
+
+import numpy as np
+import pytest
+import tf_keras
+
+from leantfx.components.optimize import onnx_export
+from leantfx.components.optimize import openvino_export
+from leantfx.components.optimize import push
+from leantfx.serving import model_config
+from leantfx.serving import model_manager
+from leantfx.serving import status
+
+pytestmark = pytest.mark.unit
+
+
+def _model():
+  tf_keras.utils.set_random_seed(0)
+  x = tf_keras.Input(shape=(4,), name='x')
+  y = tf_keras.layers.Dense(3, activation='softmax', name='probabilities')(x)
+  return tf_keras.Model({'x': x}, y)
+
+
+@pytest.mark.parametrize('runtime, export, truncated', [
+    ('openvino', openvino_export.export_openvino, 'model.bin'),
+    ('onnx', onnx_export.export_onnx, 'model.onnx'),
+])
+def test_serves_a_pushed_version_and_refuses_a_truncated_one(
+    tmp_path, runtime, export, truncated):
+  model = _model()
+  exported = str(tmp_path / 'exported')
+  export(model, 'float32', output_dir=exported)
+  base = str(tmp_path / runtime)
+
+  def push_version(version):
+    return push.push_runtime_model(
+        runtime, exported, base, 'm', source_model_uri='keras',
+        technique_chain=[], mode='float32', metrics={},
+        clock=lambda: version)
+
+  push_version(1)
+  config = model_config.ModelConfig('m', os.path.join(base, 'm'))
+  manager = model_manager.ModelManager(lambda: [config],
+                                       max_num_load_retries=0,
+                                       enable_warmup=False)
+  manager.poll_once()
+  features = np.random.default_rng(0).random((2, 4), dtype=np.float32)
+  expected = model.predict({'x': features}, verbose=0)
+  with manager.acquire('m') as servable:
+    assert servable.version == 1 and servable.platform == runtime
+    signature = servable.signatures['serving_default']
+    assert list(signature.inputs) == ['x']
+    (output,) = signature.outputs
+    got = servable.run('serving_default', {'x': features}, [output])[output]
+  np.testing.assert_allclose(got, expected, atol=1e-5)
+
+  pushed = push_version(2)
+  path = os.path.join(pushed.directory, truncated)
+  with open(path, 'r+b') as f:
+    f.truncate(os.path.getsize(path) // 2)
+  manager.poll_once()
+  with manager.acquire('m') as servable:
+    assert servable.version == 1
+  state = manager.version_states('m')[2]
+  assert state.error_code == status.Code.DATA_LOSS
+  assert 'does not match its manifest' in state.error_message
+  manager.stop()
+
+
+def test_deploy_writes_a_triton_config_that_parses_and_an_ovms_config(
+    tmp_path, capfd):
+  from leantfx.cli import main  # pylint: disable=g-import-not-at-top
+  from leantfx.serving import runtime_deploy  # pylint: disable=g-import-not-at-top
+  exported = str(tmp_path / 'exported')
+  onnx_export.export_onnx(_model(), 'float32', output_dir=exported)
+  repository = str(tmp_path / 'onnx')
+  push.push_runtime_model('onnx', exported, repository, 'm',
+                          source_model_uri='keras', technique_chain=[],
+                          mode='float32', metrics={}, clock=lambda: 3)
+  assert main.main(['deploy', 'triton', '--model-repository',
+                    repository]) == 0
+  with open(os.path.join(repository, 'm', 'config.pbtxt')) as f:
+    config = runtime_deploy.parse_triton_config(f.read())
+  assert (config.name, config.platform) == ('m', 'onnxruntime_onnx')
+  assert [(i.name, list(i.dims)) for i in config.input] == [('x', [-1, 4])]
+  assert config.output[0].data_type == 11  # TYPE_FP32
+  with pytest.raises(Exception, match='does not parse'):
+    runtime_deploy.parse_triton_config('name: "m"\nplatfrom: "onnx"\n')
+  # The config.pbtxt is not a version: the next push still lists only 3.
+  assert push.list_versions(repository, 'm') == [3]
+
+  # OVMS: one entry per model with a model.xml version (files stand in).
+  version = tmp_path / 'openvino' / 'm' / '7'
+  version.mkdir(parents=True)
+  (version / 'model.xml').write_text('<net/>')
+  assert main.main(['deploy', 'ovms', '--model-base-path',
+                    str(tmp_path / 'openvino'), '--out',
+                    str(tmp_path / 'ovms')]) == 0
+  with open(tmp_path / 'ovms' / 'config.json') as f:
+    ovms = json.load(f)
+  assert ovms == {'model_config_list': [{'config': {
+      'name': 'm', 'base_path': '/models/m', 'target_device': 'CPU',
+      'plugin_config': {'INFERENCE_NUM_THREADS': 1,
+                        'PERFORMANCE_HINT': 'LATENCY'}}}]}
+  # An empty base is a clear error, exit 2.
+  (tmp_path / 'empty').mkdir()
+  assert main.main(['deploy', 'ovms', '--model-base-path',
+                    str(tmp_path / 'empty'), '--out',
+                    str(tmp_path / 'x')]) == 2
+  captured = capfd.readouterr()
+  assert 'No model under' in captured.err + captured.out
