@@ -8,7 +8,10 @@ run correct in an environment set up without that file.
 """
 import os
 
+import pytest
+
 import leantfx  # pylint: disable=unused-import
+from tests import helpers
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 # TensorFlow tracks CPU allocator statistics (which the activation
@@ -16,3 +19,11 @@ os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 # turns oneDNN on by default only on CPUs with AVX-512: on an AVX2-only
 # machine reset_memory_stats('CPU:0') fails without this.
 os.environ.setdefault('TF_ENABLE_ONEDNN_OPTS', '1')
+
+
+@pytest.fixture
+def cli(capfd):
+  """run_main bound to this test's capfd: cli(args) -> CompletedProcess."""
+  def run(args, **kwargs):
+    return helpers.run_main(args, capfd, **kwargs)
+  return run

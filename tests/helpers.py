@@ -7,6 +7,8 @@ import sys
 import time
 from typing import Sequence
 
+from leantfx.cli import main
+
 LEANTFX = os.path.join(os.path.dirname(sys.executable), 'leantfx')
 # A pipeline run on the bundled data takes one to two minutes on an idle
 # 2-core machine (and over ten when the machine is shared); the bound only
@@ -45,6 +47,33 @@ def run_cli(args: Sequence[str], timeout: float = RUN_TIMEOUT_S,
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2', **(env or {}))
   return subprocess.run([LEANTFX, *args], capture_output=True, text=True,
                         timeout=timeout, env=env, cwd=cwd, check=False)
+
+
+
+def run_main(args: Sequence[str], capfd, optimize: bool = False
+            ) -> subprocess.CompletedProcess:
+  """Runs ``leantfx ARGS`` in this process; returns what run_cli would.
+
+  For commands that fail on their input before any pipeline runs: the parser,
+  the checks and the error paths are the console script's own (main.main),
+  without the 10-20 s a new process spends importing TensorFlow. --verbose
+  keeps the libraries' output on stderr, where capfd reads it with the error.
+
+  Args:
+    args: the command line after ``leantfx``.
+    capfd: pytest's capfd fixture of the calling test.
+    optimize: as in run_cli.
+  """
+  if not optimize:
+    args = _without_optimizer(args)
+  args = list(args) + ['--verbose']
+  capfd.readouterr()
+  try:
+    code = main.main(args)
+  except SystemExit as e:  # argparse's own errors.
+    code = e.code
+  out, err = capfd.readouterr()
+  return subprocess.CompletedProcess(['leantfx', *args], code, out, err)
 
 
 class BeamServer:

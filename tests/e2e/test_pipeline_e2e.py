@@ -266,13 +266,23 @@ def _check_pushed_tflite(output, summary, stdout):
     assert hashlib.sha256(f.read()).hexdigest() == manifest['sha256']
   assert manifest['tflite_mode'] == 'int8', manifest
   assert f'pushed to {version_dir}' in stdout
-  # The pushed file answers through the TFLite interpreter at the accuracy
-  # the manifest claims, within the 1-point budget of the float model.
   interpreter = tf.lite.Interpreter(
       model_path=os.path.join(version_dir, 'model.tflite'))
   runner = interpreter.get_signature_runner()
   assert list(runner.get_input_details()) == ['image_xf']
-  assert manifest['metrics']['accuracy'] >= summary.accuracy - 0.01 - 1e-9
+  # The manifest's accuracy is measured on the report half of the eval split,
+  # which the selection never saw; the Evaluator's figure is on the whole
+  # split, so the int8 model is compared with the float model on the same
+  # half. The gate's 1-point budget held on the selection half; on the other
+  # half sampling adds up to two examples either way.
+  metrics = manifest['metrics']
+  assert metrics['accuracy'] >= MIN_ACCURACY, metrics
+  assert 0 < metrics['eval_examples'] < summary.example_count
+  slack = 2.0 / metrics['eval_examples']
+  assert (metrics['accuracy'] >= metrics['baseline_accuracy'] - 0.01 - slack
+          - 1e-9), metrics
+  assert metrics['accuracy_drop'] == pytest.approx(
+      metrics['baseline_accuracy'] - metrics['accuracy'])
 
 
 def test_beam_dag_runner_with_two_worker_processes(tmp_path,

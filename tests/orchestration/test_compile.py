@@ -141,7 +141,7 @@ def test_span_window_compiles_into_example_gen_without_a_resolver(tmp_path):
     (['--trainer-gpu', 'nvidia.com/gpu:0'], 'is not TYPE or TYPE:COUNT'),
     (['--no-cache-component', 'Trainr'], "No component named ['Trainr']"),
 ])
-def test_bad_compile_options(tmp_path, args, message):
+def test_bad_compile_options(tmp_path, args, message, cli):
   out = str(tmp_path / 'p.yaml')
   base = COMPILE_ARGS + ['--out', out]
   for i in range(0, len(args), 2):
@@ -150,7 +150,7 @@ def test_bad_compile_options(tmp_path, args, message):
       base[base.index(flag) + 1] = args[i + 1]
     else:
       base += args[i:i + 2]
-  result = run_cli(base)
+  result = cli(base)
   assert result.returncode == 2, result.stdout + result.stderr
   assert message in result.stderr, result.stderr
   assert 'Traceback' not in result.stderr

@@ -121,10 +121,10 @@ def _posts(server, path):
           if r['method'] == 'POST' and r['path'] == path]
 
 
-def test_contract_upload_then_new_version(kfp_api, compiled):
+def test_contract_upload_then_new_version(kfp_api, compiled, cli):
   server, host = kfp_api
-  result = run_cli(['kfp', 'upload', '--host', host, '--package',
-                    compiled['yaml'], '--name', 'leantfx-penguins'])
+  result = cli(['kfp', 'upload', '--host', host, '--package',
+                compiled['yaml'], '--name', 'leantfx-penguins'])
   assert result.returncode == 0, result.stdout + result.stderr
   assert 'pipeline_id pipe-1' in result.stdout
   (upload,) = _posts(server, '/apis/v2beta1/pipelines/upload')
@@ -132,24 +132,24 @@ def test_contract_upload_then_new_version(kfp_api, compiled):
   with open(compiled['yaml']) as f:
     assert upload['body']['uploadfile'] == f.read()  # The compiled bytes.
   # A second upload of the same name needs --version, then uploads one.
-  result = run_cli(['kfp', 'upload', '--host', host, '--package',
-                    compiled['yaml'], '--name', 'leantfx-penguins'])
+  result = cli(['kfp', 'upload', '--host', host, '--package',
+                compiled['yaml'], '--name', 'leantfx-penguins'])
   assert result.returncode == 2 and '--version' in result.stderr
-  result = run_cli(['kfp', 'upload', '--host', host, '--package',
-                    compiled['yaml'], '--name', 'leantfx-penguins',
-                    '--version', 'v2'])
+  result = cli(['kfp', 'upload', '--host', host, '--package',
+                compiled['yaml'], '--name', 'leantfx-penguins',
+                '--version', 'v2'])
   assert result.returncode == 0, result.stdout + result.stderr
   (version,) = _posts(server, '/apis/v2beta1/pipelines/upload_version')
   assert version['query'] == {'name': ['v2'], 'pipelineid': ['pipe-1']}
 
 
-def test_contract_submit_run_sends_spec_and_parameters(kfp_api, compiled):
+def test_contract_submit_run_sends_spec_and_parameters(kfp_api, compiled, cli):
   server, host = kfp_api
-  result = run_cli(['kfp', 'submit', '--host', host, '--package',
-                    compiled['yaml'], '--experiment', 'retraining',
-                    '--run-name', 'penguins-span-3', '--data-root',
-                    'gs://bucket/other', '--span', '3', '--train-steps',
-                    '250', '--span-window', '2'])
+  result = cli(['kfp', 'submit', '--host', host, '--package',
+                compiled['yaml'], '--experiment', 'retraining',
+                '--run-name', 'penguins-span-3', '--data-root',
+                'gs://bucket/other', '--span', '3', '--train-steps',
+                '250', '--span-window', '2'])
   assert result.returncode == 0, result.stdout + result.stderr
   assert 'run created: run-42' in result.stdout
   (experiment,) = _posts(server, '/apis/v2beta1/experiments')
@@ -172,19 +172,20 @@ def test_contract_submit_run_sends_spec_and_parameters(kfp_api, compiled):
   }
 
 
-def test_contract_span_window_param_is_sent_as_a_number(kfp_api, compiled):
+def test_contract_span_window_param_is_sent_as_a_number(kfp_api, compiled, cli):
   server, host = kfp_api
-  result = run_cli(['kfp', 'submit', '--host', host, '--package',
-                    compiled['yaml'], '--param', 'span_window=4'])
+  result = cli(['kfp', 'submit', '--host', host, '--package',
+                compiled['yaml'], '--param', 'span_window=4'])
   assert result.returncode == 0, result.stdout + result.stderr
   (run,) = _posts(server, '/apis/v2beta1/runs')
   assert run['body']['runtime_config']['parameters'] == {'span_window': 4}
 
 
-def test_bad_span_window_param_is_refused_before_sending(kfp_api, compiled):
+def test_bad_span_window_param_is_refused_before_sending(
+    kfp_api, compiled, cli):
   server, host = kfp_api
-  result = run_cli(['kfp', 'submit', '--host', host, '--package',
-                    compiled['yaml'], '--param', 'span_window=three'])
+  result = cli(['kfp', 'submit', '--host', host, '--package',
+                compiled['yaml'], '--param', 'span_window=three'])
   assert result.returncode == 2, result.stdout + result.stderr
   assert 'span_window must be a whole number >= 1' in result.stderr
   assert 'Traceback' not in result.stderr
@@ -192,11 +193,11 @@ def test_bad_span_window_param_is_refused_before_sending(kfp_api, compiled):
 
 
 def test_contract_schedule_cron_is_one_at_a_time_without_catchup(
-    kfp_api, compiled):
+    kfp_api, compiled, cli):
   server, host = kfp_api
-  result = run_cli(['kfp', 'schedule', '--host', host, '--package',
-                    compiled['yaml'], '--cron', '0 30 3 * * *',
-                    '--run-name', 'nightly'])
+  result = cli(['kfp', 'schedule', '--host', host, '--package',
+                compiled['yaml'], '--cron', '0 30 3 * * *',
+                '--run-name', 'nightly'])
   assert result.returncode == 0, result.stdout + result.stderr
   assert 'recurring run created: recurring-7' in result.stdout
   (recurring,) = _posts(server, '/apis/v2beta1/recurringruns')
@@ -210,10 +211,10 @@ def test_contract_schedule_cron_is_one_at_a_time_without_catchup(
   assert body['pipeline_spec']['pipelineInfo']['name'] == 'leantfx-penguins'
 
 
-def test_contract_schedule_interval(kfp_api, compiled):
+def test_contract_schedule_interval(kfp_api, compiled, cli):
   server, host = kfp_api
-  result = run_cli(['kfp', 'schedule', '--host', host, '--package',
-                    compiled['yaml'], '--interval', '3600'])
+  result = cli(['kfp', 'schedule', '--host', host, '--package',
+                compiled['yaml'], '--interval', '3600'])
   assert result.returncode == 0, result.stdout + result.stderr
   (recurring,) = _posts(server, '/apis/v2beta1/recurringruns')
   assert recurring['body']['trigger'] == {
@@ -222,14 +223,14 @@ def test_contract_schedule_interval(kfp_api, compiled):
   assert recurring['body']['no_catchup'] is True
 
 
-def test_invalid_cron_is_refused_before_any_request(kfp_api, compiled):
+def test_invalid_cron_is_refused_before_any_request(kfp_api, compiled, cli):
   server, host = kfp_api
   for cron, expected in (('0 3 * * *', 'It has 5'),
                          ('0 0 25 * * *', 'outside 0-23 for the hour'),
                          ('0 0 3 * * MON-XYZ', 'day of week'),
                          ('0 0 3 ? * ?', '')):
-    result = run_cli(['kfp', 'schedule', '--host', host, '--package',
-                      compiled['yaml'], '--cron', cron])
+    result = cli(['kfp', 'schedule', '--host', host, '--package',
+                  compiled['yaml'], '--cron', cron])
     if cron == '0 0 3 ? * ?':  # '?' is valid for both day fields.
       assert result.returncode == 0, result.stdout + result.stderr
       continue
@@ -240,24 +241,24 @@ def test_invalid_cron_is_refused_before_any_request(kfp_api, compiled):
   assert len(_posts(server, '/apis/v2beta1/recurringruns')) == 1
 
 
-def test_unreachable_host_is_a_clear_error_not_a_hang(compiled):
+def test_unreachable_host_is_a_clear_error_not_a_hang(compiled, cli):
   with socket.socket() as s:  # A port nothing listens on.
     s.bind(('127.0.0.1', 0))
     port = s.getsockname()[1]
-  result = run_cli(['kfp', 'submit', '--host', f'http://127.0.0.1:{port}',
-                    '--package', compiled['yaml']], timeout=60)
+  result = cli(['kfp', 'submit', '--host', f'http://127.0.0.1:{port}',
+                '--package', compiled['yaml']])
   assert result.returncode == 5, result.stdout + result.stderr
   assert 'unreachable' in result.stderr and 'Nothing was submitted' in (
       result.stderr)
   assert 'Traceback' not in result.stderr
 
 
-def test_bad_host_url_and_missing_package(tmp_path, compiled):
-  result = run_cli(['kfp', 'submit', '--host', 'localhost:8888',
-                    '--package', compiled['yaml']])
+def test_bad_host_url_and_missing_package(tmp_path, compiled, cli):
+  result = cli(['kfp', 'submit', '--host', 'localhost:8888',
+                '--package', compiled['yaml']])
   assert result.returncode == 2 and 'http://HOST:PORT' in result.stderr
-  result = run_cli(['kfp', 'submit', '--host', 'http://127.0.0.1:9',
-                    '--package', str(tmp_path / 'missing.yaml')])
+  result = cli(['kfp', 'submit', '--host', 'http://127.0.0.1:9',
+                '--package', str(tmp_path / 'missing.yaml')])
   assert result.returncode == 2 and 'does not exist' in result.stderr
 
 
@@ -307,12 +308,12 @@ def test_kubeflow_watcher_with_unreachable_host_retries_then_gives_up(
           str(tmp_path / 'data'), '--host', f'http://127.0.0.1:{port}',
           '--package', str(package), '--state', str(tmp_path / 's.json'),
           '--max-attempts', '2']
-  first = run_cli(args, timeout=60)
+  first = run_cli(args)
   assert first.returncode == 0, first.stdout + first.stderr
   assert 'unreachable' in first.stdout and 'retrying' in first.stdout
-  second = run_cli(args, timeout=60)
+  second = run_cli(args)
   assert second.returncode == 1, second.stdout + second.stderr
   assert 'gave up after 2 failed attempts' in second.stdout
-  third = run_cli(args, timeout=60)  # Given up: no more attempts, no loop.
+  third = run_cli(args)  # Given up: no more attempts, no loop.
   assert third.returncode == 0 and 'run started' not in third.stdout
   assert 'Traceback' not in first.stdout + second.stdout + third.stdout
