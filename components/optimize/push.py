@@ -33,7 +33,7 @@ import json
 import os
 import re
 import time
-from typing import Any, Callable, Dict, List, Mapping, Sequence
+from typing import Any, Callable, Dict, List, Mapping, Sequence, Tuple
 
 from tfx.dsl.io import fileio
 
@@ -116,10 +116,7 @@ def push_tflite(tflite_path: str,
   """
   if not fileio.exists(tflite_path) or fileio.isdir(tflite_path):
     raise ConfigError(f'Cannot push {tflite_path}: no such file.')
-  if not _NAME_RE.match(model_name):
-    raise ConfigError(
-        f'Model name {model_name!r} is not usable as a directory: use '
-        'letters, digits, "_" or "-", starting with a letter (at most 63).')
+  _check_name(model_name)
   manifest = {
       'model_name': model_name,
       'version': None,
@@ -132,30 +129,8 @@ def push_tflite(tflite_path: str,
       'created_at': datetime.datetime.fromtimestamp(
           clock(), datetime.timezone.utc).isoformat(timespec='seconds'),
   }
-  model_dir = os.path.join(base_dir, model_name)
-  pushed_manifest = {}
-
-  def write_body(folder: str) -> None:
-    model_path = os.path.join(folder, MODEL_FILE)
-    fileio.copy(tflite_path, model_path, overwrite=True)
-    if sha256_of(model_path) != manifest['sha256']:
-      raise OSError(f'The copy of {tflite_path} in {folder} differs from it.')
-
-  def write_commit(folder: str, version: int) -> None:
-    pushed_manifest.clear()
-    pushed_manifest.update(manifest, version=version)
-    with fileio.open(os.path.join(folder, MANIFEST_FILE), 'w') as f:
-      f.write(json.dumps(pushed_manifest, indent=2, sort_keys=True))
-
-  pushed = versioned_push.push(
-      model_dir,
-      versioned_push.Payload(write_body=write_body, write_commit=write_commit,
-                             commit_files=(MANIFEST_FILE,)),
-      existing=list_versions(base_dir, model_name),
-      clock=clock)
-  return PushResult(version=pushed.version, directory=pushed.path,
-                    model_path=os.path.join(pushed.path, MODEL_FILE),
-                    manifest=pushed_manifest)
+  return _push_files({MODEL_FILE: (tflite_path, manifest['sha256'])},
+                     base_dir, model_name, manifest, clock)
 
 
 def read_manifest(version_dir: str) -> Dict[str, Any]:
@@ -219,10 +194,7 @@ def push_runtime_model(runtime: str,
     if not fileio.exists(path) or fileio.isdir(path):
       raise ConfigError(f'Cannot push the {runtime} model in {source_dir}: '
                         f'{name} is missing.')
-  if not _NAME_RE.match(model_name):
-    raise ConfigError(
-        f'Model name {model_name!r} is not usable as a directory: use '
-        'letters, digits, "_" or "-", starting with a letter (at most 63).')
+  _check_name(model_name)
   files = {name: {'sha256': sha256_of(os.path.join(source_dir, name)),
                   'size_bytes': fileio.stat(os.path.join(source_dir,
                                                          name)).length}
@@ -241,31 +213,60 @@ def push_runtime_model(runtime: str,
       'created_at': datetime.datetime.fromtimestamp(
           clock(), datetime.timezone.utc).isoformat(timespec='seconds'),
   }
-  model_dir = os.path.join(base_dir, model_name)
+  return _push_files(
+      {name: (os.path.join(source_dir, name), files[name]['sha256'])
+       for name in names}, base_dir, model_name, manifest, clock)
+
+
+def _check_name(model_name: str) -> None:
+  if not _NAME_RE.match(model_name):
+    raise ConfigError(
+        f'Model name {model_name!r} is not usable as a directory: use '
+        'letters, digits, "_" or "-", starting with a letter (at most 63).')
+
+
+def _push_files(files: Mapping[str, Tuple[str, str]], base_dir: str,
+                model_name: str, manifest: Mapping[str, Any],
+                clock: Callable[[], float]) -> PushResult:
+  """The one versioned push of push_tflite and push_runtime_model.
+
+  Copies each file into a new version folder of <base_dir>/<model_name>,
+  checks each copy against its sha256, then writes manifest.json (with the
+  version) last, as the commit file (components/versioned_push).
+
+  Args:
+    files: name in the version folder -> (source path, its sha256), in
+      order; the first is PushResult.model_path.
+    base_dir: the push base.
+    model_name: the model's directory name (already checked).
+    manifest: the manifest without its version.
+    clock: returns the current Unix time.
+
+  Returns:
+    The PushResult.
+  """
   pushed_manifest = {}
 
   def write_body(folder: str) -> None:
-    for name in names:
+    for name, (source, sha256) in files.items():
       target = os.path.join(folder, name)
-      fileio.copy(os.path.join(source_dir, name), target, overwrite=True)
-      if sha256_of(target) != files[name]['sha256']:
-        raise OSError(f'The copy of {name} in {folder} differs from '
-                      f'{source_dir}/{name}.')
+      fileio.copy(source, target, overwrite=True)
+      if sha256_of(target) != sha256:
+        raise OSError(f'The copy of {source} in {folder} differs from it.')
 
   def write_commit(folder: str, version: int) -> None:
-    pushed_manifest.clear()
     pushed_manifest.update(manifest, version=version)
     with fileio.open(os.path.join(folder, MANIFEST_FILE), 'w') as f:
       f.write(json.dumps(pushed_manifest, indent=2, sort_keys=True))
 
   pushed = versioned_push.push(
-      model_dir,
+      os.path.join(base_dir, model_name),
       versioned_push.Payload(write_body=write_body, write_commit=write_commit,
                              commit_files=(MANIFEST_FILE,)),
       existing=list_versions(base_dir, model_name),
       clock=clock)
   return PushResult(version=pushed.version, directory=pushed.path,
-                    model_path=os.path.join(pushed.path, names[0]),
+                    model_path=os.path.join(pushed.path, next(iter(files))),
                     manifest=pushed_manifest)
 
 
