@@ -5,15 +5,19 @@ few train steps, no optimizer: it gates on accuracy and is skipped for a
 regression). The pushed SavedModel must reproduce the Evaluator's MAE and
 RMSE on the eval split, and the in-process server must answer REST :predict
 (serving_default) and :regress (the 'regression' signature, tf.Examples)
-with the model's own predictions, example by example.
+with the model's own predictions, example by example, and gRPC Regress
+likewise.
 """
 import glob
 import json
 import os
 
+import grpc
 import numpy as np
 import pytest
 import tensorflow as tf
+from tensorflow_serving.apis import prediction_service_pb2_grpc
+from tensorflow_serving.apis import regression_pb2
 
 from leantfx.pipeline import run_summary
 from tests.helpers import run_cli
@@ -122,6 +126,20 @@ def test_served_predict_and_regress_match_the_model(diabetes_run):
     regressed = rest.regress('diabetes', examples=rows,
                              signature_name='regression')['results']
     np.testing.assert_allclose(np.array(regressed, dtype=np.float32),
+                               expected, rtol=1e-5, atol=1e-3)
+    # gRPC Regress, TF Serving's own request proto, on the serialized
+    # tf.Examples as the eval split holds them (the label included: the
+    # signature parses only its features).
+    request = regression_pb2.RegressionRequest()
+    request.model_spec.name = 'diabetes'
+    request.model_spec.signature_name = 'regression'
+    for record in serialized:
+      request.input.example_list.examples.add().ParseFromString(record)
+    with grpc.insecure_channel(f'127.0.0.1:{server.grpc_port}') as channel:
+      stub = prediction_service_pb2_grpc.PredictionServiceStub(channel)
+      response = stub.Regress(request, timeout=20)
+    values = [r.value for r in response.result.regressions]
+    np.testing.assert_allclose(np.array(values, dtype=np.float32),
                                expected, rtol=1e-5, atol=1e-3)
   finally:
     server.stop(grace_s=5.0)
