@@ -1,53 +1,62 @@
-"""Figure: `leantfx serve` vs the model server most users write, on loopback.
+"""Figure: serving speed as users get it, with `wrk` as the client (issue 15).
 
-Model: a small CNN trained here on scikit-learn's ``load_digits()`` (8x8
-pixels / 16, input ``image_xf`` [None, 64] -> ``probabilities`` [None, 10]),
-exported as a SavedModel and as a full-int8 TFLite model.
+Models: the pipeline's own pushes. The bench runs `leantfx run` on digits
+(with --runtimes all, so the TFLite, OpenVINO and ONNX picks are pushed too)
+and on penguins, or reuses the outputs of earlier runs (--digits-output,
+--penguins-output: folders written by `leantfx run --output`).
 
-Servers, each in its own process on 127.0.0.1:
-  * leantfx serve, SavedModel backend, batching off / on;
-  * leantfx serve, TFLite backend, batching off / on;
-  * the baseline: a small Flask app calling ``model.predict`` per request, or,
-    when Flask is not installed, the same app on the standard library's
-    ``ThreadingHTTPServer`` (labelled as such).
+Servers, each in its own process on 127.0.0.1, one at a time:
+  * baseline: a threaded Flask app that loads the pushed SavedModel and calls
+    its raw-feature `serving_default` per request (TF Serving's row format in,
+    `probabilities` out): the competent server most teams write;
+  * history (digits): the same Flask app calling the Keras model's
+    `model.predict` per request, the old baseline of docs/measurements.md;
+  * `leantfx serve` on the pushed SavedModel (raw columns: what TF Serving
+    users get) and on each pushed runtime (TFLite, OpenVINO, ONNX), batching
+    off and on (default batching parameters).
+The runtimes' pushes take the transformed features (the Transform graph is
+not in them), so their rows are sent those: the request body differs, and the
+table says which input each row had.
 
-Load: the same bounded load for every server: REQUESTS requests of one
-instance each (batch 1), from CONCURRENCY client threads with keep-alive
-connections, after WARMUP requests; requests/s = requests / wall time, p50/p99
-of per-request latency. Then a hot swap under load: a gRPC client loop while a
-new version is pushed (written to a temp dir, renamed into place), giving the
-failed requests and the swap delay against the poll interval.
+Client: wrk (C, not Python: the figures do not depend on a Python client on
+these 2 cores), 1 thread, CONNECTIONS keep-alive connections, DURATION_S
+seconds after a WARMUP_S warm-up run, one instance per request, cycling over
+64 eval-split examples. CPU seconds per request: the server's process tree
+(utime + stime from /proc) over the run, divided by the requests wrk
+completed.
 
-  .venv/bin/python -m benchmarks.bench_serving [--requests N] [--concurrency N]
+  apt-get install wrk   # Debian's package; the bench stops without it
+  .venv/bin/python -m benchmarks.bench_serving [--duration S]
 """
 import argparse
-import http.client
+import glob
 import json
+import logging
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from benchmarks import harness
+from leantfx.models import features
+from leantfx.models import model_layout
 
-# Bounded load (loopback only). 8 threads = 4 per core on the 2-core target
-# machine, enough to keep a server busy without a queue of thousands.
-REQUESTS = 2000
-BASELINE_REQUESTS = 400  # model.predict per request is ~100x slower.
-CONCURRENCY = 8
-WARMUP = 50
+CONNECTIONS = 8
+DURATION_S = 15
+WARMUP_S = 3
+EXAMPLES = 64
 POLL_S = 0.5  # Hot swap: --file-system-poll-wait-seconds.
 SWAP_LOOP_MAX_S = 30.0  # Hot swap: client loop duration bound.
 SWAP_CLIENTS = 4  # Hot swap: gRPC client threads.
-TRAIN_EPOCHS = 8  # Enough for ~95% validation accuracy on load_digits.
+RUNTIMES = ('tflite', 'openvino', 'onnx')
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 _RUN_SERVE = ('import sys, argparse\n'
               'from leantfx.cli import serving as cli\n'
@@ -57,132 +66,157 @@ _RUN_SERVE = ('import sys, argparse\n'
               'sys.exit(args.func(args))\n')
 _RUN_BASELINE = ('import sys\n'
                  'from benchmarks.bench_serving import baseline_server\n'
-                 'baseline_server(sys.argv[1])\n')
+                 'baseline_server(*sys.argv[1:])\n')
 
 
 def _env() -> Dict[str, str]:
   return dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2')
 
 
-def _flask_available() -> bool:
-  try:
-    import flask  # pylint: disable=g-import-not-at-top,unused-import
-    return True
-  except ImportError:
-    return False
+def baseline_server(kind: str, path: str, model_name: str) -> None:
+  """A threaded Flask app answering POST /v1/models/<name>:predict.
 
-
-def baseline_server(keras_path: str) -> None:
-  """The baseline: load the Keras model, ``model.predict`` per request.
-
-  Runs Flask when it is installed, else the same handler on the standard
-  library's ThreadingHTTPServer. Prints ``port <n>`` and serves forever.
+  kind 'saved_model': `serving_default` of the SavedModel at path, one
+  tensor per raw column built from the row-format instances. kind 'keras':
+  `model.predict` of the tf_keras model at path on the instances' transformed
+  features. Prints ``port <n>`` and serves forever.
   """
   import leantfx  # noqa: F401  Keras 2 before TensorFlow (leantfx/__init__.py).
-  import tf_keras  # pylint: disable=g-import-not-at-top
-  model = tf_keras.models.load_model(keras_path)
+  import flask  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from werkzeug import serving  # pylint: disable=g-import-not-at-top
+  if kind == 'saved_model':
+    signature = tf.saved_model.load(path).signatures['serving_default']
+    specs = signature.structured_input_signature[1]
 
-  def predict(body: bytes) -> bytes:
-    instances = np.asarray(json.loads(body)['instances'], np.float32)
-    return json.dumps(
-        {'predictions': model.predict(instances, verbose=0).tolist()}).encode()
+    def predict(instances):
+      columns = {name: tf.constant([row[name] for row in instances],
+                                   dtype=spec.dtype)
+                 for name, spec in specs.items()}
+      return signature(**columns)['probabilities'].numpy().tolist()
+  else:
+    import tf_keras  # pylint: disable=g-import-not-at-top
+    model = tf_keras.models.load_model(path)
+    names = [t.name.split(':')[0] for t in model.inputs]
+    # Keras' predict from 8 request threads at once stalls (none finished in
+    # a 3 s run); one at a time, as a Keras app has to serve it.
+    lock = threading.Lock()
 
-  if _flask_available():
-    import flask  # pylint: disable=g-import-not-at-top
-    from werkzeug import serving  # pylint: disable=g-import-not-at-top
-    app = flask.Flask('baseline')
+    def predict(instances):
+      if isinstance(instances[0], dict):
+        feed = [np.asarray([row[n] for row in instances], np.float32)
+                for n in names]
+      else:
+        feed = [np.asarray(instances, np.float32)]
+      with lock:
+        return model.predict(feed if len(feed) > 1 else feed[0],
+                             verbose=0).tolist()
 
-    @app.route('/v1/models/digits:predict', methods=['POST'])
-    def handle():
-      return flask.Response(predict(flask.request.get_data()),
-                            mimetype='application/json')
+  # One call before the port is printed: the first call traces the graph
+  # (about 12 s for Keras' predict), which the warm-up run would not cover.
+  if kind == 'saved_model':
+    signature(**{name: tf.zeros([1], spec.dtype) if spec.dtype != tf.string
+                 else tf.constant(['']) for name, spec in specs.items()})
+  else:
+    model.predict([np.zeros([1] + t.shape[1:].as_list(), np.float32)
+                   for t in model.inputs], verbose=0)
+  app = flask.Flask('baseline')
+  logging.getLogger('werkzeug').setLevel(logging.ERROR)  # No line a request.
 
-    server = serving.make_server('127.0.0.1', 0, app, threaded=True)
-    print(f'port {server.server_port}', flush=True)
-    server.serve_forever()
-    return
+  @app.route(f'/v1/models/{model_name}:predict', methods=['POST'])
+  def handle():
+    instances = json.loads(flask.request.get_data())['instances']
+    return flask.Response(json.dumps({'predictions': predict(instances)}),
+                          mimetype='application/json')
 
-  import http.server  # pylint: disable=g-import-not-at-top
-
-  class Handler(http.server.BaseHTTPRequestHandler):
-    protocol_version = 'HTTP/1.1'
-
-    def do_POST(self):  # pylint: disable=invalid-name
-      body = self.rfile.read(int(self.headers['Content-Length']))
-      payload = predict(body)
-      # One write without Nagle, as leantfx does: the comparison is about
-      # what happens per request, not about a 40 ms delayed-ACK stall.
-      self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-      self.wfile.write(
-          b'HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n'
-          b'Content-Length: %d\r\n\r\n' % len(payload) + payload)
-
-    def log_message(self, *args):
-      pass
-
-  server = http.server.ThreadingHTTPServer(('127.0.0.1', 0), Handler)
-  print(f'port {server.server_address[1]}', flush=True)
+  server = serving.make_server('127.0.0.1', 0, app, threaded=True)
+  print(f'port {server.server_port}', flush=True)
   server.serve_forever()
 
 
-def _train(workdir: str):
-  """Trains the digits CNN; returns (SavedModel dir, tflite dir, .h5, x_test)."""
+def _leantfx() -> str:
+  return os.path.join(os.path.dirname(sys.executable), 'leantfx')
+
+
+def _pipeline(dataset: str, output: str, runtimes: str) -> None:
+  """Runs `leantfx run` into output unless it already pushed there."""
+  if glob.glob(os.path.join(output, 'serving', dataset, '*', 'saved_model.pb')):
+    print(f'{dataset}: reusing the pushes in {output}', flush=True)
+    return
+  print(f'{dataset}: leantfx run --runtimes {runtimes} (several minutes)',
+        flush=True)
+  result = subprocess.run(
+      [_leantfx(), 'run', '--dataset', dataset, '--output', output,
+       '--runtimes', runtimes], env=_env(), capture_output=True, text=True,
+      check=False)
+  if result.returncode != 0:
+    raise SystemExit(f'leantfx run --dataset {dataset} failed '
+                     f'(exit {result.returncode}):\n{result.stdout[-3000:]}')
+
+
+def _newest(folder: str) -> str:
+  versions = [d for d in os.listdir(folder) if d.isdigit()]
+  if not versions:
+    raise SystemExit(f'{folder} holds no pushed version')
+  return os.path.join(folder, max(versions, key=int))
+
+
+def _summary(dataset: str, output: str):
+  from leantfx.pipeline import run_summary  # pylint: disable=g-import-not-at-top
+  return run_summary.summarize(os.path.join(output, 'metadata.sqlite'),
+                               f'leantfx-{dataset}')
+
+
+def _bodies(dataset: str, output: str) -> Dict[str, List[str]]:
+  """Request bodies of EXAMPLES eval-split rows, by input kind.
+
+  'raw': TF Serving's row format of the raw columns (the label left out);
+  'transformed': the same rows through the SavedModel's transform_features.
+  Rows with a missing value are skipped (row format has no missing value).
+  """
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  import tf_keras as keras  # pylint: disable=g-import-not-at-top
-  from sklearn import datasets  # pylint: disable=g-import-not-at-top
-  from sklearn import model_selection  # pylint: disable=g-import-not-at-top
-  digits = datasets.load_digits()
-  x = (digits.data / 16.0).astype(np.float32)
-  x_train, x_test, y_train, y_test = model_selection.train_test_split(
-      x, digits.target, test_size=0.2, random_state=0)
-  keras.utils.set_random_seed(0)
-  inputs = keras.Input(shape=(64,), name='image_xf')
-  h = keras.layers.Reshape((8, 8, 1))(inputs)
-  h = keras.layers.Conv2D(16, 3, activation='relu', padding='same')(h)
-  h = keras.layers.MaxPooling2D()(h)
-  h = keras.layers.Conv2D(32, 3, activation='relu', padding='same')(h)
-  h = keras.layers.Flatten()(h)
-  h = keras.layers.Dense(64, activation='relu')(h)
-  outputs = keras.layers.Dense(10, activation='softmax', name='probabilities')(h)
-  model = keras.Model(inputs, outputs)
-  model.compile('adam', 'sparse_categorical_crossentropy', ['accuracy'])
-  model.fit(x_train, y_train, epochs=TRAIN_EPOCHS, batch_size=32, verbose=0)
-  accuracy = model.evaluate(x_test, y_test, verbose=0)[1]
-
-  @tf.function(input_signature=[tf.TensorSpec([None, 64], tf.float32,
-                                              'image_xf')])
-  def serve(image_xf):
-    return {'probabilities': model(image_xf, training=False)}
-
-  def export(version_dir):
-    tf.saved_model.save(model, version_dir,
-                        signatures={'serving_default': serve})
-
-  saved = os.path.join(workdir, 'saved', 'digits')
-  export(os.path.join(saved, '1'))
-  converter = tf.lite.TFLiteConverter.from_saved_model(
-      os.path.join(saved, '1'))
-  converter.optimizations = [tf.lite.Optimize.DEFAULT]
-  converter.representative_dataset = lambda: ([row[None]] for row in x_train[
-      :200])
-  converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
-  converter.inference_input_type = tf.int8
-  converter.inference_output_type = tf.int8
-  lite = os.path.join(workdir, 'lite', 'digits', '1')
-  os.makedirs(lite)
-  with open(os.path.join(lite, 'model.tflite'), 'wb') as f:
-    f.write(converter.convert())
-  h5 = os.path.join(workdir, 'digits.h5')
-  model.save(h5)
-  return saved, os.path.dirname(lite), h5, x_test, accuracy, export
+  summary = _summary(dataset, output)
+  uri = summary.executions['CsvExampleGen'].outputs['examples'][0].uri
+  records = [r.numpy() for r in tf.data.TFRecordDataset(
+      glob.glob(os.path.join(uri, 'Split-eval', '*')),
+      compression_type='GZIP')]
+  model = tf.saved_model.load(_newest(os.path.join(output, 'serving',
+                                                   dataset)))
+  raw_names = set(model.signatures['serving_default']
+                  .structured_input_signature[1])
+  raw, kept = [], []
+  for record in records:
+    feature = tf.train.Example.FromString(record).features.feature
+    if not raw_names <= set(feature):
+      continue
+    row = {}
+    for name in sorted(raw_names):
+      f = feature[name]
+      row[name] = (f.bytes_list.value[0].decode() if f.bytes_list.value else
+                   float(f.float_list.value[0]) if f.float_list.value else
+                   int(f.int64_list.value[0]))
+    raw.append(row)
+    kept.append(record)
+    if len(raw) == EXAMPLES:
+      break
+  transformed = model.signatures['transform_features'](
+      examples=tf.constant(kept))
+  names = sorted(n for n in transformed if n != features.LABEL_KEY)
+  rows = [{n: transformed[n].numpy()[i].tolist() for n in names}
+          for i in range(len(kept))]
+  if len(names) == 1:  # One input: TF Serving's row format is the value.
+    rows = [row[names[0]] for row in rows]
+  return {
+      'raw': [json.dumps({'instances': [row]}) for row in raw],
+      'transformed': [json.dumps({'instances': [row]}) for row in rows],
+  }
 
 
-def _start(cmd: List[str], marker: str, timeout_s: float = 180.0):
+def _start(cmd: List[str], marker: str, timeout_s: float = 300.0):
   """Starts a server process and returns (process, port) from its banner."""
   process = subprocess.Popen(cmd, stdout=subprocess.PIPE,
                              stderr=subprocess.DEVNULL, text=True, env=_env(),
-                             cwd=os.path.dirname(os.path.dirname(
-                                 os.path.abspath(__file__))))
+                             cwd=ROOT)
   deadline = time.monotonic() + timeout_s
   while time.monotonic() < deadline:
     line = process.stdout.readline()
@@ -193,15 +227,16 @@ def _start(cmd: List[str], marker: str, timeout_s: float = 180.0):
     if not line and process.poll() is not None:
       break
   process.kill()
-  raise SystemExit(f'server {cmd[3:6]} did not start')
+  raise SystemExit(f'server {cmd[3:8]} did not start')
 
 
-def _serve(base: str, batching_file: Optional[str], poll_s: float = 0.0):
-  cmd = [sys.executable, '-c', _RUN_SERVE, 'serve', '--model-base-path', base,
+def _serve(model_dir: str, batching: bool, poll_s: float = 0.0):
+  cmd = [sys.executable, '-c', _RUN_SERVE, 'serve', '--model-base-path',
+         model_dir, '--model-name', os.path.basename(model_dir),
          '--rest-port', '0', '--grpc-port', '0',
          '--file-system-poll-wait-seconds', str(poll_s)]
-  if batching_file:
-    cmd += ['--batching-parameters-file', batching_file]
+  if batching:
+    cmd.append('--enable-batching')
   return _start(cmd, 'leantfx serve:')
 
 
@@ -214,127 +249,192 @@ def _stop(process) -> None:
     process.wait(10)
 
 
-def _load(port: int, rows: np.ndarray, requests: int, concurrency: int,
-          path: str = '/v1/models/digits:predict') -> Dict[str, float]:
-  """Sends `requests` single-instance requests from `concurrency` threads."""
-  bodies = [json.dumps({'instances': [row.round(4).tolist()]})
-            for row in rows[:64]]
-  latencies: List[float] = []
-  failures = [0]
-  lock = threading.Lock()
-  counter = iter(range(requests + WARMUP))
-
-  def connect():
-    connection = http.client.HTTPConnection('127.0.0.1', port, timeout=60)
-    connection.connect()
-    # http.client sends headers and body in two writes: no Nagle on the
-    # client either, or every request waits for the server's delayed ACK.
-    connection.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    return connection
-
-  def worker():
-    connection = connect()
-    mine, failed = [], 0
-    while True:
-      with lock:
-        index = next(counter, None)
-      if index is None:
-        break
-      start = time.perf_counter()
-      try:
-        connection.request('POST', path, bodies[index % len(bodies)],
-                           {'Content-Type': 'application/json'})
-        response = connection.getresponse()
-        response.read()
-        ok = response.status == 200
-      except (OSError, http.client.HTTPException):
-        ok = False
-        connection.close()
-        connection = connect()
-      if index >= WARMUP:
-        mine.append(time.perf_counter() - start)
-        failed += 0 if ok else 1
-    connection.close()
-    with lock:
-      latencies.extend(mine)
-      failures[0] += failed
-
-  threads = [threading.Thread(target=worker) for _ in range(concurrency)]
-  wall_start = time.perf_counter()
-  for thread in threads:
-    thread.start()
-  for thread in threads:
-    thread.join()
-  wall = time.perf_counter() - wall_start
-  # Wall time includes the WARMUP requests; scale to the measured share.
-  measured_wall = wall * requests / (requests + WARMUP)
-  values = np.array(latencies) * 1000
-  return {'rps': requests / measured_wall,
-          'p50_ms': float(np.percentile(values, 50)),
-          'p99_ms': float(np.percentile(values, 99)),
-          'failed': failures[0]}
+def _cpu_seconds(pid: int) -> float:
+  """utime + stime of pid and every descendant still running, in seconds."""
+  ticks = os.sysconf('SC_CLK_TCK')
+  stats = {}
+  for path in glob.glob('/proc/[0-9]*/stat'):
+    try:
+      with open(path, encoding='utf-8') as f:
+        text = f.read()
+    except OSError:
+      continue
+    fields = text[text.rindex(')') + 2:].split()
+    stats[int(path.split('/')[2])] = (int(fields[1]),
+                                      int(fields[11]) + int(fields[12]))
+  tree, frontier = {pid}, [pid]
+  while frontier:
+    parent = frontier.pop()
+    for child, (ppid, _) in stats.items():
+      if ppid == parent and child not in tree:
+        tree.add(child)
+        frontier.append(child)
+  return sum(stats[p][1] for p in tree if p in stats) / ticks
 
 
-def _hot_swap(export, workdir: str, rows: np.ndarray) -> Dict[str, float]:
-  """gRPC loop while version 2 is pushed; failures and swap delay."""
+def _lua(bodies: Sequence[str], path: str) -> str:
+  """A wrk script that cycles over the bodies (Lua long strings)."""
+  items = ',\n'.join(f'[==[{b}]==]' for b in bodies)
+  return (f'local bodies = {{\n{items}\n}}\n'
+          'local i = 0\n'
+          'local headers = {["Content-Type"] = "application/json"}\n'
+          'request = function()\n'
+          '  i = i % #bodies + 1\n'
+          f'  return wrk.format("POST", "{path}", headers, bodies[i])\n'
+          'end\n')
+
+
+_UNITS = {'us': 1e-3, 'ms': 1.0, 's': 1e3}
+
+
+def _wrk(port: int, script: str, seconds: int, connections: int
+         ) -> Dict[str, float]:
+  """Runs wrk; returns requests/s, p50/p99 ms, requests and failures."""
+  result = subprocess.run(
+      ['wrk', '-t1', f'-c{connections}', f'-d{seconds}s', '--latency',
+       '--timeout', '10s', '-s', script, f'http://127.0.0.1:{port}'],
+      capture_output=True, text=True, check=True)
+  out = result.stdout
+
+  def latency(percent):
+    found = re.search(rf'^\s+{percent}%\s+([0-9.]+)(us|ms|s)\s*$', out, re.M)
+    return float(found.group(1)) * _UNITS[found.group(2)]
+
+  requests = int(re.search(r'(\d+) requests in', out).group(1))
+  non_2xx = re.search(r'Non-2xx or 3xx responses: (\d+)', out)
+  errors = re.search(r'Socket errors: connect (\d+), read (\d+), write (\d+),'
+                     r' timeout (\d+)', out)
+  failed = (int(non_2xx.group(1)) if non_2xx else 0) + (
+      sum(int(g) for g in errors.groups()) if errors else 0)
+  if failed or not requests:
+    print(f'wrk: {failed} of {requests} requests failed:\n{out}', flush=True)
+  return {'rps': float(re.search(r'Requests/sec:\s+([0-9.]+)', out).group(1)),
+          'p50_ms': latency(50), 'p99_ms': latency(99),
+          'requests': requests, 'failed': failed}
+
+
+def _measure(process, port: int, bodies: Sequence[str], model_name: str,
+             workdir: str, args) -> Dict[str, float]:
+  script = os.path.join(workdir, 'bodies.lua')
+  with open(script, 'w', encoding='utf-8') as f:
+    f.write(_lua(bodies, f'/v1/models/{model_name}:predict'))
+  _wrk(port, script, WARMUP_S, args.connections)
+  before = _cpu_seconds(process.pid)
+  measured = _wrk(port, script, args.duration, args.connections)
+  cpu = _cpu_seconds(process.pid) - before
+  measured['cpu_ms_per_request'] = 1000 * cpu / max(measured['requests'], 1)
+  return measured
+
+
+def _dataset_rows(dataset: str, output: str, workdir: str, args
+                  ) -> List[Dict[str, object]]:
+  """Every server of one dataset, one at a time; ratios to the baseline."""
+  bodies = _bodies(dataset, output)
+  saved = os.path.join(output, 'serving', dataset)
+  servers: List[Tuple[str, str, List[str], Optional[Tuple[str, bool]]]] = [
+      ('baseline: Flask, SavedModel serving_default', 'raw',
+       [sys.executable, '-c', _RUN_BASELINE, 'saved_model', _newest(saved),
+        dataset], None)]
+  if dataset == 'digits':
+    model_uri = _summary(dataset, output).executions['Trainer'].outputs[
+        'model'][0].uri
+    servers.append(('history: Flask, Keras model.predict', 'transformed',
+                    [sys.executable, '-c', _RUN_BASELINE, 'keras',
+                     os.path.join(model_uri, model_layout.KERAS_MODEL_DIR),
+                     dataset], None))
+  for batching in (False, True):
+    servers.append((f'leantfx serve, SavedModel{", batching" * batching}',
+                    'raw', [], (saved, batching)))
+  for runtime in RUNTIMES:
+    folder = os.path.join(output, runtime, dataset)
+    if not os.path.isdir(folder):
+      continue
+    for batching in (False, True):
+      servers.append((f'leantfx serve, {runtime}{", batching" * batching}',
+                      'transformed', [], (folder, batching)))
+  rows = []
+  for label, kind, cmd, serve in servers:
+    if serve is None:
+      process, port = _start(cmd, 'port ')
+    else:
+      process, port = _serve(*serve)
+    try:
+      measured = _measure(process, port, bodies[kind], dataset, workdir, args)
+    finally:
+      _stop(process)
+    print(f'{dataset}: {label}: {measured["rps"]:.0f} req/s, p99 '
+          f'{measured["p99_ms"]:.1f} ms', flush=True)
+    rows.append(dict(dataset=dataset, server=label, input=kind, **measured))
+  baseline = rows[0]
+  for row in rows:
+    row['x_baseline_rps'] = row['rps'] / baseline['rps']
+  return rows
+
+
+def _hot_swap(output: str, workdir: str) -> Dict[str, float]:
+  """gRPC loop while a copy of the pushed SavedModel is pushed as version 2."""
   import grpc  # pylint: disable=g-import-not-at-top
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from tensorflow_serving.apis import predict_pb2  # pylint: disable=g-import-not-at-top
   from tensorflow_serving.apis import prediction_service_pb2_grpc  # pylint: disable=g-import-not-at-top
-  base = os.path.join(workdir, 'swap')
-  shutil.copytree(os.path.join(workdir, 'saved'), base)
-  model_dir = os.path.join(base, 'digits')
-  cmd = [sys.executable, '-c', _RUN_SERVE, 'serve', '--model-base-path', base,
-         '--rest-port', '0', '--grpc-port', '0',
-         '--file-system-poll-wait-seconds', str(POLL_S)]
-  log_path = os.path.join(workdir, 'swap-server.log')
-  log = open(log_path, 'w')  # pylint: disable=consider-using-with
-  process = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log,
-                             text=True, env=_env())
-  line = ''
-  deadline = time.monotonic() + 180
-  while 'leantfx serve:' not in line and time.monotonic() < deadline:
-    line = process.stdout.readline()
-  grpc_port = int(line.split(' gRPC 127.0.0.1:')[1].split()[0])
+  model_dir = os.path.join(workdir, 'swap', 'digits')
+  source = _newest(os.path.join(output, 'serving', 'digits'))
+  shutil.copytree(source, os.path.join(model_dir, '1'))
+  signature = tf.saved_model.load(source).signatures['serving_default']
   request = predict_pb2.PredictRequest()
   request.model_spec.name = 'digits'
-  request.inputs['image_xf'].CopyFrom(tf.make_tensor_proto(rows[:1]))
-  # Version 2 is written before the load starts; under load only the rename
-  # (the push itself) happens.
-  tmp = os.path.join(model_dir, '.tmp-2')
-  export(tmp)
-  results = []
-  stop = threading.Event()
+  for name, spec in signature.structured_input_signature[1].items():
+    request.inputs[name].CopyFrom(tf.make_tensor_proto(
+        np.zeros([1], spec.dtype.as_numpy_dtype)))
+  log_path = os.path.join(workdir, 'swap-server.log')
+  cmd = [sys.executable, '-c', _RUN_SERVE, 'serve', '--model-base-path',
+         model_dir, '--model-name', 'digits', '--rest-port', '0',
+         '--grpc-port', '0', '--file-system-poll-wait-seconds', str(POLL_S)]
+  with open(log_path, 'w', encoding='utf-8') as log:
+    process = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log,
+                               text=True, env=_env())
+    line = ''
+    deadline = time.monotonic() + 300
+    while 'leantfx serve:' not in line and time.monotonic() < deadline:
+      line = process.stdout.readline()
+      if not line and process.poll() is not None:
+        raise SystemExit(f'the hot-swap server did not start; see {log_path}')
+    grpc_port = int(line.split(' gRPC 127.0.0.1:')[1].split()[0])
+    # Version 2 is written before the load starts; under load only the
+    # rename (the push itself) happens.
+    tmp = os.path.join(model_dir, '.tmp-2')
+    shutil.copytree(source, tmp)
+    results = []
+    stop = threading.Event()
 
-  def loop():
-    channel = grpc.insecure_channel(f'127.0.0.1:{grpc_port}')
-    stub = prediction_service_pb2_grpc.PredictionServiceStub(channel)
-    started = time.monotonic()
-    while not stop.is_set() and time.monotonic() - started < SWAP_LOOP_MAX_S:
-      start = time.monotonic()
-      try:
-        version = stub.Predict(request, timeout=10).model_spec.version.value
-      except grpc.RpcError:
-        version = None
-      results.append((start, time.monotonic(), version))
-    channel.close()
+    def loop():
+      channel = grpc.insecure_channel(f'127.0.0.1:{grpc_port}')
+      stub = prediction_service_pb2_grpc.PredictionServiceStub(channel)
+      started = time.monotonic()
+      while not stop.is_set() and time.monotonic() - started < SWAP_LOOP_MAX_S:
+        start = time.monotonic()
+        try:
+          version = stub.Predict(request, timeout=10).model_spec.version.value
+        except grpc.RpcError:
+          version = None
+        results.append((start, time.monotonic(), version))
+      channel.close()
 
-  threads = [threading.Thread(target=loop) for _ in range(SWAP_CLIENTS)]
-  for thread in threads:
-    thread.start()
-  time.sleep(1.0)
-  os.rename(tmp, os.path.join(model_dir, '2'))
-  pushed = time.monotonic()
-  deadline = pushed + SWAP_LOOP_MAX_S
-  while time.monotonic() < deadline and not any(r[2] == 2 for r in results):
-    time.sleep(0.05)
-  time.sleep(1.0)  # Traffic after the swap too.
-  stop.set()
-  for thread in threads:
-    thread.join()
-  _stop(process)
-  log.close()
-  with open(log_path) as f:
+    threads = [threading.Thread(target=loop) for _ in range(SWAP_CLIENTS)]
+    for thread in threads:
+      thread.start()
+    time.sleep(1.0)
+    os.rename(tmp, os.path.join(model_dir, '2'))
+    pushed = time.monotonic()
+    deadline = pushed + SWAP_LOOP_MAX_S
+    while time.monotonic() < deadline and not any(r[2] == 2 for r in results):
+      time.sleep(0.05)
+    time.sleep(1.0)  # Traffic after the swap too.
+    stop.set()
+    for thread in threads:
+      thread.join()
+    _stop(process)
+  with open(log_path, encoding='utf-8') as f:
     loaded = re.search(r'Loaded model digits version 2 \(tensorflow\) in '
                        r'([0-9.]+)s', f.read())
   first_v2 = min((end for _, end, v in results if v == 2),
@@ -349,77 +449,72 @@ def _hot_swap(export, workdir: str, rows: np.ndarray) -> Dict[str, float]:
 
 def main(argv=None) -> int:
   parser = argparse.ArgumentParser(description=__doc__)
-  parser.add_argument('--requests', type=int, default=REQUESTS)
-  parser.add_argument('--baseline-requests', type=int,
-                      default=BASELINE_REQUESTS)
-  parser.add_argument('--concurrency', type=int, default=CONCURRENCY)
+  parser.add_argument('--duration', type=int, default=DURATION_S,
+                      help='seconds of each wrk run')
+  parser.add_argument('--connections', type=int, default=CONNECTIONS)
+  parser.add_argument('--digits-output',
+                      help='reuse this `leantfx run --dataset digits` output')
+  parser.add_argument('--penguins-output',
+                      help='reuse this `leantfx run --dataset penguins` output')
+  parser.add_argument('--datasets', default='digits,penguins')
   args = parser.parse_args(argv)
+  if shutil.which('wrk') is None:
+    print('bench_serving: wrk is not installed; install it (Debian: apt-get '
+          'install wrk) and run the bench again.', file=sys.stderr)
+    return 2
   import leantfx  # noqa: F401  Keras 2 before TensorFlow (leantfx/__init__.py).
   workdir = tempfile.mkdtemp(prefix='bench-serving-')
-  rows_out = []
+  rows: List[Dict[str, object]] = []
   try:
-    saved, lite, h5, x_test, accuracy, export = _train(workdir)
-    batching = os.path.join(workdir, 'batching.txt')
-    with open(batching, 'w') as f:
-      f.write('max_batch_size { value: 32 }\nbatch_timeout_micros { value: 0 }'
-              '\nnum_batch_threads { value: 2 }\n')
-    flask = _flask_available()
-    baseline_label = ('baseline: Flask + model.predict per request' if flask
-                      else 'baseline: stdlib http.server + model.predict per '
-                      'request (Flask not installed)')
-    configs = [
-        ('leantfx serve, SavedModel', saved, None),
-        ('leantfx serve, SavedModel, batching', saved, batching),
-        ('leantfx serve, TFLite int8', lite, None),
-        ('leantfx serve, TFLite int8, batching', lite, batching),
-    ]
-    process, port = _start([sys.executable, '-c', _RUN_BASELINE, h5], 'port ')
-    try:
-      baseline = _load(port, x_test, args.baseline_requests, args.concurrency)
-    finally:
-      _stop(process)
-    rows_out.append(dict(server=baseline_label,
-                         requests=args.baseline_requests, **baseline))
-    for label, base, batching_file in configs:
-      process, port = _serve(os.path.dirname(base), batching_file)
-      try:
-        measured = _load(port, x_test, args.requests, args.concurrency)
-      finally:
-        _stop(process)
-      rows_out.append(dict(server=label, requests=args.requests, **measured))
-    for row in rows_out:
-      row['x_baseline_rps'] = row['rps'] / baseline['rps']
-      row['p99_vs_baseline'] = row['p99_ms'] / baseline['p99_ms']
-    swap = _hot_swap(export, workdir, x_test)
+    outputs = {'digits': args.digits_output or os.path.join(workdir, 'digits'),
+               'penguins': (args.penguins_output or
+                            os.path.join(workdir, 'penguins'))}
+    chosen = args.datasets.split(',')
+    for dataset in chosen:
+      _pipeline(dataset, outputs[dataset],
+                'all' if dataset == 'digits' else 'tflite')
+    for dataset in chosen:
+      rows += _dataset_rows(dataset, outputs[dataset], workdir, args)
+    swap = (_hot_swap(outputs['digits'], workdir) if 'digits' in chosen
+            else None)
   finally:
     shutil.rmtree(workdir, ignore_errors=True)
-
-  best = max(rows_out[1:], key=lambda r: r['rps'])
-  rows_out.append({'server': 'hot swap under load (leantfx, gRPC)',
-                   'requests': swap['requests'], 'failed': swap['failed'],
-                   'poll_s': POLL_S, 'load_s': swap['load_s'],
-                   'swap_delay_s': swap['swap_delay_s']})
   notes = [
-      f'digits CNN on sklearn load_digits (pixels/16), test accuracy '
-      f'{accuracy:.3f}; batch 1 per request, {args.concurrency} client threads '
-      'with keep-alive, loopback, servers in their own processes.',
-      f'{rows_out[0]["server"]}.',
-      f'best leantfx config "{best["server"]}": {best["x_baseline_rps"]:.1f}x '
-      f'the baseline requests/s, p99 {best["p99_ms"]:.1f} ms vs '
-      f'{rows_out[0]["p99_ms"]:.1f} ms (target: >= 5x at lower p99).',
-      f'hot swap under load (gRPC, {SWAP_CLIENTS} client threads): '
-      f'{swap["requests"]} requests, {swap["failed"]} failed, version 2 '
-      f'answered {swap["swap_delay_s"]:.2f} s after the rename with '
-      f'--file-system-poll-wait-seconds={POLL_S} and a load + warm-up of '
-      f'{swap["load_s"]:.2f} s (delay <= poll wait + load); '
-      f'{swap["after_swap_on_v1"]} requests started after the swap were '
-      'answered by version 1.',
-      'the client threads share the 2 cores with the server: absolute numbers '
-      'are a floor; the ratio is the figure.',
+      f'wrk 1 thread, {args.connections} keep-alive connections, '
+      f'{args.duration} s after a {WARMUP_S} s warm-up, one instance per '
+      f'request cycling over {EXAMPLES} eval-split rows; servers one at a '
+      'time on 127.0.0.1; cpu_ms_per_request: the server process tree.',
+      "input raw: TF Serving's row format of the raw columns (the SavedModel's"
+      ' serving_default runs the Transform graph); transformed: the '
+      "transformed features (the runtimes' pushes hold the model alone).",
   ]
-  harness.report('serving', 'leantfx serve vs model.predict per request '
-                 '(digits, batch 1)', rows_out, notes)
-  print(f'ratio: {best["x_baseline_rps"]:.1f}x baseline requests/s')
+  for dataset in chosen:
+    mine = [r for r in rows if r['dataset'] == dataset]
+    best = max(mine[1:], key=lambda r: r['rps'])
+    saved = max((r for r in mine if 'SavedModel' in r['server']
+                 and 'leantfx' in r['server']), key=lambda r: r['rps'])
+    notes.append(
+        f'{dataset}: fastest "{best["server"]}" {best["rps"]:.0f} req/s = '
+        f'{best["x_baseline_rps"]:.2f}x the Flask baseline, p99 '
+        f'{best["p99_ms"]:.1f} ms (targets: >= 1500 req/s for digits, >= 5x, '
+        f'p99 <= 15 ms); SavedModel best {saved["x_baseline_rps"]:.2f}x '
+        '(target >= 3x).')
+  if swap:
+    rows.append({'dataset': 'digits',
+                 'server': 'hot swap under load (leantfx, gRPC)',
+                 'requests': swap['requests'], 'failed': swap['failed'],
+                 'poll_s': POLL_S, 'load_s': swap['load_s'],
+                 'swap_delay_s': swap['swap_delay_s']})
+    notes.append(
+        f'hot swap under load (gRPC, {SWAP_CLIENTS} client threads, the '
+        f'pushed digits SavedModel): {swap["requests"]} requests, '
+        f'{swap["failed"]} failed, version 2 answered '
+        f'{swap["swap_delay_s"]:.2f} s after the rename with '
+        f'--file-system-poll-wait-seconds={POLL_S} and a load + warm-up of '
+        f'{swap["load_s"]:.2f} s; {swap["after_swap_on_v1"]} requests '
+        'started after the swap were answered by version 1.')
+  harness.report('serving', 'serving speed: leantfx serve vs a Flask app '
+                 'on the pushed models (wrk, batch-1 requests)', rows, notes)
   return 0
 
 
