@@ -34,7 +34,7 @@ def diabetes_run(tmp_path_factory):
   record = os.path.join(output, 'record.json')
   result = run_cli(['run', '--dataset', 'diabetes', '--output', output,
                     '--train-steps', TRAIN_STEPS, '--run-record', record,
-                    '--tflite-latency-runs', '20'])
+                    '--tflite-latency-runs', '20'], optimize=True)
   summary = run_summary.summarize(
       os.path.join(output, 'metadata.sqlite'), 'leantfx-diabetes')
   with open(record, encoding='utf-8') as f:
