@@ -304,6 +304,7 @@ def _html(record, rows, plots, quality) -> str:
   esc = html.escape
   columns = _columns(quality)
   blessed_at, selected_at = columns.index('blessed'), columns.index('selected')
+  reasons_at = columns.index('reasons') + 1  # CSS nth-child counts from 1
   head = ''.join(f'<th>{esc(c)}</th>' for c in columns)
   body = []
   for row in rows:
@@ -324,7 +325,7 @@ def _html(record, rows, plots, quality) -> str:
 body {{ font-family: sans-serif; margin: 1.5em; }}
 table {{ border-collapse: collapse; font-size: 0.85em; }}
 th, td {{ border: 1px solid #bbb; padding: 0.25em 0.5em; text-align: right; }}
-td:nth-child(-n+4), td:nth-child({columns.index('reasons') + 1}) {{ text-align: left; }}
+td:nth-child(-n+4), td:nth-child({reasons_at}) {{ text-align: left; }}
 tr.selected {{ background: #d8f5d8; font-weight: bold; }}
 tr.rejected {{ color: #777; }}
 figure {{ display: inline-block; margin: 1em; }}

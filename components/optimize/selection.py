@@ -4,8 +4,8 @@
 would be served without optimization) and blesses those within the
 ``Budget``; each decision keeps its reasons, e.g. 'accuracy drop 0.031 >
 0.01' (for a regression model 'RMSE increase 0.084 > 0.05': the metric and
-its drop come from ``quality.Quality``). ``select`` picks one blessed variant by a policy; a variant outside the
-budget can never be selected.
+its drop come from ``quality.Quality``). ``select`` picks one blessed variant
+by a policy; a variant outside the budget can never be selected.
 
 Ranking many variants on one eval set and then reporting the winner's
 accuracy on that same set reports a lucky draw: with ~16 variants, the best
