@@ -33,10 +33,11 @@ _DEFAULT_TRAIN_STEPS = {'digits': 1000, 'penguins': 1000, 'diabetes': 1000}
 # 55.59 with none, against 55.79 for scikit-learn's RidgeCV
 # (benchmarks/bench_regression.py).
 _DEFAULT_HIDDEN_UNITS = {'diabetes': ()}
-# The ModelOptimizer's options; a regression run skips the optimizer (its
-# budget is an accuracy drop) unless one of these was set, then refuses.
-_TFLITE_DESTS = ('tflite_max_accuracy_drop', 'tflite_max_size_bytes',
-                 'tflite_max_p99_ms', 'tflite_policy', 'tflite_latency_runs')
+# The ModelOptimizer's budget term of the other task: refused when set.
+_OTHER_TASK_BUDGET = {
+    'classification': ('tflite_max_rmse_increase', 'a regression target'),
+    'regression': ('tflite_max_accuracy_drop', 'a classification label'),
+}
 # A cluster reaches object stores and mounted volumes, never this machine's
 # relative paths.
 _URI_RE = re.compile(r'^[a-z][a-z0-9+.-]*://\S+$')
@@ -77,8 +78,7 @@ class Built:
   Attributes:
     config: the PipelineConfig.
     data: the data it was resolved from (task decision included).
-    notes: lines the command prints about choices made for the user (say,
-      the ModelOptimizer skipped for a regression).
+    notes: lines the command prints about choices made for the user.
   """
   config: config_lib.PipelineConfig
   data: dataset_lib.ResolvedData
@@ -192,19 +192,41 @@ def augment_config(args: argparse.Namespace,
 
 
 def optimization_config(
-    args: argparse.Namespace) -> Optional[optimize_config.OptimizationConfig]:
-  """The ModelOptimizer's config, or None with --no-optimize."""
+    args: argparse.Namespace, task: Optional[str] = None
+) -> Optional[optimize_config.OptimizationConfig]:
+  """The ModelOptimizer's config for the dataset's task, or None.
+
+  None with --no-optimize. A classifier is gated on
+  --tflite-max-accuracy-drop, a regression model on
+  --tflite-max-rmse-increase; the other task's option is refused when set.
+  With task None (the data not read yet) only the values are checked.
+
+  Raises:
+    ConfigError: a bad value, or the other task's budget option.
+  """
   if not args.optimize:
     return None
+  if task is None:
+    task, dest = 'classification', None
+  else:
+    dest, other = _OTHER_TASK_BUDGET[task]
+  if dest and getattr(args, dest) != options.pipeline_defaults()[dest]:
+    flag = '--' + dest.replace('_', '-')
+    raise ConfigError(
+        f'{flag} is a budget for {other}, and this run is a {task}. Drop '
+        f'{flag}' + (' (the regression budget is --tflite-max-rmse-increase).'
+                     if task == 'regression' else '.'))
   return optimize_config.OptimizationConfig(
       budget=selection.Budget(
           max_accuracy_drop=args.tflite_max_accuracy_drop,
+          max_rmse_increase=args.tflite_max_rmse_increase,
           max_size_bytes=args.tflite_max_size_bytes,
           max_p99_ms=args.tflite_max_p99_ms),
       policy=args.tflite_policy,
       latency_runs=args.tflite_latency_runs,
       runtimes=(None if args.runtimes == runtimes.ALL else
-                tuple(args.runtimes.split(','))))
+                tuple(args.runtimes.split(','))),
+      task=task)
 
 
 def check_option_values(args: argparse.Namespace) -> None:
@@ -296,11 +318,8 @@ def build_pipeline_config(args: argparse.Namespace, target: Target) -> Built:
   spec = data.spec
   if args.noisy_rows:
     spec = dataclasses.replace(spec, noisy_rows=args.noisy_rows)
-  optimization = optimization_config(args)
+  optimization = optimization_config(args, spec.task)
   notes = []
-  if spec.is_regression and optimization is not None:
-    optimization, note = _regression_optimization(args)
-    notes.append(note)
   if args.min_auc is not None and len(spec.classes) != 2:
     raise ConfigError(
         f'--min-auc gates on the AUC of a two-class label, and '
@@ -357,25 +376,6 @@ def build_pipeline_config(args: argparse.Namespace, target: Target) -> Built:
   if on_cluster:
     config = compiler.kubeflow_pipeline_config(config, target.pipeline_root)
   return Built(config, data, tuple(notes))
-
-
-def _regression_optimization(args: argparse.Namespace):
-  """(None, the note) for a regression run: the optimizer gates on accuracy.
-
-  Raises:
-    ConfigError: when a --tflite-* option asks for the optimizer.
-  """
-  defaults = options.pipeline_defaults()
-  given = [d for d in _TFLITE_DESTS if getattr(args, d) != defaults[d]]
-  if given:
-    flags = ', '.join('--' + d.replace('_', '-') for d in given)
-    raise ConfigError(
-        f'{flags} configure the ModelOptimizer, whose budget is an accuracy '
-        'drop; this is a regression run, which it cannot measure yet. Drop '
-        f'{flags} and pass --no-optimize.')
-  return None, ('  model optimization: skipped (regression: the '
-                "ModelOptimizer's gate is an accuracy drop; --no-optimize "
-                'implied, no TFLite push)')
 
 
 def evaluation_config(args: argparse.Namespace) -> config_lib.EvaluationConfig:

@@ -200,6 +200,11 @@ def add_pipeline_options(parser: argparse.ArgumentParser,
   opt.add('--tflite-max-accuracy-drop', type=argtypes.fraction,
           default=0.01, help='largest accuracy drop vs the float model a '
           'variant may have (default 0.01)')
+  opt.add('--tflite-max-rmse-increase', type=argtypes.non_negative_float,
+          default=0.05, metavar='FRACTION',
+          help='regression: how much higher (relative) a variant\'s RMSE '
+          'may be than the float model\'s, as --max-rmse-increase means '
+          'for the Evaluator (default 0.05)')
   opt.add('--tflite-max-size-bytes', type=argtypes.positive_int,
           help='largest .tflite file a variant may be')
   opt.add('--tflite-max-p99-ms', type=argtypes.positive_float,

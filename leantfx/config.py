@@ -547,9 +547,11 @@ def _check_regression_options(config: 'PipelineConfig') -> None:
   _check(not config.training.tune,
          '--tune searches hyperparameters on validation accuracy, which a '
          f'regression on {label!r} does not have. Drop --tune.')
-  _check(config.optimization is None,
-         'The ModelOptimizer gates its TFLite variants on accuracy, which a '
-         f'regression on {label!r} does not have: pass --no-optimize.')
+  _check(config.optimization is None or
+         getattr(config.optimization, 'task', None) == 'regression',
+         'The ModelOptimizer is configured for a classifier (gating on '
+         f'accuracy), and {label!r} is a regression target: build its '
+         "OptimizationConfig with task='regression', or pass --no-optimize.")
 
 
 def to_json_dict(obj: Any) -> Dict[str, Any]:

@@ -130,7 +130,8 @@ def test_undecidable_label_asks_for_task(tmp_path, capsys):
     (['--oversample', 'random'], '--oversample random'),
     (['--class-weights', 'auto'], '--class-weights auto'),
     (['--tune', '3'], '--tune'),
-    (['--tflite-policy', 'fastest'], '--tflite-policy'),
+    (['--tflite-max-accuracy-drop', '0.02'], '--tflite-max-accuracy-drop'),
+    (['--runtimes', 'tflite,onnx'], '--runtimes tflite,onnx'),
     (['--min-auc', '0.8'], '--min-auc'),
 ])
 def test_class_only_options_are_refused_for_a_regression(
@@ -147,15 +148,23 @@ def _build(tmp_path, *argv):
       str(tmp_path / 'out')))
 
 
-def test_a_float_label_builds_a_regression_without_the_optimizer(tmp_path):
+def test_a_float_label_builds_a_regression_with_an_rmse_optimizer(tmp_path):
   root = _write_span(tmp_path, 'a,b,y', _regression_rows())
   built = _build(tmp_path, '--data-root', root, '--label', 'y')
   assert built.data.task.task == 'regression'
   assert "'y' is a float column" in built.data.task.reason
   spec = built.config.dataset
   assert spec.task == 'regression' and spec.classes == ()
-  assert built.config.optimization is None
-  assert any('model optimization: skipped' in n for n in built.notes)
+  optimization = built.config.optimization
+  assert optimization.task == 'regression'
+  assert optimization.quality.name == 'rmse'
+  assert optimization.budget.max_rmse_increase == 0.05
+  assert built.config.tflite_push_base.endswith('tflite')
+  # A classification run refuses the regression budget.
+  with pytest.raises(ConfigError, match='--tflite-max-rmse-increase is a '
+                     'budget for a regression target'):
+    _build(tmp_path, '--dataset', 'penguins', '--tflite-max-rmse-increase',
+           '0.1')
 
 
 def test_diabetes_is_a_bundled_regression(tmp_path):

@@ -17,6 +17,7 @@ import json
 import typing
 from typing import Any, Callable, Dict, Mapping, Optional, Tuple
 
+from leantfx.components.optimize import quality as quality_lib
 from leantfx.components.optimize import runtimes as runtimes_lib
 from leantfx.components.optimize import tflite_export
 from leantfx.components.optimize import selection
@@ -36,6 +37,19 @@ TECHNIQUES: Dict[str, Tuple[str, str]] = {
 # from them), so no other technique can run after it.
 _MUST_BE_LAST = ('qat',)
 BASELINE = 'baseline'
+# Why each technique is not run on a regression model (the report lists
+# them): every one fine-tunes or scores with a classifier's loss and metric
+# (_keras_utils.compile_classifier: sparse cross-entropy and accuracy), and
+# distillation's soft labels are class probabilities.
+REGRESSION_LEFT_OUT: Dict[str, str] = {
+    'pruning': 'fine-tunes with sparse cross-entropy and accuracy',
+    'qat': 'fine-tunes with sparse cross-entropy and accuracy',
+    'clustering': 'fine-tunes with sparse cross-entropy and accuracy',
+    'low_rank': 'chooses ranks by an accuracy drop and fine-tunes with '
+                'sparse cross-entropy',
+    'distillation': "trains a student on the teacher's class probabilities "
+                    '(soft labels)',
+}
 
 
 def technique_function(technique: str) -> Callable:
@@ -170,6 +184,18 @@ def _step(technique: str, **config) -> TechniqueStep:
   return TechniqueStep(technique, defaults)
 
 
+def regression_candidates() -> Tuple[Candidate, ...]:
+  """The trained regression model as it is, in every mode but int16x8.
+
+  float32 is the reference for TFLite; float16 and dynamic-range halve and
+  quarter the weights; int8 (calibrated on train examples, int8 input and
+  output) is what a microcontroller runs. The techniques are left out
+  (REGRESSION_LEFT_OUT says why).
+  """
+  return (Candidate((), (tflite_export.FLOAT32, tflite_export.FLOAT16,
+                         tflite_export.DYNAMIC_RANGE, tflite_export.INT8)),)
+
+
 def default_candidates() -> Tuple[Candidate, ...]:
   """Every technique once, on the technique defaults (digits-sized models).
 
@@ -233,6 +259,11 @@ class OptimizationConfig:
       (OpenVINO, ONNX Runtime) build float32 and int8 of the candidates
       whose TFLite variants are inside the accuracy budget. A named runtime
       that is not installed is skipped with a message naming the pip extra.
+    task: 'classification' (accuracy, gated by budget.max_accuracy_drop) or
+      'regression' (RMSE in target units, gated by
+      budget.max_rmse_increase; TFLite only, the baseline model's modes:
+      regression_candidates()). The pipeline config's task, never guessed
+      from the model.
   """
   candidates: Optional[Tuple[Candidate, ...]] = None
   budget: Budget = Budget(max_accuracy_drop=0.01)
@@ -244,10 +275,14 @@ class OptimizationConfig:
   num_threads: int = 1
   calibration_samples: int = tflite_export.DEFAULT_CALIBRATION_SAMPLES
   runtimes: Optional[Tuple[str, ...]] = (runtimes_lib.TFLITE,)
+  task: str = quality_lib.CLASSIFICATION
 
   def __post_init__(self):
+    quality_lib.for_task(self.task)
+    regression = self.task == quality_lib.REGRESSION
     if self.candidates is None:
-      object.__setattr__(self, 'candidates', default_candidates())
+      object.__setattr__(self, 'candidates', regression_candidates()
+                         if regression else default_candidates())
     object.__setattr__(self, 'candidates', tuple(self.candidates))
     if not self.candidates:
       raise ConfigError('OptimizationConfig has no candidates; list at least '
@@ -270,6 +305,8 @@ class OptimizationConfig:
             'every candidate and decide which candidates the server runtimes '
             f"build; list it (e.g. '{runtimes_lib.TFLITE},"
             f"{runtimes_lib.OPENVINO}').")
+    if regression:
+      self._check_regression()
     if not isinstance(self.budget, Budget):
       raise ConfigError('OptimizationConfig.budget must be a Budget.')
     if self.policy not in POLICIES:
@@ -291,8 +328,30 @@ class OptimizationConfig:
         raise ConfigError(f'OptimizationConfig.{field} must be an integer >= '
                           f'{minimum}, got {value!r}.')
 
+  @property
+  def quality(self) -> quality_lib.Quality:
+    """The metric the variants are measured, gated and reported by."""
+    return quality_lib.for_task(self.task)
+
+  def _check_regression(self) -> None:
+    """Refuses what a regression model cannot run, naming it."""
+    for candidate in self.candidates:
+      for step in candidate.steps:
+        raise ConfigError(
+            f'Candidate {candidate.name!r} runs {step.technique!r} on a '
+            f'regression model, and {step.technique} '
+            f'{REGRESSION_LEFT_OUT[step.technique]}; a regression runs the '
+            'trained model in its TFLite modes only. Remove the step.')
+    if self.runtimes != (runtimes_lib.TFLITE,):
+      runtimes = 'all' if self.runtimes is None else ','.join(self.runtimes)
+      raise ConfigError(
+          f'--runtimes {runtimes}: a regression model is optimized for '
+          'TFLite only (the OpenVINO and ONNX variants measure accuracy). '
+          'Drop --runtimes or pass --runtimes tflite.')
+
   def to_dict(self) -> Dict[str, Any]:
     return {
+        'task': self.task,
         'candidates': [c.to_dict() for c in self.candidates],
         'budget': self.budget.to_dict(),
         'policy': self.policy,

@@ -31,6 +31,7 @@ from tfx.utils import io_utils
 from leantfx.components.optimize import config as config_lib
 from leantfx.components.optimize import measure
 from leantfx.components.optimize import push
+from leantfx.components.optimize import quality as quality_lib
 from leantfx.components.optimize import report
 from leantfx.components.optimize import runtime_variants
 from leantfx.components.optimize import runtimes as runtimes_lib
@@ -62,8 +63,9 @@ class Outcome:
     runtime_picks: server runtime -> its chosen decision (None: nothing
       blessed in it), for each server runtime built.
     runtime_pushes: server runtime -> where its pick was pushed.
-    held_out: variant name -> its accuracy on the report split (the
-      baseline included), which gate and policy never saw.
+    held_out: variant name -> its quality (accuracy, or RMSE and MAE) on
+      the report split (the baseline included), which gate and policy never
+      saw.
   """
   baseline: measure.VariantMetrics
   decisions: List[selection.GateDecision]
@@ -319,12 +321,13 @@ def build_variants(model: tf_keras.Model,
             path, eval_data, name=f'{candidate.name}/{mode}', technique=chain,
             tflite_mode=mode, num_threads=config.num_threads,
             latency_runs=config.latency_runs, warmup_runs=config.warmup_runs,
-            keras_model=current, details=details)
+            keras_model=current, details=details, quality=config.quality)
       except Exception as e:  # pylint: disable=broad-except
         record(candidate.name, f'tflite {mode}', e)
         continue
-      logging.info('Variant %s: accuracy %.4f, %d bytes, p99 %.3f ms',
-                   metrics.name, metrics.accuracy, metrics.size_bytes,
+      logging.info('Variant %s: %s %.4f, %d bytes, p99 %.3f ms',
+                   metrics.name, config.quality.name,
+                   config.quality.value(metrics), metrics.size_bytes,
                    metrics.latency_p99_ms)
       variants.append(metrics)
     if server_runtimes:
@@ -385,29 +388,43 @@ def _batched(data: measure.LabeledData,
       (dict(data.features), data.labels)).batch(batch_size)
 
 
-def _accuracy_on(variant: measure.VariantMetrics, data: measure.LabeledData,
-                 num_threads: int) -> float:
-  """A variant's accuracy on ``data`` through the runtime it was built for."""
+def _scores_on(variant: measure.VariantMetrics, data: measure.LabeledData,
+               config: config_lib.OptimizationConfig) -> Dict[str, float]:
+  """A variant's quality on ``data`` through the runtime it was built for."""
   if variant.runtime in runtime_variants.SERVER_RUNTIMES:
-    return runtime_variants.accuracy_on(variant.runtime, variant.path, data,
-                                        num_threads)
-  return measure.accuracy_on(variant.path, data, num_threads)
+    # Server runtimes are built for classifiers only (OptimizationConfig
+    # refuses them for a regression).
+    return {'accuracy': runtime_variants.accuracy_on(
+        variant.runtime, variant.path, data, config.num_threads)}
+  return measure.scores_on(variant.path, data, config.quality,
+                           config.num_threads)
 
 
 def _manifest_metrics(decision: selection.GateDecision,
                       baseline: measure.VariantMetrics,
-                      held_out: Mapping[str, selection.HeldOut]
-                     ) -> Dict[str, Any]:
+                      held_out: Mapping[str, selection.HeldOut],
+                      quality: quality_lib.Quality) -> Dict[str, Any]:
+  """The pushed variant's figures, named by the task's metric.
+
+  A classifier's keys are accuracy, baseline_accuracy, accuracy_drop,
+  selection_accuracy, ...; a regression's rmse, baseline_rmse,
+  rmse_increase, selection_rmse, ... and mae, baseline_mae.
+  """
   v = decision.variant
   report = held_out[v.name]
+  baseline_report = held_out[baseline.name]
+  figures = {}
+  # Measured on the report split, which the selection never saw.
+  for field in quality.fields:
+    figures[field] = getattr(report, field)
+    figures[f'baseline_{field}'] = getattr(baseline_report, field)
+  figures[quality.drop_name] = getattr(report, quality.drop_name)
+  figures['eval_examples'] = report.num_examples
+  for field in quality.fields:
+    figures[f'selection_{field}'] = getattr(v, field)
+  figures[f'selection_{quality.drop_name}'] = decision.drop(quality)
   return {
-      # Measured on the report split, which the selection never saw.
-      'accuracy': report.accuracy,
-      'baseline_accuracy': held_out[baseline.name].accuracy,
-      'accuracy_drop': report.accuracy_drop,
-      'eval_examples': report.num_examples,
-      'selection_accuracy': v.accuracy,
-      'selection_accuracy_drop': decision.accuracy_drop,
+      **figures,
       'selection_examples': v.num_examples,
       'size_bytes': v.size_bytes,
       'gzipped_bytes': v.gzipped_bytes,
@@ -455,10 +472,11 @@ def optimize(model: tf_keras.Model,
   selection_data, report_data = selection.split_eval(
       measure.LabeledData.from_dataset(eval_ds), config.selection_fraction)
   eval_ds = _batched(selection_data, config.batch_size)
+  quality = config.quality
   baseline = measure.measure_saved_model(
       model_dir, selection_data, name=f'{config_lib.BASELINE}/savedmodel',
       latency_runs=config.latency_runs, warmup_runs=config.warmup_runs,
-      keras_model=model)
+      keras_model=model, quality=quality)
   failures: List[Dict[str, str]] = []
   built_runtimes, missing = runtimes_lib.resolve(config.runtimes)
   for message in missing:
@@ -478,16 +496,17 @@ def optimize(model: tf_keras.Model,
             f"{f['candidate']} at {f['stage']}: {f['error']}"
             for f in failures) +
         '. Fix or remove these candidates, or run with --no-optimize.')
-  decisions = selection.gate(baseline, variants, config.budget)
+  decisions = selection.gate(baseline, variants, config.budget, quality)
   # Per runtime, the policy's pick among that runtime's blessed variants; the
   # TFLite pick is the component's blessing and its Format-TFLite output.
   picks = {runtime: selection.select(
-      [d for d in decisions if d.variant.runtime == runtime], config.policy)
+      [d for d in decisions if d.variant.runtime == runtime], config.policy,
+      quality)
            for runtime in [runtimes_lib.TFLITE] + server_runtimes}
   selected = picks.pop(runtimes_lib.TFLITE)
   held_out = selection.held_out(
       baseline, decisions, report_data,
-      lambda v, data: _accuracy_on(v, data, config.num_threads))
+      lambda v, data: _scores_on(v, data, config), quality)
   pushed = None
   if selected is None:
     logging.warning('ModelOptimizer: %s; nothing pushed.',
@@ -499,7 +518,7 @@ def optimize(model: tf_keras.Model,
     pushed = push.push_tflite(
         v.path, push_base, model_name, source_model_uri=source_model_uri,
         technique_chain=chain, tflite_mode=v.tflite_mode,
-        metrics=_manifest_metrics(selected, baseline, held_out))
+        metrics=_manifest_metrics(selected, baseline, held_out, quality))
     logging.info('ModelOptimizer: pushed %s as version %d to %s', v.name,
                  pushed.version, pushed.directory)
     if optimized_model_dir:
@@ -523,7 +542,7 @@ def optimize(model: tf_keras.Model,
         technique_chain=([] if v.technique == config_lib.BASELINE else
                          v.technique.split('+')),
         mode=v.tflite_mode,
-        metrics=_manifest_metrics(pick, baseline, held_out))
+        metrics=_manifest_metrics(pick, baseline, held_out, quality))
     logging.info('ModelOptimizer: pushed %s as version %d to %s', v.name,
                  runtime_pushes[runtime].version,
                  runtime_pushes[runtime].directory)
@@ -536,7 +555,9 @@ def optimize(model: tf_keras.Model,
                     'pushed_to': (runtime_pushes[runtime].directory
                                   if runtime in runtime_pushes else None)}
           for runtime, pick in picks.items()},
-      held_out=held_out)
+      held_out=held_out, quality=quality,
+      left_out=(config_lib.REGRESSION_LEFT_OUT
+                if quality.task == quality_lib.REGRESSION else None))
   return Outcome(baseline=baseline, decisions=decisions, selected=selected,
                  pushed=pushed, report_paths=report_paths, failures=failures,
                  runtime_picks=picks, runtime_pushes=runtime_pushes,

@@ -44,6 +44,7 @@ import numpy as np
 import tensorflow as tf
 
 from leantfx.components.optimize import _keras_utils
+from leantfx.components.optimize import quality as quality_lib
 from leantfx.errors import ConfigError
 from leantfx.components.optimize import tflite_runtime
 
@@ -72,7 +73,11 @@ _SAVED_MODEL_BATCH = 256
 
 
 class LabeledData(NamedTuple):
-  """An eval set in memory: features keyed by input name, and int labels."""
+  """An eval set in memory: features keyed by input name, and labels.
+
+  Labels are class ids for a classifier and targets in their own units for a
+  regression.
+  """
   features: Mapping[str, np.ndarray]
   labels: np.ndarray
 
@@ -112,7 +117,7 @@ class VariantMetrics:
     tflite_mode: the TFLite mode, or None for a SavedModel.
     runtime: 'tflite' or 'tensorflow'.
     path: the measured file or SavedModel directory.
-    accuracy: top-1 accuracy on the eval set.
+    accuracy: top-1 accuracy on the eval set (None for a regression).
     num_examples: eval examples measured.
     size_bytes: bytes on disk (for a directory, the sum of its files).
     gzipped_bytes: gzip level 9 of the file (of a tar of the directory).
@@ -128,13 +133,15 @@ class VariantMetrics:
     latency_round_p50_ms: TFLite only: the p50 of each interleaved round.
     details: JSON facts: per-layer sparsity, the technique's details (e.g.
       its training history).
+    rmse: regression: root mean squared error in the target's units.
+    mae: regression: mean absolute error in the target's units.
   """
   name: str
   technique: str
   tflite_mode: Optional[str]
   runtime: str
   path: str
-  accuracy: float
+  accuracy: Optional[float]
   num_examples: int
   size_bytes: int
   gzipped_bytes: int
@@ -147,6 +154,8 @@ class VariantMetrics:
   call_overhead_ms: Optional[float] = None
   latency_round_p50_ms: Optional[List[float]] = None
   details: Dict[str, Any] = dataclasses.field(default_factory=dict)
+  rmse: Optional[float] = None
+  mae: Optional[float] = None
 
   def to_dict(self) -> Dict[str, Any]:
     return dataclasses.asdict(self)
@@ -600,8 +609,10 @@ def measure_latency_interleaved(
       stable=worst <= max_round_spread)
 
 
-def _accuracy(scores: np.ndarray, labels: np.ndarray) -> float:
-  return float(np.mean(np.argmax(scores, axis=-1) == labels.reshape(-1)))
+def _scores(quality: quality_lib.Quality, predictions: np.ndarray,
+            labels: np.ndarray) -> Dict[str, Optional[float]]:
+  """The quality fields of a VariantMetrics (accuracy None in a regression)."""
+  return {'accuracy': None, **quality.scores(predictions, labels)}
 
 
 def _model_facts(keras_model, details) -> Tuple[Optional[int], Optional[float],
@@ -625,7 +636,8 @@ def measure_tflite(path: str,
                    warmup_runs: int = DEFAULT_WARMUP_RUNS,
                    latency_rounds: int = DEFAULT_LATENCY_ROUNDS,
                    keras_model=None,
-                   details: Optional[Mapping[str, Any]] = None
+                   details: Optional[Mapping[str, Any]] = None,
+                   quality: quality_lib.Quality = quality_lib.ACCURACY
                   ) -> VariantMetrics:
   """Measures a .tflite file in tf.lite.Interpreter.
 
@@ -650,6 +662,8 @@ def measure_tflite(path: str,
     keras_model: the model the file was converted from, for parameter count
       and sparsity.
     details: extra facts to keep (e.g. the technique's details).
+    quality: what to score the predictions by (accuracy; RMSE and MAE for
+      a regression).
 
   Returns:
     The VariantMetrics.
@@ -677,7 +691,6 @@ def measure_tflite(path: str,
       tflite_mode=tflite_mode,
       runtime=TFLITE,
       path=path,
-      accuracy=_accuracy(scores, eval_data.labels),
       num_examples=len(eval_data),
       size_bytes=size_on_disk(path),
       gzipped_bytes=gzipped_size(path),
@@ -689,7 +702,8 @@ def measure_tflite(path: str,
       sparsity=sparsity,
       call_overhead_ms=stats.call_overhead_ms,
       latency_round_p50_ms=list(stats.round_p50_ms),
-      details=facts)
+      details=facts,
+      **_scores(quality, scores, eval_data.labels))
 
 
 def measure_saved_model(path: str,
@@ -700,7 +714,8 @@ def measure_saved_model(path: str,
                         latency_runs: int = DEFAULT_LATENCY_RUNS,
                         warmup_runs: int = DEFAULT_WARMUP_RUNS,
                         keras_model=None,
-                        details: Optional[Mapping[str, Any]] = None
+                        details: Optional[Mapping[str, Any]] = None,
+                        quality: quality_lib.Quality = quality_lib.ACCURACY
                        ) -> VariantMetrics:
   """Measures a SavedModel's serving_default signature in TensorFlow.
 
@@ -715,6 +730,7 @@ def measure_saved_model(path: str,
       without it they are read from the SavedModel's variables when it has
       them (sparsity then counts every variable named '...kernel...').
     details: extra facts to keep.
+    quality: what to score the predictions by.
 
   Returns:
     The VariantMetrics.
@@ -756,7 +772,6 @@ def measure_saved_model(path: str,
       tflite_mode=None,
       runtime=TENSORFLOW,
       path=path,
-      accuracy=_accuracy(np.concatenate(scores), eval_data.labels),
       num_examples=len(eval_data),
       size_bytes=size_on_disk(path),
       gzipped_bytes=gzipped_size(path),
@@ -765,7 +780,8 @@ def measure_saved_model(path: str,
       latency_runs=latency_runs,
       params=params,
       sparsity=sparsity,
-      details=facts)
+      details=facts,
+      **_scores(quality, np.concatenate(scores), eval_data.labels))
 
 
 def _variable_stats(loaded) -> Tuple[Optional[int], Optional[float]]:
@@ -804,18 +820,29 @@ def _check_runs(runs: int, warmup: int, threads: Optional[int]) -> None:
     raise ConfigError(f'num_threads must be >= 1, got {threads}.')
 
 
-def accuracy_on(path: str, data: LabeledData,
-                num_threads: int = DEFAULT_NUM_THREADS) -> float:
-  """Top-1 accuracy of a .tflite file or a SavedModel on ``data``, nothing else.
+def scores_on(path: str, data: LabeledData,
+              quality: quality_lib.Quality = quality_lib.ACCURACY,
+              num_threads: int = DEFAULT_NUM_THREADS) -> Dict[str, float]:
+  """The quality of a .tflite file or a SavedModel on ``data``, nothing else.
 
   The same predictions as ``measure_tflite``/``measure_saved_model`` (batch 1
   on a prepared interpreter; batches in TensorFlow), without the latency
   runs: used to re-measure variants on the report split.
+
+  Returns:
+    ``quality.scores``: {'accuracy': ...} or {'rmse': ..., 'mae': ...}.
   """
   if os.path.isdir(path):
-    return measure_saved_model(path, data, latency_runs=1,
-                               warmup_runs=0).accuracy
+    metrics = measure_saved_model(path, data, latency_runs=1, warmup_runs=0,
+                                  quality=quality)
+    return {k: getattr(metrics, k) for k in quality.fields}
   predictor = TFLitePredictor(path, num_threads=num_threads)
-  scores = np.concatenate(
+  predictions = np.concatenate(
       [predictor.predict(data.example(i)) for i in range(len(data))])
-  return _accuracy(scores, data.labels)
+  return quality.scores(predictions, data.labels)
+
+
+def accuracy_on(path: str, data: LabeledData,
+                num_threads: int = DEFAULT_NUM_THREADS) -> float:
+  """Top-1 accuracy of a .tflite file or a SavedModel on ``data``."""
+  return scores_on(path, data, quality_lib.ACCURACY, num_threads)['accuracy']

@@ -6,6 +6,10 @@ PNG plots beside them from that file alone (``leantfx report <dir>`` calls it
 too). The HTML is self-contained apart from the PNGs, which it references by
 relative name, so the folder can be copied or served as it is.
 
+The quality column is the task's metric (``quality.Quality``): accuracy and
+its drop for a classifier, RMSE (target units) and its relative increase for
+a regression model, with MAE beside it.
+
 Plots (matplotlib, Agg canvas; no pyplot global state):
   accuracy_vs_size.png     accuracy against bytes on disk (log scale);
   accuracy_vs_p99.png      accuracy against batch-1 p99 latency;
@@ -17,11 +21,12 @@ import html
 import json
 import math
 import os
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from leantfx.components.optimize import quality as quality_lib
 from leantfx.components.optimize.measure import VariantMetrics
 from leantfx.components.optimize.selection import Budget
 from leantfx.components.optimize.selection import GateDecision
@@ -39,10 +44,18 @@ SPARSITY_PER_LAYER = 'sparsity_per_layer.png'
 TRAINING_CURVES = 'training_curves.png'
 NO_VARIANT_BLESSED = 'no variant blessed'
 
-_COLUMNS = ('variant', 'technique chain', 'tflite mode', 'runtime',
-            'accuracy', 'drop vs baseline', 'size (B)', 'gzipped (B)',
-            'p50 (ms)', 'p99 (ms)', 'params', 'sparsity', 'blessed',
-            'reasons', 'selected', 'report accuracy', 'report drop')
+
+
+def _columns(quality: quality_lib.Quality) -> Tuple[str, ...]:
+  drop = ('drop vs baseline' if quality.higher_is_better else
+          'increase vs baseline')
+  report_drop = 'report drop' if quality.higher_is_better else (
+      'report increase')
+  return (('variant', 'technique chain', 'tflite mode', 'runtime') +
+          quality.fields + (drop, 'size (B)', 'gzipped (B)', 'p50 (ms)',
+                            'p99 (ms)', 'params', 'sparsity', 'blessed',
+                            'reasons', 'selected') +
+          tuple(f'report {f}' for f in quality.fields) + (report_drop,))
 
 
 def write_report(report_dir: str,
@@ -57,7 +70,9 @@ def write_report(report_dir: str,
                  pushed_to: Optional[str] = None,
                  failures: Sequence[Mapping[str, str]] = (),
                  runtime_picks: Optional[Mapping[str, Mapping[str, Any]]] = None,
-                 held_out: Optional[Mapping[str, HeldOut]] = None
+                 held_out: Optional[Mapping[str, HeldOut]] = None,
+                 quality: quality_lib.Quality = quality_lib.ACCURACY,
+                 left_out: Optional[Mapping[str, str]] = None
                 ) -> Dict[str, str]:
   """Writes variants.json and the report built from it.
 
@@ -77,6 +92,8 @@ def write_report(report_dir: str,
       among its variants and where it was pushed ({'selected', 'pushed_to'}).
     held_out: variant name -> its accuracy on the report split
       (selection.held_out), shown beside the selection-split accuracy.
+    quality: the metric measured and gated on (accuracy, or RMSE).
+    left_out: techniques not run for this task, with the reason.
 
   Returns:
     {'variants': path, 'markdown': path, 'html': path, 'plots': [paths]}.
@@ -87,6 +104,9 @@ def write_report(report_dir: str,
       'created_at': datetime.datetime.now(
           datetime.timezone.utc).isoformat(timespec='seconds'),
       'source_model_uri': source_model_uri,
+      'task': quality.task,
+      'metric': quality.name,
+      'left_out': dict(left_out or {}),
       'budget': budget.to_dict(),
       'policy': policy,
       'policy_size': POLICY_SIZE.get(policy),
@@ -139,16 +159,18 @@ def regenerate(report_dir: str) -> Dict[str, Any]:
     raise ConfigError(f'{path} is not a leantfx optimization report record: '
                       f'{e}. Re-run the optimizer to rewrite it.') from e
 
-  plots = _plot_all(report_dir, baseline, decisions)
+  quality = quality_lib.for_task(
+      record.get('task', quality_lib.CLASSIFICATION))
+  plots = _plot_all(report_dir, baseline, decisions, quality)
   rows = _rows(baseline, decisions, [record.get('selected')] + [
       p.get('selected') for p in (record.get('runtime_picks') or {}).values()],
-               record.get('held_out') or {})
+               record.get('held_out') or {}, quality)
   md_path = os.path.join(report_dir, REPORT_MD)
   with open(md_path, 'w', encoding='utf-8') as f:
-    f.write(_markdown(record, rows, plots))
+    f.write(_markdown(record, rows, plots, quality))
   html_path = os.path.join(report_dir, REPORT_HTML)
   with open(html_path, 'w', encoding='utf-8') as f:
-    f.write(_html(record, rows, plots))
+    f.write(_html(record, rows, plots, quality))
   return {'variants': path, 'markdown': md_path, 'html': html_path,
           'plots': [os.path.join(report_dir, p) for p in plots]}
 
@@ -170,29 +192,35 @@ def _fmt(value, digits=4) -> str:
 
 def _rows(baseline: VariantMetrics, decisions: Sequence[GateDecision],
           selected: Sequence[Optional[str]],
-          held_out: Mapping[str, Mapping[str, Any]]) -> List[List[str]]:
+          held_out: Mapping[str, Mapping[str, Any]],
+          quality: quality_lib.Quality) -> List[List[str]]:
   """Table rows; `selected` names the pick of each runtime."""
-  rows = [_row(baseline, None, None, False) + _held_out_cells(
-      held_out.get(baseline.name), True)]
+  rows = [_row(baseline, None, False, quality) + _held_out_cells(
+      held_out.get(baseline.name), True, quality)]
   for d in decisions:
-    rows.append(_row(d.variant, d, d.accuracy_drop, d.variant.name in selected)
-                + _held_out_cells(held_out.get(d.variant.name), False))
+    rows.append(_row(d.variant, d, d.variant.name in selected, quality)
+                + _held_out_cells(held_out.get(d.variant.name), False,
+                                  quality))
   return rows
 
 
 def _held_out_cells(values: Optional[Mapping[str, Any]],
-                    is_baseline: bool) -> List[str]:
+                    is_baseline: bool,
+                    quality: quality_lib.Quality) -> List[str]:
   if not values:
-    return ['-', '-']
-  return [_fmt(values['accuracy']),
-          '(reference)' if is_baseline else f"{values['accuracy_drop']:+.4f}"]
+    return ['-'] * (len(quality.fields) + 1)
+  return [_fmt(values.get(f)) for f in quality.fields] + [
+      '(reference)' if is_baseline else
+      f"{values[quality.drop_name]:+.4f}"]
 
 
 def _row(m: VariantMetrics, decision: Optional[GateDecision],
-         drop: Optional[float], selected: bool) -> List[str]:
+         selected: bool, quality: quality_lib.Quality) -> List[str]:
   return [
       m.name, m.technique, m.tflite_mode or '-', m.runtime,
-      _fmt(m.accuracy), '(reference)' if decision is None else f'{drop:+.4f}',
+      *[_fmt(getattr(m, f)) for f in quality.fields],
+      ('(reference)' if decision is None else
+       f'{decision.drop(quality):+.4f}'),
       _fmt(m.size_bytes), _fmt(m.gzipped_bytes),
       _fmt(m.latency_p50_ms, 3), _fmt(m.latency_p99_ms, 3), _fmt(m.params),
       _fmt(m.sparsity, 3),
@@ -202,9 +230,10 @@ def _row(m: VariantMetrics, decision: Optional[GateDecision],
   ]
 
 
-def _summary_lines(record: Mapping[str, Any]) -> List[str]:
+def _summary_lines(record: Mapping[str, Any],
+                   quality: quality_lib.Quality) -> List[str]:
   budget = record['budget']
-  terms = [f"accuracy drop <= {budget['max_accuracy_drop']}"]
+  terms = [f"{quality.label} <= {budget[quality.budget_field]}"]
   if budget.get('max_size_bytes') is not None:
     terms.append(f"size <= {budget['max_size_bytes']} B")
   if budget.get('max_p99_ms') is not None:
@@ -219,10 +248,11 @@ def _summary_lines(record: Mapping[str, Any]) -> List[str]:
   if held_out:
     report_examples = next(iter(held_out.values()))['num_examples']
     lines.append(
-        f"Accuracy, drop and the gate: the selection split "
-        f"({record['baseline']['num_examples']} eval examples). Report "
-        f'accuracy and drop: the other {report_examples} eval examples, '
-        'which neither the gate, the policy nor the techniques saw.')
+        f"{quality.name}, {quality.label} and the gate: the selection "
+        f"split ({record['baseline']['num_examples']} eval examples). "
+        f'Report {quality.name} and {quality.label}: the other '
+        f'{report_examples} eval examples, which neither the gate, the '
+        'policy nor the techniques saw.')
   if record.get('selected'):
     lines.append(f"Selected: {record['selected']}" + (
         f" (pushed to {record['pushed_to']})" if record.get('pushed_to')
@@ -240,18 +270,28 @@ def _summary_lines(record: Mapping[str, Any]) -> List[str]:
   for failure in record.get('failures') or ():
     lines.append(f"Skipped: candidate {failure['candidate']} failed at "
                  f"{failure['stage']}: {failure['error']}")
+  for technique, reason in sorted((record.get('left_out') or {}).items()):
+    lines.append(f"Not run for a {record.get('task')} model: {technique} "
+                 f'({reason}).')
+  if quality.higher_is_better:
+    drop = ('Drop vs baseline = baseline accuracy - variant accuracy '
+            '(positive is worse).')
+  else:
+    drop = ('Increase vs baseline = (variant RMSE - baseline RMSE) / '
+            'baseline RMSE (positive is worse); RMSE and MAE in the '
+            "target's units.")
   lines.append(
-      'Drop vs baseline = baseline accuracy - variant accuracy (positive '
-      'is worse). Latency: batch 1, after warm-up, in the runtime the '
+      f'{drop} Latency: batch 1, after warm-up, in the runtime the '
       'variant ships in. Sparsity: fraction of exactly-zero kernel weights.')
   return lines
 
 
-def _markdown(record, rows, plots) -> str:
+def _markdown(record, rows, plots, quality) -> str:
+  columns = _columns(quality)
   out = [f"# {record['title']}", '']
-  out += [f'- {line}' for line in _summary_lines(record)]
-  out += ['', '| ' + ' | '.join(_COLUMNS) + ' |',
-          '|' + '---|' * len(_COLUMNS)]
+  out += [f'- {line}' for line in _summary_lines(record, quality)]
+  out += ['', '| ' + ' | '.join(columns) + ' |',
+          '|' + '---|' * len(columns)]
   for row in rows:
     out.append('| ' + ' | '.join(c.replace('|', '\\|') for c in row) + ' |')
   out.append('')
@@ -260,20 +300,24 @@ def _markdown(record, rows, plots) -> str:
   return '\n'.join(out)
 
 
-def _html(record, rows, plots) -> str:
+def _html(record, rows, plots, quality) -> str:
   esc = html.escape
-  head = ''.join(f'<th>{esc(c)}</th>' for c in _COLUMNS)
+  columns = _columns(quality)
+  blessed_at, selected_at = columns.index('blessed'), columns.index('selected')
+  reasons_at = columns.index('reasons') + 1  # CSS nth-child counts from 1
+  head = ''.join(f'<th>{esc(c)}</th>' for c in columns)
   body = []
   for row in rows:
-    css = ' class="selected"' if row[-1] else (
-        ' class="rejected"' if row[12] == 'no' else '')
+    css = ' class="selected"' if row[selected_at] else (
+        ' class="rejected"' if row[blessed_at] == 'no' else '')
     body.append(f'<tr{css}>' + ''.join(f'<td>{esc(c)}</td>' for c in row) +
                 '</tr>')
   figures = ''.join(
       f'<figure><img src="{esc(name)}" alt="{esc(caption)}">'
       f'<figcaption>{esc(caption)}</figcaption></figure>'
       for name, caption in plots.items())
-  summary = ''.join(f'<li>{esc(line)}</li>' for line in _summary_lines(record))
+  summary = ''.join(f'<li>{esc(line)}</li>'
+                    for line in _summary_lines(record, quality))
   return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <title>{esc(record['title'])}</title>
@@ -281,7 +325,7 @@ def _html(record, rows, plots) -> str:
 body {{ font-family: sans-serif; margin: 1.5em; }}
 table {{ border-collapse: collapse; font-size: 0.85em; }}
 th, td {{ border: 1px solid #bbb; padding: 0.25em 0.5em; text-align: right; }}
-td:nth-child(-n+4), td:nth-child(14) {{ text-align: left; }}
+td:nth-child(-n+4), td:nth-child({reasons_at}) {{ text-align: left; }}
 tr.selected {{ background: #d8f5d8; font-weight: bold; }}
 tr.rejected {{ color: #777; }}
 figure {{ display: inline-block; margin: 1em; }}
@@ -308,14 +352,17 @@ def _figure(width=6.4, height=4.4):
   return figure
 
 
-def _plot_all(report_dir, baseline, decisions) -> Dict[str, str]:
+def _plot_all(report_dir, baseline, decisions, quality) -> Dict[str, str]:
+  # The file names stay: a regression's plots show RMSE on the same axes.
   plots = {}
-  plots[ACCURACY_VS_SIZE] = 'Accuracy vs size on disk'
+  plots[ACCURACY_VS_SIZE] = f'{quality.title} vs size on disk'
   _scatter(os.path.join(report_dir, ACCURACY_VS_SIZE), baseline, decisions,
-           'size_bytes', 'size on disk (bytes, log scale)', log=True)
-  plots[ACCURACY_VS_P99] = 'Accuracy vs batch-1 p99 latency'
+           'size_bytes', 'size on disk (bytes, log scale)', log=True,
+           quality=quality)
+  plots[ACCURACY_VS_P99] = f'{quality.title} vs batch-1 p99 latency'
   _scatter(os.path.join(report_dir, ACCURACY_VS_P99), baseline, decisions,
-           'latency_p99_ms', 'p99 latency (ms, log scale)', log=True)
+           'latency_p99_ms', 'p99 latency (ms, log scale)', log=True,
+           quality=quality)
   if _plot_sparsity(os.path.join(report_dir, SPARSITY_PER_LAYER), decisions):
     plots[SPARSITY_PER_LAYER] = 'Kernel sparsity per layer'
   if _plot_history(os.path.join(report_dir, TRAINING_CURVES), decisions):
@@ -323,7 +370,8 @@ def _plot_all(report_dir, baseline, decisions) -> Dict[str, str]:
   return plots
 
 
-def _scatter(path, baseline, decisions, field, xlabel, log) -> None:
+def _scatter(path, baseline, decisions, field, xlabel, log,
+             quality=quality_lib.ACCURACY) -> None:
   figure = _figure()
   ax = figure.add_subplot()
   groups = (('blessed', '#2a9d2a', 'o', [d for d in decisions if d.blessed]),
@@ -332,17 +380,19 @@ def _scatter(path, baseline, decisions, field, xlabel, log) -> None:
   for label, color, marker, members in groups:
     if members:
       ax.scatter([getattr(d.variant, field) for d in members],
-                 [d.variant.accuracy for d in members], c=color,
+                 [quality.value(d.variant) for d in members], c=color,
                  marker=marker, label=label)
-  ax.scatter([getattr(baseline, field)], [baseline.accuracy], c='black',
+  ax.scatter([getattr(baseline, field)], [quality.value(baseline)],
+             c='black',
              marker='*', s=120, label=f'baseline ({baseline.name})')
   for d in decisions:
-    ax.annotate(d.variant.name, (getattr(d.variant, field), d.variant.accuracy),
+    ax.annotate(d.variant.name, (getattr(d.variant, field),
+                                 quality.value(d.variant)),
                 fontsize=6, xytext=(3, 3), textcoords='offset points')
   if log:
     ax.set_xscale('log')
   ax.set_xlabel(xlabel)
-  ax.set_ylabel('eval accuracy')
+  ax.set_ylabel(f'eval {quality.name}')
   ax.grid(True, alpha=0.3)
   ax.legend(fontsize=7)
   figure.tight_layout()

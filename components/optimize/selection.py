@@ -3,8 +3,9 @@
 ``gate`` compares every variant with the baseline (the trained model as it
 would be served without optimization) and blesses those within the
 ``Budget``; each decision keeps its reasons, e.g. 'accuracy drop 0.031 >
-0.01'. ``select`` picks one blessed variant by a policy; a variant outside the
-budget can never be selected.
+0.01' (for a regression model 'RMSE increase 0.084 > 0.05': the metric and
+its drop come from ``quality.Quality``). ``select`` picks one blessed variant
+by a policy; a variant outside the budget can never be selected.
 
 Ranking many variants on one eval set and then reporting the winner's
 accuracy on that same set reports a lucky draw: with ~16 variants, the best
@@ -26,6 +27,7 @@ from typing import (Any, Callable, Dict, List, Mapping, Optional, Sequence,
 
 import numpy as np
 
+from leantfx.components.optimize import quality as quality_lib
 from leantfx.components.optimize.measure import LabeledData
 from leantfx.components.optimize.measure import VariantMetrics
 from leantfx.errors import ConfigError
@@ -64,8 +66,11 @@ class Budget:
   """What a variant may cost relative to the baseline, and at most absolutely.
 
   Attributes:
-    max_accuracy_drop: baseline accuracy minus variant accuracy may be at
-      most this (absolute, e.g. 0.01 is one percentage point).
+    max_accuracy_drop: classification: baseline accuracy minus variant
+      accuracy may be at most this (absolute, e.g. 0.01 is one percentage
+      point).
+    max_rmse_increase: regression: (variant RMSE - baseline RMSE) / baseline
+      RMSE may be at most this (relative, e.g. 0.05 is 5% higher RMSE).
     max_size_bytes: the variant's file may be at most this many bytes on
       disk (None: no limit).
     max_p99_ms: the variant's batch-1 p99 latency may be at most this
@@ -74,6 +79,7 @@ class Budget:
   max_accuracy_drop: float
   max_size_bytes: Optional[int] = None
   max_p99_ms: Optional[float] = None
+  max_rmse_increase: float = 0.05
 
   def __post_init__(self):
     if not (isinstance(self.max_accuracy_drop, (int, float)) and
@@ -81,6 +87,12 @@ class Budget:
       raise ConfigError(
           'Budget.max_accuracy_drop must be a number in [0, 1] (an absolute '
           f'accuracy difference), got {self.max_accuracy_drop!r}.')
+    if isinstance(self.max_rmse_increase, bool) or not (
+        isinstance(self.max_rmse_increase, (int, float)) and
+        0.0 <= self.max_rmse_increase < math.inf):
+      raise ConfigError(
+          'Budget.max_rmse_increase must be a number >= 0 (a fraction of the '
+          f'baseline RMSE), got {self.max_rmse_increase!r}.')
     if self.max_size_bytes is not None and not (
         isinstance(self.max_size_bytes, int) and self.max_size_bytes > 0):
       raise ConfigError('Budget.max_size_bytes must be a positive integer or '
@@ -107,12 +119,16 @@ class GateDecision:
     variant: the measured variant.
     blessed: whether it is within the budget.
     reasons: one line per budget term, saying how it compared.
-    accuracy_drop: baseline accuracy minus variant accuracy.
+    accuracy_drop: classification: baseline accuracy minus variant accuracy
+      (None for a regression).
+    rmse_increase: regression: (variant RMSE - baseline RMSE) / baseline
+      RMSE (None for a classifier).
   """
   variant: VariantMetrics
   blessed: bool
   reasons: Tuple[str, ...]
-  accuracy_drop: float
+  accuracy_drop: Optional[float] = None
+  rmse_increase: Optional[float] = None
 
   def to_dict(self) -> Dict[str, Any]:
     return {
@@ -120,15 +136,24 @@ class GateDecision:
         'blessed': self.blessed,
         'reasons': list(self.reasons),
         'accuracy_drop': self.accuracy_drop,
+        'rmse_increase': self.rmse_increase,
     }
 
   @classmethod
   def from_dict(cls, values: Mapping[str, Any]) -> 'GateDecision':
+    def number(key):
+      value = values.get(key)
+      return None if value is None else float(value)
     return cls(
         variant=VariantMetrics.from_dict(values['variant']),
         blessed=bool(values['blessed']),
         reasons=tuple(values['reasons']),
-        accuracy_drop=float(values['accuracy_drop']))
+        accuracy_drop=number('accuracy_drop'),
+        rmse_increase=number('rmse_increase'))
+
+  def drop(self, quality: quality_lib.Quality) -> float:
+    """The variant's drop in the quality's metric (positive is worse)."""
+    return getattr(self, quality.drop_name)
 
 
 def _finite(value) -> bool:
@@ -136,35 +161,41 @@ def _finite(value) -> bool:
 
 
 def gate(baseline: VariantMetrics, variants: Sequence[VariantMetrics],
-         budget: Budget) -> List[GateDecision]:
+         budget: Budget,
+         quality: quality_lib.Quality = quality_lib.ACCURACY
+        ) -> List[GateDecision]:
   """Blesses the variants within the budget.
 
   Args:
-    baseline: the unoptimized model's metrics; its accuracy is the reference.
+    baseline: the unoptimized model's metrics; its quality is the reference.
     variants: the candidates.
     budget: the limits.
+    quality: the metric and its drop's bound (accuracy and
+      ``max_accuracy_drop``; RMSE and ``max_rmse_increase``).
 
   Returns:
     One GateDecision per variant, in the order given.
 
   Raises:
-    ConfigError: the baseline accuracy is not a number.
+    ConfigError: the baseline's metric is not a number.
   """
-  if not _finite(baseline.accuracy):
+  reference = quality.value(baseline)
+  if not _finite(reference):
     raise ConfigError(
-        f'The baseline {baseline.name!r} has no finite accuracy '
-        f'({baseline.accuracy!r}); cannot gate variants against it.')
+        f'The baseline {baseline.name!r} has no finite {quality.name} '
+        f'({reference!r}); cannot gate variants against it.')
+  bound = getattr(budget, quality.budget_field)
   decisions = []
   for variant in variants:
     reasons = []
     blessed = True
-    drop = baseline.accuracy - variant.accuracy if _finite(
-        variant.accuracy) else math.inf
-    if drop > budget.max_accuracy_drop:
+    value = quality.value(variant)
+    drop = quality.drop(reference, value) if _finite(value) else math.inf
+    if drop > bound:
       blessed = False
-      reasons.append(f'accuracy drop {drop:.3f} > {budget.max_accuracy_drop}')
+      reasons.append(f'{quality.label} {drop:.3f} > {bound}')
     else:
-      reasons.append(f'accuracy drop {drop:.3f} <= {budget.max_accuracy_drop}')
+      reasons.append(f'{quality.label} {drop:.3f} <= {bound}')
     if budget.max_size_bytes is not None:
       if variant.size_bytes > budget.max_size_bytes:
         blessed = False
@@ -182,23 +213,27 @@ def gate(baseline: VariantMetrics, variants: Sequence[VariantMetrics],
         reasons.append(f'p99 latency {p99:.3f} ms <= {budget.max_p99_ms} ms')
     decisions.append(
         GateDecision(variant=variant, blessed=blessed, reasons=tuple(reasons),
-                     accuracy_drop=float(drop)))
+                     **{quality.drop_name: float(drop)}))
   return decisions
 
 
 def select(decisions: Sequence[GateDecision],
-           policy: str = SMALLEST) -> Optional[GateDecision]:
+           policy: str = SMALLEST,
+           quality: quality_lib.Quality = quality_lib.ACCURACY
+          ) -> Optional[GateDecision]:
   """Chooses one blessed variant.
 
   Policies (POLICY_DESCRIPTIONS): 'smallest' (fewest bytes on disk, then
   most accurate), 'smallest_download' (fewest gzipped bytes, then most
   accurate), 'fastest' (lowest p99, then lowest p50, then smallest on disk),
   'most_accurate' (highest accuracy, then smallest on disk). Remaining ties
-  keep the order given.
+  keep the order given. For a regression model "accurate" means lowest RMSE
+  (the ``quality``'s direction).
 
   Args:
     decisions: the output of gate().
     policy: one of POLICIES.
+    quality: the metric the accuracy terms rank by.
 
   Returns:
     The chosen decision, or None when no variant is blessed.
@@ -212,13 +247,15 @@ def select(decisions: Sequence[GateDecision],
   blessed = [d for d in decisions if d.blessed]
   if not blessed:
     return None
+  def better(d):
+    return quality.better_first(quality.value(d.variant))
+
   keys = {
-      SMALLEST: lambda d: (d.variant.size_bytes, -d.variant.accuracy),
-      SMALLEST_DOWNLOAD: lambda d: (d.variant.gzipped_bytes,
-                                    -d.variant.accuracy),
+      SMALLEST: lambda d: (d.variant.size_bytes, better(d)),
+      SMALLEST_DOWNLOAD: lambda d: (d.variant.gzipped_bytes, better(d)),
       FASTEST: lambda d: (d.variant.latency_p99_ms, d.variant.latency_p50_ms,
                           d.variant.size_bytes),
-      MOST_ACCURATE: lambda d: (-d.variant.accuracy, d.variant.size_bytes),
+      MOST_ACCURATE: lambda d: (better(d), d.variant.size_bytes),
   }
   return min(blessed, key=keys[policy])
 
@@ -274,14 +311,22 @@ class HeldOut:
 
   Attributes:
     name: the variant's name.
-    accuracy: its accuracy on the report split.
-    accuracy_drop: the baseline's report-split accuracy minus that.
     num_examples: examples in the report split.
+    accuracy: classification: its accuracy on the report split.
+    accuracy_drop: classification: the baseline's report-split accuracy
+      minus that.
+    rmse: regression: its RMSE on the report split (target units).
+    mae: regression: its MAE on the report split (target units).
+    rmse_increase: regression: (its RMSE - the baseline's) / the baseline's,
+      on the report split.
   """
   name: str
-  accuracy: float
-  accuracy_drop: float
   num_examples: int
+  accuracy: Optional[float] = None
+  accuracy_drop: Optional[float] = None
+  rmse: Optional[float] = None
+  mae: Optional[float] = None
+  rmse_increase: Optional[float] = None
 
   def to_dict(self) -> Dict[str, Any]:
     return dataclasses.asdict(self)
@@ -289,28 +334,34 @@ class HeldOut:
 
 def held_out(baseline: VariantMetrics, decisions: Sequence[GateDecision],
              report_data: LabeledData,
-             accuracy_of: Callable[[VariantMetrics, LabeledData], float]
+             scores_of: Callable[[VariantMetrics, LabeledData],
+                                 Mapping[str, float]],
+             quality: quality_lib.Quality = quality_lib.ACCURACY
             ) -> Dict[str, HeldOut]:
-  """Report-split accuracy of the baseline and every decision, by name.
+  """Report-split quality of the baseline and every decision, by name.
 
   Args:
     baseline: the reference the gate used.
     decisions: the output of gate().
     report_data: the report split (see split_eval).
-    accuracy_of: measures one variant's accuracy on a data set (e.g.
-      measure.accuracy_on on its path).
+    scores_of: measures one variant on a data set, giving ``quality.scores``
+      (e.g. measure.scores_on on its path).
+    quality: the metric and its drop.
 
   Returns:
     variant name -> HeldOut, the baseline included (drop 0).
   """
-  reference = accuracy_of(baseline, report_data)
-  result = {baseline.name: HeldOut(baseline.name, reference, 0.0,
-                                   len(report_data))}
+  reference = dict(scores_of(baseline, report_data))
+  result = {baseline.name: HeldOut(
+      baseline.name, len(report_data), **reference,
+      **{quality.drop_name: 0.0})}
   for decision in decisions:
     v = decision.variant
-    accuracy = accuracy_of(v, report_data)
-    result[v.name] = HeldOut(v.name, accuracy, reference - accuracy,
-                             len(report_data))
+    scores = dict(scores_of(v, report_data))
+    result[v.name] = HeldOut(
+        v.name, len(report_data), **scores,
+        **{quality.drop_name: quality.drop(quality.value(reference),
+                                           quality.value(scores))})
   return result
 
 

@@ -1,12 +1,13 @@
 """End to end: a regression (issue 14) from `leantfx run` to TF Serving's APIs.
 
 One small run on the bundled diabetes data (442 rows, a continuous target;
-few train steps, no optimizer: it gates on accuracy and is skipped for a
-regression). The pushed SavedModel must reproduce the Evaluator's MAE and
-RMSE on the eval split, and the in-process server must answer REST :predict
-(serving_default) and :regress (the 'regression' signature, tf.Examples)
-with the model's own predictions, example by example, and gRPC Regress
-likewise.
+few train steps; the ModelOptimizer gating its TFLite variants on RMSE, with
+few latency runs). The pushed SavedModel must reproduce the Evaluator's MAE
+and RMSE on the eval split, the pushed TFLite model must answer in target
+units within the optimizer's RMSE budget of them, and the in-process server
+must answer REST :predict (serving_default) and :regress (the 'regression'
+signature, tf.Examples) with the model's own predictions, example by example,
+and gRPC Regress likewise.
 """
 import glob
 import json
@@ -36,7 +37,8 @@ def diabetes_run(tmp_path_factory):
   output = str(tmp_path_factory.mktemp('diabetes'))
   record = os.path.join(output, 'record.json')
   result = run_cli(['run', '--dataset', 'diabetes', '--output', output,
-                    '--train-steps', TRAIN_STEPS, '--run-record', record])
+                    '--train-steps', TRAIN_STEPS, '--run-record', record,
+                    '--tflite-latency-runs', '20'], optimize=True)
   summary = run_summary.summarize(
       os.path.join(output, 'metadata.sqlite'), 'leantfx-diabetes')
   with open(record, encoding='utf-8') as f:
@@ -75,7 +77,7 @@ def test_diabetes_run_pushes_a_regression_at_its_reported_errors(diabetes_run):
   assert metrics['r2_score'] > 0.05, metrics
   assert 'regression (eval split' in result.stdout
   assert summary.blessed and summary.pushed
-  assert 'ModelOptimizer' not in summary.executions
+  assert 'ModelOptimizer' in summary.executions
   # ML Metadata holds the task: the Trainer's custom_config property.
   store = run_summary.open_store(record['metadata_path'])
   trainer = store.get_executions_by_id(
@@ -143,3 +145,38 @@ def test_served_predict_and_regress_match_the_model(diabetes_run):
                                expected, rtol=1e-5, atol=1e-3)
   finally:
     server.stop(grace_s=5.0)
+
+
+def test_optimizer_pushes_a_tflite_regression_within_its_rmse_budget(
+    diabetes_run):
+  # pylint: disable=g-import-not-at-top
+  from leantfx.components.optimize import measure
+  from leantfx.components.optimize import push
+  # pylint: enable=g-import-not-at-top
+  _, summary, _, output = diabetes_run
+  base = os.path.join(output, 'tflite')
+  versions = push.list_versions(base, 'diabetes')
+  assert len(versions) == 1, versions
+  version_dir = os.path.join(base, 'diabetes', str(versions[0]))
+  metrics = push.read_manifest(version_dir)['metrics']
+  assert metrics['rmse_increase'] is not None
+  assert metrics['selection_rmse_increase'] <= 0.05  # the default budget
+  assert 'accuracy' not in metrics
+  # On the whole transformed eval split (the .tflite's inputs), its RMSE in
+  # target units is the Evaluator's SavedModel RMSE within the budget: the
+  # rescaling to target units is inside the .tflite as it is in the model.
+  uri = summary.executions['Transform'].outputs['transformed_examples'][0].uri
+  files = glob.glob(os.path.join(uri, 'Split-eval', '*'))
+  predictor = measure.TFLitePredictor(
+      os.path.join(version_dir, push.MODEL_FILE))
+  errors = []
+  for record in tf.data.TFRecordDataset(files, compression_type='GZIP'):
+    feature = tf.train.Example.FromString(record.numpy()).features.feature
+    label = feature['label_xf'].float_list.value[0]
+    inputs = {name: np.array([[feature[name].float_list.value[0]]],
+                             np.float32) for name in predictor.input_names}
+    errors.append(float(predictor.predict(inputs).reshape(-1)[0]) - label)
+  rmse = float(np.sqrt(np.mean(np.square(errors))))
+  evaluator_rmse = summary.metrics['root_mean_squared_error']
+  assert evaluator_rmse * 0.9 < rmse < evaluator_rmse * 1.1, (
+      rmse, evaluator_rmse)

@@ -187,7 +187,7 @@ def test_held_out_measures_every_variant_and_the_baseline_on_the_report_split():
 
   def accuracy_of(variant, data):
     calls.append((variant.name, len(data)))
-    return measured[variant.name]
+    return {'accuracy': measured[variant.name]}
 
   decisions = selection.gate(BASELINE, [INT8, PRUNED],
                              selection.Budget(max_accuracy_drop=0.01))
