@@ -131,7 +131,6 @@ def test_undecidable_label_asks_for_task(tmp_path, capsys):
     (['--class-weights', 'auto'], '--class-weights auto'),
     (['--tune', '3'], '--tune'),
     (['--tflite-max-accuracy-drop', '0.02'], '--tflite-max-accuracy-drop'),
-    (['--runtimes', 'tflite,onnx'], '--runtimes tflite,onnx'),
     (['--min-auc', '0.8'], '--min-auc'),
 ])
 def test_class_only_options_are_refused_for_a_regression(

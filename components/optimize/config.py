@@ -261,9 +261,9 @@ class OptimizationConfig:
       that is not installed is skipped with a message naming the pip extra.
     task: 'classification' (accuracy, gated by budget.max_accuracy_drop) or
       'regression' (RMSE in target units, gated by
-      budget.max_rmse_increase; TFLite only, the baseline model's modes:
-      regression_candidates()). The pipeline config's task, never guessed
-      from the model.
+      budget.max_rmse_increase; the trained model in every TFLite mode,
+      regression_candidates(), and in the server runtimes asked for). The
+      pipeline config's task, never guessed from the model.
   """
   candidates: Optional[Tuple[Candidate, ...]] = None
   budget: Budget = Budget(max_accuracy_drop=0.01)
@@ -342,12 +342,6 @@ class OptimizationConfig:
             f'regression model, and {step.technique} '
             f'{REGRESSION_LEFT_OUT[step.technique]}; a regression runs the '
             'trained model in its TFLite modes only. Remove the step.')
-    if self.runtimes != (runtimes_lib.TFLITE,):
-      runtimes = 'all' if self.runtimes is None else ','.join(self.runtimes)
-      raise ConfigError(
-          f'--runtimes {runtimes}: a regression model is optimized for '
-          'TFLite only (the OpenVINO and ONNX variants measure accuracy). '
-          'Drop --runtimes or pass --runtimes tflite.')
 
   def to_dict(self) -> Dict[str, Any]:
     return {

@@ -255,7 +255,7 @@ def build_variants(model: tf_keras.Model,
                    failures: Optional[List[Dict[str, str]]] = None,
                    *,
                    server_runtimes: Sequence[str] = (),
-                   baseline_accuracy: Optional[float] = None
+                   baseline: Optional[measure.VariantMetrics] = None
                   ) -> List[measure.VariantMetrics]:
   """Runs every candidate chain, exports each mode and measures it.
 
@@ -276,9 +276,9 @@ def build_variants(model: tf_keras.Model,
       {'candidate', 'stage', 'error'}.
     server_runtimes: runtimes beside TFLite (openvino, onnx) to build
       float32 and int8 variants in, for the candidates that can still win:
-      those with a TFLite variant inside the accuracy budget (point 8 of
+      those with a TFLite variant inside the quality budget (point 8 of
       issue 12: the other runtimes cost conversion time).
-    baseline_accuracy: the baseline's accuracy, for that budget check.
+    baseline: the baseline's metrics, for that budget check.
 
   Returns:
     One VariantMetrics per (candidate, mode) or (candidate, runtime, mode)
@@ -335,21 +335,22 @@ def build_variants(model: tf_keras.Model,
           current, candidate.name, chain, details,
           [v for v in variants if v.name.startswith(candidate.name + '/')],
           train_ds, eval_data, config, out_dir, server_runtimes,
-          baseline_accuracy, record))
+          baseline, record))
   return variants
 
 
 def _server_runtime_variants(model, candidate_name, chain, details,
                              tflite_variants, train_ds, eval_data, config,
-                             out_dir, server_runtimes, baseline_accuracy,
+                             out_dir, server_runtimes, baseline,
                              record) -> List[measure.VariantMetrics]:
   """The candidate's OpenVINO/ONNX variants, when it can still win."""
-  limit = (None if baseline_accuracy is None else
-           baseline_accuracy - config.budget.max_accuracy_drop)
-  if limit is not None and not any(v.accuracy >= limit
-                                   for v in tflite_variants):
-    logging.info('Candidate %s: no TFLite variant within the accuracy '
-                 'budget; not built in %s.', candidate_name,
+  quality = config.quality
+  bound = getattr(config.budget, quality.budget_field)
+  if baseline is not None and not any(
+      quality.drop(quality.value(baseline), quality.value(v)) <= bound
+      for v in tflite_variants):
+    logging.info('Candidate %s: no TFLite variant within the %s budget; not '
+                 'built in %s.', candidate_name, quality.label,
                  ', '.join(server_runtimes))
     return []
   if tflite_export.is_quantization_aware(model):
@@ -364,10 +365,11 @@ def _server_runtime_variants(model, candidate_name, chain, details,
       eval_data=eval_data, out_dir=out_dir, num_threads=config.num_threads,
       latency_runs=config.latency_runs, warmup_runs=config.warmup_runs,
       num_calibration_samples=config.calibration_samples, details=details,
-      on_failure=lambda stage, e: record(candidate_name, stage, e))
+      on_failure=lambda stage, e: record(candidate_name, stage, e),
+      quality=quality)
   for metrics in built:
-    logging.info('Variant %s: accuracy %.4f, %d bytes, p99 %.3f ms',
-                 metrics.name, metrics.accuracy, metrics.size_bytes,
+    logging.info('Variant %s: %s %.4f, %d bytes, p99 %.3f ms', metrics.name,
+                 quality.name, quality.value(metrics), metrics.size_bytes,
                  metrics.latency_p99_ms)
   return built
 
@@ -392,10 +394,8 @@ def _scores_on(variant: measure.VariantMetrics, data: measure.LabeledData,
                config: config_lib.OptimizationConfig) -> Dict[str, float]:
   """A variant's quality on ``data`` through the runtime it was built for."""
   if variant.runtime in runtime_variants.SERVER_RUNTIMES:
-    # Server runtimes are built for classifiers only (OptimizationConfig
-    # refuses them for a regression).
-    return {'accuracy': runtime_variants.accuracy_on(
-        variant.runtime, variant.path, data, config.num_threads)}
+    return runtime_variants.scores_on(variant.runtime, variant.path, data,
+                                      config.quality, config.num_threads)
   return measure.scores_on(variant.path, data, config.quality,
                            config.num_threads)
 
@@ -488,7 +488,7 @@ def optimize(model: tf_keras.Model,
   variants = build_variants(model, train_ds, eval_ds, selection_data, config,
                             os.path.join(report_dir, VARIANTS_DIR), failures,
                             server_runtimes=server_runtimes,
-                            baseline_accuracy=baseline.accuracy)
+                            baseline=baseline)
   if not variants and failures:
     raise NoVariantBuilt(
         'ModelOptimizer: every candidate failed, nothing to gate or push '

@@ -609,7 +609,7 @@ def measure_latency_interleaved(
       stable=worst <= max_round_spread)
 
 
-def _scores(quality: quality_lib.Quality, predictions: np.ndarray,
+def score_fields(quality: quality_lib.Quality, predictions: np.ndarray,
             labels: np.ndarray) -> Dict[str, Optional[float]]:
   """The quality fields of a VariantMetrics (accuracy None in a regression)."""
   return {'accuracy': None, **quality.scores(predictions, labels)}
@@ -703,7 +703,7 @@ def measure_tflite(path: str,
       call_overhead_ms=stats.call_overhead_ms,
       latency_round_p50_ms=list(stats.round_p50_ms),
       details=facts,
-      **_scores(quality, scores, eval_data.labels))
+      **score_fields(quality, scores, eval_data.labels))
 
 
 def measure_saved_model(path: str,
@@ -781,7 +781,7 @@ def measure_saved_model(path: str,
       params=params,
       sparsity=sparsity,
       details=facts,
-      **_scores(quality, np.concatenate(scores), eval_data.labels))
+      **score_fields(quality, np.concatenate(scores), eval_data.labels))
 
 
 def _variable_stats(loaded) -> Tuple[Optional[int], Optional[float]]:

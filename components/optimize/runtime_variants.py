@@ -19,6 +19,7 @@ from leantfx.components.optimize import onnx_export
 from leantfx.components.optimize import onnx_runtime
 from leantfx.components.optimize import openvino_export
 from leantfx.components.optimize import openvino_runtime
+from leantfx.components.optimize import quality as quality_lib
 from leantfx.components.optimize import runtimes as runtimes_lib
 from leantfx.components.optimize import tflite_export
 
@@ -72,22 +73,32 @@ def timer(runtime: str, label: str, path: str, num_threads: int,
   return onnx_runtime.ONNXTimer(label, path, num_threads, features)
 
 
-def accuracy(run, data: measure.LabeledData) -> float:
-  """Top-1 accuracy of a runtime predictor on ``data`` at batch 1."""
-  scores = np.concatenate([run.predict(data.example(i))
-                           for i in range(len(data))])
-  return float(np.mean(np.argmax(scores, axis=-1) == data.labels.reshape(-1)))
+def scores(run, data: measure.LabeledData,
+           quality: quality_lib.Quality = quality_lib.ACCURACY
+          ) -> Dict[str, Optional[float]]:
+  """The VariantMetrics quality fields of a runtime predictor on ``data``.
+
+  Predicts at batch 1; ``quality`` scores the outputs (accuracy of class
+  scores; RMSE and MAE of a regression's predictions in target units).
+  """
+  predictions = np.concatenate([run.predict(data.example(i))
+                                for i in range(len(data))])
+  return measure.score_fields(quality, predictions, data.labels)
 
 
-def accuracy_on(runtime: str, artifact: str, data: measure.LabeledData,
-                num_threads: int = measure.DEFAULT_NUM_THREADS) -> float:
-  """Accuracy of a pushed-form variant (its ``artifact_path``) on ``data``.
+def scores_on(runtime: str, artifact: str, data: measure.LabeledData,
+              quality: quality_lib.Quality = quality_lib.ACCURACY,
+              num_threads: int = measure.DEFAULT_NUM_THREADS
+             ) -> Dict[str, float]:
+  """The quality of a pushed-form variant (its ``artifact_path``) on ``data``.
 
-  Used to re-measure variants on the report split.
+  Used to re-measure variants on the report split; the keys are
+  ``quality.fields``.
   """
   path = (os.path.join(artifact, openvino_export.XML_FILE)
           if runtime == runtimes_lib.OPENVINO else artifact)
-  return accuracy(predictor(runtime, path, num_threads), data)
+  found = scores(predictor(runtime, path, num_threads), data, quality)
+  return {k: found[k] for k in quality.fields}
 
 
 def artifact_path(runtime: str, model_path: str) -> str:
@@ -112,7 +123,8 @@ def build_runtime_variants(
     num_calibration_samples: int = tflite_export.DEFAULT_CALIBRATION_SAMPLES,
     modes: Sequence[str] = MODES,
     details: Optional[Mapping[str, Any]] = None,
-    on_failure: Optional[Callable[[str, Exception], None]] = None
+    on_failure: Optional[Callable[[str, Exception], None]] = None,
+    quality: quality_lib.Quality = quality_lib.ACCURACY
 ) -> List[measure.VariantMetrics]:
   """Exports and measures one model in each server runtime and mode.
 
@@ -134,6 +146,7 @@ def build_runtime_variants(
     modes: the modes to build.
     details: facts to keep with each variant (the technique's details).
     on_failure: called with (stage, error) for a pair that raised.
+    quality: what the variants are scored by (accuracy; RMSE and MAE).
 
   Returns:
     One VariantMetrics per pair built and measured.
@@ -142,7 +155,7 @@ def build_runtime_variants(
     built = _export_and_score(model, candidate_name, runtimes, modes,
                               representative_data, eval_data, out_dir,
                               num_threads, num_calibration_samples,
-                              {'scratch': scratch}, on_failure)
+                              {'scratch': scratch}, on_failure, quality)
   if not built:
     return []
   return _timed_variants(model, built, technique, eval_data, num_threads,
@@ -151,8 +164,8 @@ def build_runtime_variants(
 
 def _export_and_score(model, candidate_name, runtimes, modes,
                       representative_data, eval_data, out_dir, num_threads,
-                      num_calibration_samples, cache, on_failure):
-  """Exports each pair and scores it; [(runtime, mode, label, path, acc)]."""
+                      num_calibration_samples, cache, on_failure, quality):
+  """Exports each pair and scores it; [(runtime, mode, label, path, scores)]."""
   built = []
   for runtime in runtimes:
     if runtime not in SERVER_RUNTIMES:
@@ -164,7 +177,8 @@ def _export_and_score(model, candidate_name, runtimes, modes,
         path = export(runtime, model, mode, representative_data,
                       os.path.join(out_dir, variant_dir_name(runtime, mode)),
                       num_calibration_samples, cache)
-        score = accuracy(predictor(runtime, path, num_threads), eval_data)
+        score = scores(predictor(runtime, path, num_threads), eval_data,
+                       quality)
       except Exception as e:  # pylint: disable=broad-except
         if on_failure is None:
           raise
@@ -186,7 +200,7 @@ def _timed_variants(model, built, technique, eval_data, num_threads,
   del timers
   params, sparsity, facts = measure._model_facts(model, details)  # pylint: disable=protected-access
   variants = []
-  for runtime, mode, label, path, accuracy in built:
+  for runtime, mode, label, path, quality_fields in built:
     stats = latency.variants[label]
     artifact = artifact_path(runtime, path)
     variant_facts = dict(facts)
@@ -200,7 +214,7 @@ def _timed_variants(model, built, technique, eval_data, num_threads,
     }
     variants.append(measure.VariantMetrics(
         name=label, technique=technique, tflite_mode=mode, runtime=runtime,
-        path=artifact, accuracy=accuracy, num_examples=len(eval_data),
+        path=artifact, num_examples=len(eval_data), **quality_fields,
         size_bytes=measure.size_on_disk(artifact),
         gzipped_bytes=measure.gzipped_size(artifact),
         latency_p50_ms=stats.p50_ms, latency_p99_ms=stats.p99_ms,

@@ -59,7 +59,7 @@ def regression_run(tmp_path_factory):
   model.save(model_dir, save_format='tf')
   config = optimize_config.OptimizationConfig(
       task='regression', budget=Budget(0.01, max_rmse_increase=0.05),
-      latency_runs=20, warmup_runs=2)
+      latency_runs=20, warmup_runs=2, runtimes=('tflite', 'openvino', 'onnx'))
   outcome = executor_lib.optimize(
       model, model_dir, str(root / 'model'), train_ds, eval_ds, config,
       str(root / 'report'), str(root / 'tflite'), 'diabetes')
@@ -71,16 +71,20 @@ def test_regression_variants_are_gated_on_rmse_and_one_is_pushed(
   _, _, outcome, root = regression_run
   names = [d.variant.name for d in outcome.decisions]
   assert names == ['baseline/float32', 'baseline/float16',
-                   'baseline/dynamic_range', 'baseline/int8']
+                   'baseline/dynamic_range', 'baseline/int8',
+                   'baseline/openvino_float32', 'baseline/openvino_int8',
+                   'baseline/onnx_float32', 'baseline/onnx_int8']
   assert outcome.baseline.accuracy is None and outcome.baseline.rmse > 0
   for d in outcome.decisions:
     assert d.reasons[0].startswith('RMSE increase ')
     assert d.rmse_increase == pytest.approx(
         (d.variant.rmse - outcome.baseline.rmse) / outcome.baseline.rmse)
-  float32 = outcome.decisions[0]
-  # The same float model in TFLite: the same predictions, the same RMSE.
-  assert float32.variant.rmse == pytest.approx(outcome.baseline.rmse,
-                                               rel=1e-4)
+  # The same float model in TFLite, OpenVINO and ONNX Runtime: the same
+  # predictions in target units, the same RMSE.
+  for d in outcome.decisions:
+    if d.variant.tflite_mode == 'float32':
+      assert d.variant.rmse == pytest.approx(outcome.baseline.rmse,
+                                             rel=1e-4), d.variant.name
   assert outcome.selected is not None and outcome.pushed is not None
 
   manifest = push.read_manifest(outcome.pushed.directory)
@@ -96,6 +100,15 @@ def test_regression_variants_are_gated_on_rmse_and_one_is_pushed(
   assert record['metric'] == 'rmse'
   assert sorted(record['left_out']) == sorted(
       optimize_config.REGRESSION_LEFT_OUT)
+  # Each server runtime's pick is pushed with its RMSE, re-measured through
+  # that runtime on the report split.
+  assert set(outcome.runtime_pushes) == {'openvino', 'onnx'}
+  for runtime, pushed in outcome.runtime_pushes.items():
+    figures = push.read_manifest(pushed.directory)['metrics']
+    assert figures['rmse'] == pytest.approx(
+        outcome.held_out[outcome.runtime_picks[runtime].variant.name].rmse)
+    assert figures['baseline_rmse'] == metrics['baseline_rmse']
+    assert 'accuracy' not in figures
 
 
 def test_pushed_tflite_answers_in_target_units_like_the_savedmodel(
