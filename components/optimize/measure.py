@@ -610,7 +610,7 @@ def measure_latency_interleaved(
 
 
 def score_fields(quality: quality_lib.Quality, predictions: np.ndarray,
-            labels: np.ndarray) -> Dict[str, Optional[float]]:
+                 labels: np.ndarray) -> Dict[str, Optional[float]]:
   """The quality fields of a VariantMetrics (accuracy None in a regression)."""
   return {'accuracy': None, **quality.scores(predictions, labels)}
 
