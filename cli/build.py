@@ -224,9 +224,27 @@ def optimization_config(
           max_p99_ms=args.tflite_max_p99_ms),
       policy=args.tflite_policy,
       latency_runs=args.tflite_latency_runs,
-      runtimes=(None if args.runtimes == runtimes.ALL else
-                tuple(args.runtimes.split(','))),
+      num_threads=args.latency_threads,
+      runtimes=_runtimes(args),
       task=task)
+
+
+def _runtimes(args: argparse.Namespace) -> Optional[Tuple[str, ...]]:
+  """The optimizer's runtimes: --target-cpu's, or --runtimes (None: all).
+
+  Raises:
+    ConfigError: both were given.
+  """
+  if args.target_cpu is None:
+    return (None if args.runtimes == runtimes.ALL else
+            tuple(args.runtimes.split(',')))
+  if args.runtimes != options.pipeline_defaults()['runtimes']:
+    raise ConfigError(
+        f'--target-cpu {args.target_cpu} and --runtimes {args.runtimes} both '
+        f'choose the runtimes (--target-cpu {args.target_cpu} means '
+        f"--runtimes {','.join(runtimes.TARGET_CPUS[args.target_cpu])}); "
+        'pass one of them.')
+  return runtimes.TARGET_CPUS[args.target_cpu]
 
 
 def check_option_values(args: argparse.Namespace) -> None:

@@ -18,6 +18,7 @@ from leantfx import config as config_lib
 from leantfx import datasets
 from leantfx import task as task_lib
 from leantfx.cli import argtypes
+from leantfx.components.optimize import runtimes
 from leantfx.pipeline import beam_presets
 
 # The attribute the parser keeps the pipeline options' destinations in.
@@ -216,6 +217,16 @@ def add_pipeline_options(parser: argparse.ArgumentParser,
           'the eval split, reported on the other half (default smallest)')
   opt.add('--tflite-latency-runs', type=argtypes.positive_int, default=200,
           help='timed batch-1 runs per variant (default 200)')
+  opt.add('--latency-threads', type=argtypes.positive_int, default=1,
+          metavar='N',
+          help='threads each runtime may use while the optimizer times and '
+          'gates the variants: the deploy target\'s thread count (default '
+          '1, comparable across machines)')
+  opt.add('--target-cpu', choices=tuple(runtimes.TARGET_CPUS),
+          help='the CPU the variants will be served on: x86 builds TFLite, '
+          'OpenVINO and ONNX variants, arm TFLite and ONNX (OpenVINO\'s int8 '
+          'kernels are x86); instead of --runtimes. Latency is still '
+          'measured on the machine the optimizer runs on')
   opt.add('--runtimes', type=argtypes.runtime_list, default='tflite',
           metavar='LIST',
           help='runtimes to build and push variants in, comma-separated, '

@@ -112,6 +112,16 @@ def _custom(artifact, key: str):
   return value.string_value or value.int_value
 
 
+def _fastest_line(fastest: Dict[str, Any]) -> str:
+  """The fastest blessed variant of every runtime, and its speed-ups."""
+  versus = [f"{fastest['vs_savedmodel']:.1f}x the float SavedModel"]
+  if fastest.get('vs_tflite_float32') is not None:
+    versus.append(f"{fastest['vs_tflite_float32']:.1f}x TFLite float32")
+  return (f"  fastest blessed variant: {fastest['name']} ({fastest['runtime']}"
+          f" {fastest['mode']}), p50 {fastest['p50_ms']:.3f} ms at batch 1: "
+          f"{', '.join(versus)}")
+
+
 def _optimization_lines(summary, config) -> List[str]:
   """The run summary's lines about optimization (empty when it was off)."""
   if config.optimization is None:
@@ -136,6 +146,9 @@ def _optimization_lines(summary, config) -> List[str]:
       lines.append(
           f"  {runtime}: {_custom(optimized, f'{runtime}_selected_variant')} "
           f'pushed to {destination}')
+  fastest = _custom(optimized, 'fastest_variant') if optimized else None
+  if fastest:
+    lines.append(_fastest_line(json.loads(fastest)))
   skipped = _custom(optimized, 'skipped_candidates') if optimized else None
   for failure in json.loads(skipped) if skipped else ():
     lines.append(f"  tflite: candidate {failure['candidate']} skipped, it "

@@ -84,6 +84,10 @@ def _error_of(argv, capsys):
     # OptimizationConfig's check).
     ['--runtimes', 'tflite,tensorrt'],
     ['--runtimes', 'openvino,onnx'],
+    # A deploy CPU and a runtime list both choose the runtimes.
+    ['--target-cpu', 'arm', '--runtimes', 'tflite,openvino'],
+    ['--target-cpu', 'riscv'],
+    ['--latency-threads', '0'],
 ])
 def test_a_bad_option_gets_the_same_message_from_run_compile_and_watch(
     tmp_path, capsys, bad):
@@ -278,8 +282,17 @@ def test_first_screen_shows_leantfx_lines_only(tmp_path):
     (['--runtimes', 'tflite,openvino'], ('tflite', 'openvino')),
     # 'all': every runtime installed where the optimizer runs (None).
     (['--runtimes', 'all'], None),
+    # The deploy CPU's runtimes: OpenVINO's int8 kernels are x86.
+    (['--target-cpu', 'x86'], ('tflite', 'openvino', 'onnx')),
+    (['--target-cpu', 'arm'], ('tflite', 'onnx')),
 ])
 def test_runtimes_default_to_tflite_and_all_means_every_installed_one(
     argv, runtimes):
   args = _parse(['run', '--dataset', 'digits'] + argv)
   assert build.optimization_config(args).runtimes == runtimes
+
+
+def test_latency_threads_are_the_optimizer_s_thread_count():
+  assert build.optimization_config(_parse(
+      ['run', '--latency-threads', '4'])).num_threads == 4
+  assert build.optimization_config(_parse(['run'])).num_threads == 1

@@ -54,3 +54,16 @@ def test_nothing_when_optimization_is_off():
   assert summary._optimization_lines(
       _summary(_artifact('/out/m')),
       types.SimpleNamespace(optimization=None)) == []
+
+
+def test_fastest_blessed_variant_with_its_speedups():
+  fastest = {'name': 'low_rank/onnx_int8', 'runtime': 'onnx', 'mode': 'int8',
+             'p50_ms': 0.0123, 'vs_savedmodel': 49.4,
+             'vs_tflite_float32': 2.17}
+  lines = summary._optimization_lines(_summary(_artifact(
+      '/out/m', blessed=1, selected_variant='low_rank/int8',
+      pushed_destination='/out/tflite/digits/7',
+      fastest_variant=json.dumps(fastest))), CONFIG)
+  assert lines[1] == (
+      '  fastest blessed variant: low_rank/onnx_int8 (onnx int8), p50 0.012 '
+      'ms at batch 1: 49.4x the float SavedModel, 2.2x TFLite float32')

@@ -66,6 +66,8 @@ class Outcome:
     held_out: variant name -> its quality (accuracy, or RMSE and MAE) on
       the report split (the baseline included), which gate and policy never
       saw.
+    fastest: the blessed variant with the lowest p50 over every runtime,
+      with its speed-ups (None when nothing was blessed).
   """
   baseline: measure.VariantMetrics
   decisions: List[selection.GateDecision]
@@ -79,10 +81,13 @@ class Outcome:
       default_factory=dict)
   held_out: Dict[str, selection.HeldOut] = dataclasses.field(
       default_factory=dict)
+  fastest: Optional[selection.Fastest] = None
 
 
 # JSON list of {'candidate', 'stage', 'error'} on the optimized model.
 SKIPPED_CANDIDATES_PROPERTY = 'skipped_candidates'
+# JSON of selection.Fastest on the optimized model (the run summary's line).
+FASTEST_PROPERTY = 'fastest_variant'
 
 
 class NoVariantBuilt(RuntimeError):
@@ -561,7 +566,8 @@ def optimize(model: tf_keras.Model,
   return Outcome(baseline=baseline, decisions=decisions, selected=selected,
                  pushed=pushed, report_paths=report_paths, failures=failures,
                  runtime_picks=picks, runtime_pushes=runtime_pushes,
-                 held_out=held_out)
+                 held_out=held_out,
+                 fastest=selection.fastest(baseline, decisions))
 
 
 # -------------------------------------------------------------- executor ---
@@ -668,6 +674,9 @@ class Executor(base_executor.BaseExecutor):
                                               outcome.pushed.version)
       optimized_model.set_string_custom_property(
           spec.PUSHED_DESTINATION_PROPERTY, outcome.pushed.directory)
+    if outcome.fastest is not None:
+      optimized_model.set_string_custom_property(
+          FASTEST_PROPERTY, json.dumps(outcome.fastest.to_dict()))
     # Each server runtime's pick: '<runtime>_selected_variant' and
     # '<runtime>_pushed_destination' (the run summary prints them).
     for runtime, pushed in outcome.runtime_pushes.items():

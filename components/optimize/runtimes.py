@@ -23,6 +23,15 @@ ONNX = 'onnx'
 RUNTIMES = (TFLITE, OPENVINO, ONNX)
 # On the command line: every runtime installed where the optimizer runs.
 ALL = 'all'
+# --target-cpu: the runtimes worth building for a deploy CPU. On x86 all
+# three. On Arm, TFLite (XNNPACK's Arm kernels) and ONNX Runtime (its
+# MLAS Arm kernels); OpenVINO's quantized (u8/i8) precision is listed for
+# Intel x86-64 only in its CPU device docs, so its int8 IR would not run as
+# int8 there.
+TARGET_CPUS: Dict[str, Tuple[str, ...]] = {
+    'x86': (TFLITE, OPENVINO, ONNX),
+    'arm': (TFLITE, ONNX),
+}
 # The pip extra (setup.py) that installs the runtimes beside the stack.
 EXTRA = 'runtimes'
 INSTALL_HINT = f"pip install 'leantfx[{EXTRA}]'"

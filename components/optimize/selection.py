@@ -332,6 +332,54 @@ class HeldOut:
     return dataclasses.asdict(self)
 
 
+@dataclasses.dataclass(frozen=True)
+class Fastest:
+  """The blessed variant with the lowest batch-1 p50, of every runtime.
+
+  Attributes:
+    name: the variant's name.
+    runtime: 'tflite', 'openvino' or 'onnx'.
+    mode: its mode (float32, int8, ...).
+    p50_ms: its batch-1 p50 latency.
+    vs_savedmodel: the float SavedModel's p50 over this one's (a speed-up).
+    vs_tflite_float32: the trained model's TFLite float32 p50 over this
+      one's, or None when that variant was not built.
+  """
+  name: str
+  runtime: str
+  mode: str
+  p50_ms: float
+  vs_savedmodel: float
+  vs_tflite_float32: Optional[float]
+
+  def to_dict(self) -> Dict[str, Any]:
+    return dataclasses.asdict(self)
+
+
+def fastest(baseline: VariantMetrics, decisions: Sequence[GateDecision]
+           ) -> Optional[Fastest]:
+  """The fastest blessed variant over all runtimes, or None if none is.
+
+  Each runtime's variants were timed in their own interleaved rounds; the
+  speed-ups compare p50s measured in different rounds on one machine.
+  """
+  blessed = [d.variant for d in decisions
+             if d.blessed and _finite(d.variant.latency_p50_ms)]
+  if not blessed:
+    return None
+  best = min(blessed, key=lambda v: v.latency_p50_ms)
+  tflite_float32 = [d.variant.latency_p50_ms for d in decisions
+                    if d.variant.runtime == 'tflite'
+                    and d.variant.tflite_mode == 'float32'
+                    and d.variant.technique == baseline.technique]
+  return Fastest(
+      name=best.name, runtime=best.runtime, mode=best.tflite_mode,
+      p50_ms=best.latency_p50_ms,
+      vs_savedmodel=baseline.latency_p50_ms / best.latency_p50_ms,
+      vs_tflite_float32=(tflite_float32[0] / best.latency_p50_ms
+                         if tflite_float32 else None))
+
+
 def held_out(baseline: VariantMetrics, decisions: Sequence[GateDecision],
              report_data: LabeledData,
              scores_of: Callable[[VariantMetrics, LabeledData],

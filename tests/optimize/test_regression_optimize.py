@@ -103,6 +103,11 @@ def test_regression_variants_are_gated_on_rmse_and_one_is_pushed(
   # Each server runtime's pick is pushed with its RMSE, re-measured through
   # that runtime on the report split.
   assert set(outcome.runtime_pushes) == {'openvino', 'onnx'}
+  # The fastest blessed variant over the three runtimes, for the summary.
+  blessed = [d.variant for d in outcome.decisions if d.blessed]
+  assert outcome.fastest.p50_ms == min(v.latency_p50_ms for v in blessed)
+  assert outcome.fastest.vs_savedmodel == pytest.approx(
+      outcome.baseline.latency_p50_ms / outcome.fastest.p50_ms)
   for runtime, pushed in outcome.runtime_pushes.items():
     figures = push.read_manifest(pushed.directory)['metrics']
     assert figures['rmse'] == pytest.approx(

@@ -198,3 +198,29 @@ def test_held_out_measures_every_variant_and_the_baseline_on_the_report_split():
   assert held['pruning/int8'].accuracy == 0.96
   assert held['pruning/int8'].num_examples == 100
   assert held['pruning/int8'].to_dict()['accuracy_drop'] == pytest.approx(0.01)
+
+
+def _runtime(variant, runtime):
+  return dataclasses.replace(variant, runtime=runtime,
+                             name=f'{variant.name}@{runtime}')
+
+
+def test_fastest_is_the_lowest_p50_over_every_runtime_and_blessed_only():
+  onnx_int8 = _runtime(metrics('baseline/int8', 0.968, 41_000, 0.16, p50=0.05),
+                       'onnx')
+  too_slow_drop = metrics('pruning/int8', 0.90, 30_000, 0.1, p50=0.01)
+  decisions = selection.gate(
+      BASELINE, [FLOAT, INT8, onnx_int8, too_slow_drop],
+      selection.Budget(max_accuracy_drop=0.01))
+  fastest = selection.fastest(BASELINE, decisions)
+  # pruning/int8 is faster but outside the budget: never the answer.
+  assert fastest.name == onnx_int8.name and fastest.runtime == 'onnx'
+  assert fastest.p50_ms == 0.05 and fastest.mode == 'int8'
+  assert fastest.vs_savedmodel == pytest.approx(BASELINE.latency_p50_ms / 0.05)
+  assert fastest.vs_tflite_float32 == pytest.approx(
+      FLOAT.latency_p50_ms / 0.05)
+  nothing = selection.gate(BASELINE, [too_slow_drop],
+                           selection.Budget(max_accuracy_drop=0.01))
+  assert selection.fastest(BASELINE, nothing) is None
+  # Without the trained model's TFLite float32 there is one speed-up.
+  assert selection.fastest(BASELINE, decisions[1:]).vs_tflite_float32 is None

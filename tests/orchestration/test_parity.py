@@ -65,7 +65,7 @@ MATRIX = {
     'the diabetes regression': lambda tmp: ([
         '--dataset', 'diabetes', '--regression-loss', 'huber', '--min-r2',
         '0.2', '--max-rmse-increase', '0.1', '--tflite-max-rmse-increase',
-        '0.08'], None),
+        '0.08', '--target-cpu', 'arm', '--latency-threads', '2'], None),
 }
 
 
