@@ -266,6 +266,10 @@ def _check_pushed_tflite(output, summary, stdout):
     assert hashlib.sha256(f.read()).hexdigest() == manifest['sha256']
   assert manifest['tflite_mode'] == 'int8', manifest
   assert f'pushed to {version_dir}' in stdout
+  # The summary names the fastest blessed variant and its speed-ups.
+  assert re.search(r'fastest blessed variant: \S+ \(tflite \w+\), p50 '
+                   r'[0-9.]+ ms at batch 1: [0-9.]+x the float SavedModel, '
+                   r'[0-9.]+x TFLite float32', stdout), stdout
   interpreter = tf.lite.Interpreter(
       model_path=os.path.join(version_dir, 'model.tflite'))
   runner = interpreter.get_signature_runner()
