@@ -45,7 +45,6 @@ TRAINING_CURVES = 'training_curves.png'
 NO_VARIANT_BLESSED = 'no variant blessed'
 
 
-
 def _columns(quality: quality_lib.Quality) -> Tuple[str, ...]:
   drop = ('drop vs baseline' if quality.higher_is_better else
           'increase vs baseline')
