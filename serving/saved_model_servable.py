@@ -14,6 +14,8 @@ from leantfx.serving import signature as signature_lib
 from leantfx.serving import status
 
 _SERVE_TAG = 'serve'
+# Signatures with at least this many inputs take the packed call (run).
+_PACK_MIN_INPUTS = 2
 
 
 class SavedModelServable(servable_lib.Servable):
@@ -66,6 +68,7 @@ class SavedModelServable(servable_lib.Servable):
         signatures[key] = signature_lib.signature_from_def(
             key, self._signature_defs[key])
     self._signatures = signatures
+    self._packed_functions = {}
 
   @property
   def signatures(self) -> Mapping[str, signature_lib.Signature]:
@@ -75,13 +78,69 @@ class SavedModelServable(servable_lib.Servable):
   def signature_defs(self) -> Mapping[str, object]:
     return self._signature_defs
 
+  def _packed(self, signature_name: str, function,
+              inputs: Mapping[str, np.ndarray]):
+    """(packed function, its arrays), or None when the inputs do not fit.
+
+    Calling a loaded signature costs about 50 us of Python per argument: 3.3
+    ms for a 64-column raw-feature signature that does nothing, 0.4 ms for
+    one [batch, 64] input. When every input is a [batch] column of its
+    spec's dtype (TF Serving's row format of raw columns), the columns of
+    one dtype travel as one [batch, k] tensor into a function, traced once
+    per signature and dtype grouping, that splits them in the graph and
+    calls the signature there. Anything else takes the plain path, which
+    gives TF Serving's errors.
+    """
+    specs = function.structured_input_signature[1]
+    if len(inputs) < _PACK_MIN_INPUTS or set(inputs) != set(specs):
+      return None
+    batch, groups = None, {}
+    for alias in sorted(inputs):
+      array, spec = inputs[alias], specs[alias]
+      if array.ndim != 1 or spec.shape.rank != 1 or (
+          batch is not None and array.shape[0] != batch):
+        return None
+      if spec.dtype == self._tf.string:
+        if array.dtype.kind not in 'OSU':
+          return None
+      elif array.dtype != spec.dtype.as_numpy_dtype:
+        return None
+      batch = array.shape[0]
+      groups.setdefault(spec.dtype, []).append(alias)
+    key = (signature_name,
+           tuple((dtype.name, tuple(names)) for dtype, names in groups.items()))
+    packed = self._packed_functions.get(key)
+    if packed is None:
+      packed = self._pack(function, groups)
+      self._packed_functions[key] = packed
+    return packed, [np.stack([inputs[a] for a in names], axis=1)
+                    for names in groups.values()]
+
+  def _pack(self, function, groups):
+    tf = self._tf
+    order = [(dtype, tuple(names)) for dtype, names in groups.items()]
+
+    @tf.function(input_signature=[tf.TensorSpec([None, len(names)], dtype)
+                                  for dtype, names in order])
+    def packed(*matrices):
+      columns = {}
+      for (_, names), matrix in zip(order, matrices):
+        for i, alias in enumerate(names):
+          columns[alias] = matrix[:, i]
+      return function(**columns)
+    return packed
+
   def run(self, signature_name: str, inputs: Mapping[str, np.ndarray],
           output_aliases: Sequence[str]) -> Dict[str, np.ndarray]:
     tf = self._tf
     function = self._functions[signature_name]
     try:
-      feeds = {alias: tf.constant(array) for alias, array in inputs.items()}
-      results = function(**feeds)
+      packed = self._packed(signature_name, function, inputs)
+      if packed is not None:
+        results = packed[0](*packed[1])
+      else:
+        feeds = {alias: tf.constant(array) for alias, array in inputs.items()}
+        results = function(**feeds)
     except tf.errors.OpError as e:
       raise status.ServingError(
           status.code_from_exception(e) or status.Code.UNKNOWN,
@@ -92,5 +151,6 @@ class SavedModelServable(servable_lib.Servable):
 
   def close(self) -> None:
     self._functions = {}
+    self._packed_functions = {}
     self._loaded = None
 
