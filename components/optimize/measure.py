@@ -135,6 +135,8 @@ class VariantMetrics:
       its training history).
     rmse: regression: root mean squared error in the target's units.
     mae: regression: mean absolute error in the target's units.
+    class_ids: classification: the predicted class of each example, in
+      order (the gate compares them with the baseline's).
   """
   name: str
   technique: str
@@ -156,6 +158,7 @@ class VariantMetrics:
   details: Dict[str, Any] = dataclasses.field(default_factory=dict)
   rmse: Optional[float] = None
   mae: Optional[float] = None
+  class_ids: Optional[List[int]] = None
 
   def to_dict(self) -> Dict[str, Any]:
     return dataclasses.asdict(self)
@@ -611,8 +614,15 @@ def measure_latency_interleaved(
 
 def score_fields(quality: quality_lib.Quality, predictions: np.ndarray,
                  labels: np.ndarray) -> Dict[str, Optional[float]]:
-  """The quality fields of a VariantMetrics (accuracy None in a regression)."""
-  return {'accuracy': None, **quality.scores(predictions, labels)}
+  """The quality fields of a VariantMetrics (accuracy None in a regression).
+
+  A classifier's also hold its predicted class of every example
+  (class_ids), for the gate's agreement with the baseline.
+  """
+  fields = {'accuracy': None, **quality.scores(predictions, labels)}
+  if quality.task == quality_lib.CLASSIFICATION:
+    fields['class_ids'] = np.argmax(predictions, axis=-1).reshape(-1).tolist()
+  return fields
 
 
 def _model_facts(keras_model, details) -> Tuple[Optional[int], Optional[float],

@@ -224,3 +224,28 @@ def test_fastest_is_the_lowest_p50_over_every_runtime_and_blessed_only():
   assert selection.fastest(BASELINE, nothing) is None
   # Without the trained model's TFLite float32 there is one speed-up.
   assert selection.fastest(BASELINE, decisions[1:]).vs_tflite_float32 is None
+
+
+def test_a_variant_must_agree_with_the_baseline_on_all_but_the_budget():
+  truth = [i % 10 for i in range(200)]
+  base = dataclasses.replace(BASELINE, class_ids=truth)
+  # The same accuracy, other errors: 6 of 200 classes differ (0.97 agree).
+  own_errors = dataclasses.replace(
+      INT8, name='distillation/int8', accuracy=BASELINE.accuracy,
+      class_ids=[(c + 1) % 10 if i < 6 else c for i, c in enumerate(truth)])
+  # One class of 200 differs (0.995 agree).
+  faithful = dataclasses.replace(
+      INT8, class_ids=[(c + 1) % 10 if i == 0 else c
+                       for i, c in enumerate(truth)])
+  decisions = selection.gate(base, [own_errors, faithful],
+                             selection.Budget(max_accuracy_drop=0.01))
+  assert [d.blessed for d in decisions] == [False, True]
+  assert decisions[0].agreement == pytest.approx(0.97)
+  assert 'agreement with the baseline 0.970 < 0.990' in decisions[0].reasons
+  assert 'agreement with the baseline 0.995 >= 0.990' in decisions[1].reasons
+  again = selection.GateDecision.from_dict(decisions[0].to_dict())
+  assert again.agreement == pytest.approx(0.97)
+  # Without class ids (figures recorded before them) there is no such term.
+  decision, = selection.gate(BASELINE, [INT8],
+                             selection.Budget(max_accuracy_drop=0.01))
+  assert decision.agreement is None and len(decision.reasons) == 1
