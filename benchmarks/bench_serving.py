@@ -167,6 +167,11 @@ def _summary(dataset: str, output: str):
                                f'leantfx-{dataset}')
 
 
+def _values(feature) -> list:
+  return list(feature.bytes_list.value or feature.float_list.value or
+              feature.int64_list.value)
+
+
 def _bodies(dataset: str, output: str) -> Dict[str, List[str]]:
   """Request bodies of EXAMPLES eval-split rows, by input kind.
 
@@ -187,8 +192,9 @@ def _bodies(dataset: str, output: str) -> Dict[str, List[str]]:
   raw, kept = [], []
   for record in records:
     feature = tf.train.Example.FromString(record).features.feature
-    if not raw_names <= set(feature):
-      continue
+    if not all(name in feature and _values(feature[name])
+               for name in raw_names):
+      continue  # A missing value (absent, or an empty list).
     row = {}
     for name in sorted(raw_names):
       f = feature[name]
