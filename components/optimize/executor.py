@@ -350,10 +350,13 @@ def _server_runtime_variants(model, candidate_name, chain, details,
                              record) -> List[measure.VariantMetrics]:
   """The candidate's OpenVINO/ONNX variants, when it can still win."""
   quality = config.quality
-  bound = getattr(config.budget, quality.budget_field)
+  # The gate's quality terms (the drop, and a classifier's agreement), not
+  # size or latency: another runtime's file and speed differ from TFLite's.
+  quality_only = dataclasses.replace(config.budget, max_size_bytes=None,
+                                     max_p99_ms=None)
   if baseline is not None and not any(
-      quality.drop(quality.value(baseline), quality.value(v)) <= bound
-      for v in tflite_variants):
+      d.blessed for d in selection.gate(baseline, tflite_variants,
+                                        quality_only, quality)):
     logging.info('Candidate %s: no TFLite variant within the %s budget; not '
                  'built in %s.', candidate_name, quality.label,
                  ', '.join(server_runtimes))

@@ -850,9 +850,3 @@ def scores_on(path: str, data: LabeledData,
   predictions = np.concatenate(
       [predictor.predict(data.example(i)) for i in range(len(data))])
   return quality.scores(predictions, data.labels)
-
-
-def accuracy_on(path: str, data: LabeledData,
-                num_threads: int = DEFAULT_NUM_THREADS) -> float:
-  """Top-1 accuracy of a .tflite file or a SavedModel on ``data``."""
-  return scores_on(path, data, quality_lib.ACCURACY, num_threads)['accuracy']
