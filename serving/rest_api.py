@@ -356,9 +356,13 @@ class _Handler(http.server.BaseHTTPRequestHandler):
           'retry later.')
       self._send(429, body, close=True)
       return
+    # The slot covers the work, the response's write does not: a client that
+    # has read its answer and sends the next request must find the slot free.
+    # ``in_flight`` (what a graceful stop waits for) covers the write too.
+    slot_held = True
+    with server.in_flight_lock:
+      server.in_flight += 1
     try:
-      with server.in_flight_lock:
-        server.in_flight += 1
       # Read (and for GET ignore) any body, so keep-alive stays in sync.
       body = self._read_body()
       if body is None:
@@ -367,15 +371,18 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         body = b''
       code, payload, content_type = server.api.handle(method, self.path, body,
                                                       started)
+      server.slots.release()
+      slot_held = False
       self._send(code, payload, content_type)
     except (socket.timeout, ConnectionError) as e:
       _log.debug('Connection %s dropped: %s', self.address_string(), e)
       self.close_connection = True
     finally:
+      if slot_held:
+        server.slots.release()
       with server.in_flight_lock:
         server.in_flight -= 1
         server.in_flight_lock.notify_all()
-      server.slots.release()
 
   def do_GET(self):  # pylint: disable=invalid-name
     self._handle('GET')

@@ -56,6 +56,30 @@ def test_too_many_requests_in_flight_is_429(model_base):
     server.stop(grace_s=5)
 
 
+def test_a_client_that_has_its_answer_finds_the_slot_free(model_base,
+                                                          monkeypatch):
+  # The slot is released before the response is written: a client sending its
+  # next request as soon as it has read an answer never gets a 429. The pause
+  # after each write stands for a server thread descheduled right after it
+  # (what a loaded machine does), which made this race show in CI.
+  from leantfx.serving import rest_api
+  original = rest_api._Handler._send
+
+  def send_then_pause(self, *args, **kwargs):
+    original(self, *args, **kwargs)
+    self.wfile.flush()
+    time.sleep(0.2)
+
+  monkeypatch.setattr(rest_api._Handler, '_send', send_then_pause)
+  server = _server(model_base, max_concurrent_requests=1,
+                   enable_batching=False)
+  try:
+    codes = [_predict(server.rest_port)[0] for _ in range(5)]
+    assert codes == [200] * 5
+  finally:
+    server.stop(grace_s=5)
+
+
 def test_deadline_while_queued_is_504(model_base):
   server = _server(model_base, request_timeout_s=0.5)
   try:
