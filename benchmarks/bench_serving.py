@@ -49,6 +49,7 @@ from leantfx.models import features
 from leantfx.models import model_layout
 
 CONNECTIONS = 8
+WORKERS = 2  # serve --workers for the multi-process rows: the cores here.
 DURATION_S = 15
 WARMUP_S = 3
 EXAMPLES = 64
@@ -265,11 +266,13 @@ def _start(cmd: List[str], marker: str, timeout_s: float = 300.0):
   raise SystemExit(f'server {cmd[3:8]} did not start')
 
 
-def _serve(model_dir: str, batching: bool, poll_s: float = 0.0):
+def _serve(model_dir: str, batching: bool, workers: int = 1,
+           poll_s: float = 0.0):
   cmd = [sys.executable, '-c', _RUN_SERVE, 'serve', '--model-base-path',
          model_dir, '--model-name', os.path.basename(model_dir),
          '--rest-port', '0', '--grpc-port', '0',
-         '--file-system-poll-wait-seconds', str(poll_s)]
+         '--file-system-poll-wait-seconds', str(poll_s),
+         '--workers', str(workers)]
   if batching:
     cmd.append('--enable-batching')
   return _start(cmd, 'leantfx serve:')
@@ -377,16 +380,24 @@ def _dataset_rows(dataset: str, output: str, workdir: str, args
                     [sys.executable, '-c', _RUN_BASELINE, 'keras',
                      os.path.join(model_uri, model_layout.KERAS_MODEL_DIR),
                      dataset], None))
-  for batching in (False, True):
-    servers.append((f'leantfx serve, SavedModel{", batching" * batching}',
-                    'raw', [], (saved, batching)))
+  # (batching, workers): one process without and with batching, then
+  # WORKERS processes with batching (both cores).
+  settings = ((False, 1), (True, 1), (True, WORKERS))
+
+  def label(backend, batching, workers):
+    return (f'leantfx serve, {backend}{", batching" * batching}'
+            f'{f", {workers} workers" * (workers > 1)}')
+
+  for batching, workers in settings:
+    servers.append((label('SavedModel', batching, workers), 'raw', [],
+                    (saved, batching, workers)))
   for runtime in RUNTIMES:
     folder = os.path.join(output, runtime, dataset)
     if not os.path.isdir(folder):
       continue
-    for batching in (False, True):
-      servers.append((f'leantfx serve, {runtime}{", batching" * batching}',
-                      'transformed', [], (folder, batching)))
+    for batching, workers in settings:
+      servers.append((label(runtime, batching, workers), 'transformed', [],
+                      (folder, batching, workers)))
   rows = []
   for label, kind, cmd, serve in servers:
     if serve is None:
@@ -521,7 +532,9 @@ def main(argv=None) -> int:
       f'wrk 1 thread, {args.connections} keep-alive connections, '
       f'{args.duration} s after a {WARMUP_S} s warm-up, one instance per '
       f'request cycling over {EXAMPLES} eval-split rows; servers one at a '
-      'time on 127.0.0.1; cpu_ms_per_request: the server process tree.',
+      'time on 127.0.0.1; cpu_ms_per_request: the server process tree '
+      '(workers included). The Flask baseline is one process (threaded); '
+      f'"{WORKERS} workers" rows are `leantfx serve --workers {WORKERS}`.',
       "input raw: TF Serving's row format of the raw columns (the SavedModel's"
       ' serving_default runs the Transform graph); transformed: the '
       "transformed features (the runtimes' pushes hold the model alone).",

@@ -5,10 +5,13 @@ returns the process exit code. Importing this module is cheap: the serving
 modules (which import TensorFlow) load only when a command runs.
 """
 import argparse
+import functools
 import json
 import os
 import logging
+import signal
 import sys
+import threading
 from typing import Optional
 
 from leantfx.cli import argtypes
@@ -61,6 +64,11 @@ def add_commands(subparsers) -> None:
   serve_parser.add_argument(
       '--max-num-load-retries', type=int, default=5,
       help='Retries of a failing version before it is given up (default 5).')
+  serve_parser.add_argument(
+      '--workers', type=argtypes.positive_int, default=1,
+      help='Server processes sharing the ports (SO_REUSEPORT); one Python '
+      'process uses about one core, so give it the cores you have. Each '
+      'loads the models; limits and batching apply per worker (default 1).')
   serve_parser.set_defaults(func=serve)
 
   deploy_parser = subparsers.add_parser(
@@ -137,8 +145,12 @@ def _configure_logging() -> None:
                         '%(message)s')
 
 
-def build_server(args: argparse.Namespace):
+def build_server(args: argparse.Namespace, **overrides):
   """Returns the ModelServer that ``serve`` args describe (not started).
+
+  Args:
+    args: the ``serve`` arguments.
+    **overrides: ServerConfig fields set by the worker pool (shared ports).
 
   Raises:
     LeantfxError: the options are inconsistent or a file is invalid.
@@ -167,7 +179,7 @@ def build_server(args: argparse.Namespace):
   if args.batching_parameters_file:
     batching = batching_parameters.read_batching_parameters_file(
         args.batching_parameters_file)
-  config = server_config.ServerConfig(
+  settings = dict(
       host=args.host, rest_port=args.rest_port, grpc_port=args.grpc_port,
       max_body_bytes=args.max_body_bytes,
       request_timeout_s=args.request_timeout_s,
@@ -176,21 +188,81 @@ def build_server(args: argparse.Namespace):
       enable_batching=args.enable_batching or bool(
           args.batching_parameters_file),
       batching=batching)
+  settings.update(overrides)
+  config = server_config.ServerConfig(**settings)
   return server_lib.ModelServer(source, config)
+
+
+def _banner(host: str, rest_port, grpc_port, versions, workers: int) -> str:
+  return (f'leantfx serve: REST http://{host}:{rest_port} gRPC '
+          f'{host}:{grpc_port} models {json.dumps(versions)}' +
+          (f' workers {workers}' if workers > 1 else ''))
+
+
+def _worker_server(args: argparse.Namespace, **overrides):
+  """One worker's server, its stderr and log lines set up as ``serve``'s."""
+  if not getattr(args, 'verbose', False):
+    try:
+      console.divert_stderr(console.default_log_path('serve'))
+    except OSError:
+      pass
+  _configure_logging()
+  return build_server(args, **overrides)
+
+
+def _serve_workers(args: argparse.Namespace) -> int:
+  """``serve --workers N``: N server processes on the same ports."""
+  from leantfx.serving import workers as workers_lib  # pylint: disable=g-import-not-at-top
+  # The workers inherit fd 2: give them the terminal, and each diverts the
+  # libraries' noise to the log itself (this process loads no library).
+  console.restore_stderr()
+  where = 'its log lines above'
+  if not getattr(args, 'verbose', False):
+    try:
+      where = console.default_log_path('serve')
+    except OSError:
+      pass
+  pool = workers_lib.WorkerPool(functools.partial(_worker_server, args),
+                                args.workers, args.host, args.rest_port,
+                                args.grpc_port, log=where)
+  stop = threading.Event()
+  previous = {sig: signal.signal(sig, lambda *_: stop.set())
+              for sig in (signal.SIGTERM, signal.SIGINT)}
+  try:
+    try:
+      pool.start()
+    except (LeantfxError, OSError) as e:
+      return _fail(e)
+    print(_banner(args.host, pool.rest_port, pool.grpc_port,
+                  pool.serving_versions, args.workers), flush=True)
+    while not stop.is_set():
+      pool.wait_any(0.5)
+      dead = pool.dead()
+      if dead and not stop.is_set():
+        pool.stop()
+        return _fail(workers_lib.WorkerError(
+            f'{"; ".join(dead)}; stopped the other workers. See {where}; '
+            'restart the server.'))
+    pool.stop()
+    return 0
+  finally:
+    for sig, handler in previous.items():
+      signal.signal(sig, handler)
 
 
 def serve(args: argparse.Namespace) -> int:
   """Runs the model server until SIGTERM/SIGINT. Returns the exit code."""
   _configure_logging()
+  if args.workers > 1:
+    return _serve_workers(args)
   try:
     server = build_server(args)
     server.start()
   except (LeantfxError, OSError) as e:
     return _fail(e)
   server.install_signal_handlers()
-  print(f'leantfx serve: REST http://{args.host}:{server.rest_port} '
-        f'gRPC {args.host}:{server.grpc_port} models '
-        f'{json.dumps(server.manager.serving_versions())}', flush=True)
+  print(_banner(args.host, server.rest_port, server.grpc_port,
+                server.manager.serving_versions(), 1), flush=True)
   while not server.wait(1.0):
     pass
   return 0

@@ -210,7 +210,7 @@ class GrpcServer:
   def __init__(self, service: prediction_service.PredictionService,
                metrics: metrics_lib.Metrics, host: str, port: int,
                max_message_bytes: int, request_timeout_s: Optional[float],
-               max_workers: int):
+               max_workers: int, reuse_port: bool = False):
     from tensorflow_serving.apis import model_service_pb2_grpc  # pylint: disable=g-import-not-at-top
     from tensorflow_serving.apis import prediction_service_pb2_grpc  # pylint: disable=g-import-not-at-top
     self._server = grpc.server(
@@ -218,7 +218,7 @@ class GrpcServer:
                                    thread_name_prefix='leantfx-grpc'),
         options=[('grpc.max_receive_message_length', max_message_bytes),
                  ('grpc.max_send_message_length', max_message_bytes),
-                 ('grpc.so_reuseport', 0)])
+                 ('grpc.so_reuseport', 1 if reuse_port else 0)])
     prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(
         PredictionServicer(service, metrics, request_timeout_s), self._server)
     model_service_pb2_grpc.add_ModelServiceServicer_to_server(

@@ -403,7 +403,8 @@ class _HttpServer(socketserver.ThreadingMixIn, http.server.HTTPServer):
   allow_reuse_address = True
 
   def __init__(self, address, api: RestApi, max_body_bytes: int,
-               request_timeout_s: Optional[float], max_concurrent: int):
+               request_timeout_s: Optional[float], max_concurrent: int,
+               listener: Optional[socket.socket] = None):
     self.api = api
     self.max_body_bytes = max_body_bytes
     self.request_timeout_s = request_timeout_s
@@ -412,16 +413,24 @@ class _HttpServer(socketserver.ThreadingMixIn, http.server.HTTPServer):
     self.in_flight = 0
     self.in_flight_lock = threading.Condition()
     self.draining = False
-    super().__init__(address, _Handler)
+    super().__init__(address, _Handler, bind_and_activate=listener is None)
+    if listener is not None:
+      # Worker processes accept on the listening socket of the process that
+      # started them: an idle worker takes the next connection.
+      self.socket.close()
+      self.socket = listener
+      self.server_address = listener.getsockname()
+      self.server_name, self.server_port = self.server_address[:2]
 
 
 class RestServer:
   """The REST API listening on (host, port) in a background thread."""
 
   def __init__(self, api: RestApi, host: str, port: int, max_body_bytes: int,
-               request_timeout_s: Optional[float], max_concurrent: int):
+               request_timeout_s: Optional[float], max_concurrent: int,
+               listener: Optional[socket.socket] = None):
     self._server = _HttpServer((host, port), api, max_body_bytes,
-                               request_timeout_s, max_concurrent)
+                               request_timeout_s, max_concurrent, listener)
     self._thread: Optional[threading.Thread] = None
 
   @property

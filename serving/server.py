@@ -48,8 +48,13 @@ class ModelServer:
         source, max_num_load_retries=config.max_num_load_retries,
         enable_warmup=config.enable_warmup, loader=loader)
     self.batcher: Optional[batch_scheduler.BatchScheduler] = None
+    self._shared: Optional[metrics_lib.SharedSnapshots] = None
+    peers = list
+    if config.metrics_dir:
+      self._shared = metrics_lib.SharedSnapshots(config.metrics_dir)
+      peers = self._shared.peers
     self.metrics = metrics_lib.Metrics(self.manager.serving_versions,
-                                       self._counters)
+                                       self._counters, peers)
     self._rest: Optional[rest_api.RestServer] = None
     self._grpc: Optional[grpc_api.GrpcServer] = None
     self._stopped = threading.Event()
@@ -84,18 +89,21 @@ class ModelServer:
     if config.enable_batching:
       self.batcher = batch_scheduler.BatchScheduler(config.batching)
     service = prediction_service.PredictionService(self.manager, self.batcher)
+    if self._shared is not None:
+      self._shared.start(self.metrics.snapshot)
     try:
       if config.grpc_port is not None:
         self._grpc = grpc_api.GrpcServer(
             service, self.metrics, config.host, config.grpc_port,
             config.max_body_bytes, config.request_timeout_s,
-            config.grpc_max_workers)
+            config.grpc_max_workers, config.reuse_port)
         self._grpc.start()
       if config.rest_port is not None:
         api = rest_api.RestApi(service, self.metrics, config.request_timeout_s)
         self._rest = rest_api.RestServer(
             api, config.host, config.rest_port, config.max_body_bytes,
-            config.request_timeout_s, config.max_concurrent_requests)
+            config.request_timeout_s, config.max_concurrent_requests,
+            config.rest_listener)
         self._rest.start()
     except OSError:
       self.stop()
@@ -138,6 +146,8 @@ class ModelServer:
       grpc_stopper.join(grace_s + 2)
     if self.batcher is not None:
       self.batcher.stop()
+    if self._shared is not None:
+      self._shared.stop()
     self.manager.stop()
     self._stopped.set()
     _log.info('Server stopped.')

@@ -1,6 +1,6 @@
 """The server's settings, one frozen object built by the CLI or a test."""
 import dataclasses
-from typing import Optional
+from typing import Any, Optional
 
 from leantfx.errors import ConfigError
 from leantfx.serving import batching_parameters
@@ -31,6 +31,13 @@ class ServerConfig:
     shutdown_grace_s: how long a graceful stop waits for in-flight requests.
     enable_batching: merge concurrent predict requests.
     batching: the batching knobs (used when enable_batching).
+    reuse_port: bind the gRPC port with SO_REUSEPORT so that several worker
+      processes share it (set by serving.workers, never by hand: a lone
+      server must fail on a port in use).
+    rest_listener: a listening socket that REST accepts on instead of binding
+      rest_port (serving.workers passes each worker the one it listens on).
+    metrics_dir: with worker processes, the directory where each publishes
+      its counters so that any worker's /monitoring answer covers them all.
   """
   host: str = '127.0.0.1'
   rest_port: Optional[int] = 8501
@@ -46,6 +53,9 @@ class ServerConfig:
   enable_batching: bool = False
   batching: batching_parameters.BatchingConfig = (
       batching_parameters.BatchingConfig())
+  reuse_port: bool = False
+  rest_listener: Optional[Any] = None
+  metrics_dir: Optional[str] = None
 
   def __post_init__(self):
     for name in ('rest_port', 'grpc_port'):

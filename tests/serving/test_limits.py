@@ -80,6 +80,31 @@ def test_a_client_that_has_its_answer_finds_the_slot_free(model_base,
     server.stop(grace_s=5)
 
 
+def test_an_overloaded_queue_answers_503_at_once(model_base):
+  # One batch may queue: the first request holds it open for 5 s, so the
+  # second finds the queue full and is refused at once, not after a wait.
+  from leantfx.serving import batching_parameters
+  server = _server(model_base, batching=batching_parameters.BatchingConfig(
+      max_batch_size=64, batch_timeout_micros=5_000_000,
+      max_enqueued_batches=1))
+  try:
+    first = {}
+    thread = threading.Thread(
+        target=lambda: first.update(result=_predict(server.rest_port)))
+    thread.start()
+    time.sleep(0.3)
+    started = time.monotonic()
+    code, raw = _predict(server.rest_port)
+    elapsed = time.monotonic() - started
+    assert code == 503, raw
+    assert 'queue to which this task was submitted is full' in raw.decode()
+    assert elapsed < 3.0, elapsed  # Well before the first batch's 5 s.
+    thread.join(20)
+    assert first['result'][0] == 200
+  finally:
+    server.stop(grace_s=5)
+
+
 def test_deadline_while_queued_is_504(model_base):
   server = _server(model_base, request_timeout_s=0.5)
   try:
