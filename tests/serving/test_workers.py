@@ -19,6 +19,7 @@ import urllib.request
 import pytest
 
 from leantfx.serving import metrics as metrics_lib
+from tests import helpers
 from tests.serving.test_cli import _RUN_CLI
 
 DIGIT = [0.5] * 64
@@ -98,27 +99,14 @@ def _port(process: subprocess.Popen) -> int:
 def _workers(parent: int):
   """Pids of the spawned workers of parent (not multiprocessing's helpers)."""
   found = []
-  for stat in os.listdir('/proc'):
-    if not stat.isdigit():
-      continue
+  for pid in helpers.child_pids(parent):
     try:
-      with open(f'/proc/{stat}/stat', encoding='utf-8') as f:
-        fields = f.read().rsplit(')', 1)[1].split()
-      with open(f'/proc/{stat}/cmdline', 'rb') as f:
-        cmdline = f.read()
+      with open(f'/proc/{pid}/cmdline', 'rb') as f:
+        if b'spawn_main' in f.read():
+          found.append(pid)
     except OSError:
       continue
-    if int(fields[1]) == parent and b'spawn_main' in cmdline:
-      found.append(int(stat))
   return found
-
-
-def _alive(pid: int) -> bool:
-  try:
-    with open(f'/proc/{pid}/stat', encoding='utf-8') as f:
-      return f.read().rsplit(')', 1)[1].split()[0] != 'Z'
-  except OSError:
-    return False
 
 
 def _predict(port: int):
@@ -183,7 +171,7 @@ def test_two_workers_share_the_port_metrics_and_hot_swaps(model_base,
     err = process.stderr.read()
     assert f'worker 0 (pid {workers[0]}) exited with code -9' in err, err[-3000:]
     assert 'restart the server' in err
-    assert not any(_alive(pid) for pid in workers)
+    assert not any(helpers.pid_alive(pid) for pid in workers)
     with pytest.raises(OSError):
       _get(port, '/v1/models/digits')
   finally:
@@ -215,7 +203,7 @@ def test_sigterm_stops_every_worker_gracefully(model_base, tmp_path):
     thread.join(30)
     assert process.wait(timeout=60) == 0
     assert answer['result'][0] == 200
-    assert not any(_alive(pid) for pid in workers)
+    assert not any(helpers.pid_alive(pid) for pid in workers)
     with pytest.raises(OSError):
       _get(port, '/v1/models/digits')
   finally:
