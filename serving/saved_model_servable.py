@@ -128,7 +128,10 @@ class SavedModelServable(servable_lib.Servable):
         for i, alias in enumerate(names):
           columns[alias] = matrix[:, i]
       return function(**columns)
-    return packed
+    # The concrete function, called with tensors: the tf.function's own
+    # dispatch (binding, cache lookup, converting arrays) cost about as much
+    # as the penguins graph itself (1.67 vs 0.87 ms a call with it).
+    return packed.get_concrete_function()
 
   def run(self, signature_name: str, inputs: Mapping[str, np.ndarray],
           output_aliases: Sequence[str]) -> Dict[str, np.ndarray]:
@@ -137,7 +140,7 @@ class SavedModelServable(servable_lib.Servable):
     try:
       packed = self._packed(signature_name, function, inputs)
       if packed is not None:
-        results = packed[0](*packed[1])
+        results = packed[0](*[tf.constant(m) for m in packed[1]])
       else:
         feeds = {alias: tf.constant(array) for alias, array in inputs.items()}
         results = function(**feeds)
