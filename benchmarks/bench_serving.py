@@ -380,9 +380,9 @@ def _dataset_rows(dataset: str, output: str, workdir: str, args
                     [sys.executable, '-c', _RUN_BASELINE, 'keras',
                      os.path.join(model_uri, model_layout.KERAS_MODEL_DIR),
                      dataset], None))
-  # (batching, workers): one process without and with batching, then
-  # WORKERS processes with batching (both cores).
-  settings = ((False, 1), (True, 1), (True, WORKERS))
+  # (batching, workers): one process, then WORKERS processes (both cores),
+  # each without and with batching.
+  settings = ((False, 1), (True, 1), (False, WORKERS), (True, WORKERS))
 
   def label(backend, batching, workers):
     return (f'leantfx serve, {backend}{", batching" * batching}'
