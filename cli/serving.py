@@ -66,9 +66,9 @@ def add_commands(subparsers) -> None:
       help='Retries of a failing version before it is given up (default 5).')
   serve_parser.add_argument(
       '--workers', type=argtypes.positive_int, default=1,
-      help='Server processes sharing the ports (SO_REUSEPORT); one Python '
-      'process uses about one core, so give it the cores you have. Each '
-      'loads the models; limits and batching apply per worker (default 1).')
+      help='Server processes sharing the ports; one Python process uses '
+      'about one core, so give it the cores you have. Each loads the '
+      'models; limits and batching apply per worker (default 1).')
   serve_parser.set_defaults(func=serve)
 
   deploy_parser = subparsers.add_parser(

@@ -14,7 +14,7 @@ many it has. The pool runs N complete servers instead:
 - it starts N worker processes (``spawn``: TensorFlow is not fork-safe), each
   building and starting a whole ``ModelServer`` on those ports;
 - each worker loads the models, polls for new versions (hot swap happens in
-  every worker) and batches its own requests; ``--max-concurrent-requests``
+  every worker) and batches its own requests; ``max_concurrent_requests``
   and the batching limits apply per worker;
 - the workers share their counters through a directory
   (``metrics.SharedSnapshots``): any worker's ``/monitoring`` answer covers all;
@@ -33,7 +33,7 @@ import tempfile
 from multiprocessing import connection
 from typing import Any, Callable, Dict, List, Optional
 
-from leantfx.errors import LeantfxError, PipelineRunError
+from leantfx.errors import LeantfxError
 
 _log = logging.getLogger(__name__)
 
@@ -42,8 +42,10 @@ _log = logging.getLogger(__name__)
 ServerFactory = Callable[..., Any]
 
 
-class WorkerError(PipelineRunError):
-  """A worker failed to start or died while serving (exit code 3)."""
+class WorkerError(LeantfxError):
+  """A worker failed to start or died while serving."""
+
+  exit_code = 3
 
 
 def bind_port(host: str, port: int, listen: bool) -> socket.socket:
@@ -75,10 +77,8 @@ def bind_port(host: str, port: int, listen: bool) -> socket.socket:
   return sock
 
 
-def _worker(factory: ServerFactory, overrides: Dict[str, Any], conn,
-            index: int) -> None:
+def _worker(factory: ServerFactory, overrides: Dict[str, Any], conn) -> None:
   """A worker process: build, start, report, serve until SIGTERM/SIGINT."""
-  del index  # In the process name (ps, tracebacks).
   try:
     server = factory(**overrides)
     server.start()
@@ -156,7 +156,7 @@ class WorkerPool:
       for index in range(self._workers):
         receiver, sender = context.Pipe(duplex=False)
         process = context.Process(
-            target=_worker, args=(self._factory, overrides, sender, index),
+            target=_worker, args=(self._factory, overrides, sender),
             name=f'leantfx-serve-worker-{index}')
         process.start()
         sender.close()
