@@ -47,6 +47,7 @@ import numpy as np
 from benchmarks import harness
 from leantfx.models import features
 from leantfx.models import model_layout
+from leantfx.models import serving_graph
 
 CONNECTIONS = 8
 WORKERS = 2  # serve --workers for the multi-process rows: the cores here.
@@ -221,31 +222,12 @@ def _bodies(dataset: str, output: str) -> Dict[str, List[str]]:
 
 def _graph_cost(saved_dir: str, body: str, calls: int = 200
                 ) -> Dict[str, float]:
-  """The raw-feature serving graph: its op count and in-process call cost.
-
-  Ops: the nodes of serving_default's graph and of the functions it calls
-  (the Transform graph is one of them). Cost: the median of `calls` calls
-  of the signature at batch 1 and at batch 32 (the same row repeated), in
-  this process, no server.
-  """
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  signature = tf.saved_model.load(saved_dir).signatures['serving_default']
-  graph = signature.graph.as_graph_def()
-  ops = len(graph.node) + sum(len(f.node_def) for f in graph.library.function)
-  row = json.loads(body)['instances'][0]
-  specs = signature.structured_input_signature[1]
-  result = {'serving_graph_ops': ops}
-  for batch in (1, 32):
-    columns = {name: tf.constant([row[name]] * batch, dtype=spec.dtype)
-               for name, spec in specs.items()}
-    signature(**columns)
-    times = []
-    for _ in range(calls):
-      start = time.perf_counter()
-      signature(**columns)
-      times.append(time.perf_counter() - start)
-    result[f'call_ms_batch{batch}'] = 1000 * float(np.median(times))
-  return result
+  """The raw-feature serving graph's op count and in-process call cost (the
+  figures the Pusher records for the run summary), with a real eval row."""
+  cost = serving_graph.measure(saved_dir, json.loads(body)['instances'][0],
+                               calls)
+  return {'serving_graph_ops': cost.ops,
+          **{f'call_ms_batch{batch}': ms for batch, ms in cost.call_ms.items()}}
 
 
 def _start(cmd: List[str], marker: str, timeout_s: float = 300.0):

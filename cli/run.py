@@ -39,6 +39,8 @@ def _print_summary(summary, config, seconds: float, log_path: str) -> None:
     elif summary.reused_version:
       note = ' (already the newest version there: not pushed again)'
     print(f'  pushed: {summary.pushed_path}{note}')
+    for line in summary_lib.serving_graph_lines(summary):
+      print(line)
   else:
     print('  pushed: nothing (the model did not pass the Evaluator gate; the '
           'serving directory is unchanged)')

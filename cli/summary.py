@@ -200,6 +200,19 @@ def metric_lines(summary, config) -> List[str]:
   return lines
 
 
+def serving_graph_lines(summary) -> List[str]:
+  """The pushed serving graph's size and call cost, when measured."""
+  graph = summary.serving_graph
+  if 'ops' not in graph:
+    return []
+  calls = [f'{graph[f"call_ms_batch{b}"]:.2f} ms at batch {b}'
+           for b in (1, 32) if f'call_ms_batch{b}' in graph]
+  cost = (f'; a call costs {", ".join(calls)} (TensorFlow, in the Pusher)'
+          if calls else '')
+  return [f'  serving graph (raw columns in, Transform included): '
+          f'{graph["ops"]} ops{cost}']
+
+
 def summary_lines(summary, config) -> List[str]:
   """The summary's lines after accuracy, blessing and push."""
   return (_data_lines(summary, config) + _training_lines(summary) +
@@ -233,6 +246,7 @@ def run_record(summary, config) -> Dict[str, Any]:
       'blessed': summary.blessed,
       'pushed_path': summary.pushed_path if summary.pushed else None,
       'reused_version': summary.reused_version,
+      'serving_graph': dict(summary.serving_graph) or None,
       'executions': {
           node: {'state': e.state, 'execution_id': e.execution_id}
           for node, e in sorted(summary.executions.items())

@@ -45,6 +45,9 @@ class RunSummary:
   # Every overall metric of the candidate by TFMA name (a regression's
   # mean_absolute_error, root_mean_squared_error, r2_score, ...).
   metrics: Dict[str, float] = dataclasses.field(default_factory=dict)
+  # The pushed serving graph: 'ops' and 'call_ms_batch1'/'call_ms_batch32'
+  # when the Pusher measured them (a new version), else empty.
+  serving_graph: Dict[str, float] = dataclasses.field(default_factory=dict)
 
 
 def open_store(metadata_path: str) -> metadata_store.MetadataStore:
@@ -156,6 +159,7 @@ def summarize(metadata_path: str, pipeline_name: str,
       if 'example_count' in found:
         example_count = int(found['example_count'])
   pushed, pushed_path, reused = False, None, False
+  serving_graph = {}
   pusher = executions.get('Pusher')
   if pusher and pusher.outputs.get('pushed_model'):
     pushed_model = pusher.outputs['pushed_model'][0]
@@ -163,6 +167,14 @@ def summarize(metadata_path: str, pipeline_name: str,
     if pushed:
       pushed_path = _custom_str(pushed_model, 'pushed_destination')
       reused = bool(_custom_int(pushed_model, 'reused_existing_version'))
+      properties = pushed_model.custom_properties
+      if 'serving_graph_ops' in properties:
+        serving_graph['ops'] = properties['serving_graph_ops'].int_value
+        for batch in (1, 32):
+          key = f'serving_call_ms_batch{batch}'
+          if key in properties:
+            serving_graph[f'call_ms_batch{batch}'] = (
+                properties[key].double_value)
   return RunSummary(
       executions=executions,
       accuracy=accuracy,
@@ -172,4 +184,5 @@ def summarize(metadata_path: str, pipeline_name: str,
       pushed_path=pushed_path,
       reused_version=reused,
       evaluation_uri=evaluation_uri,
-      metrics=found)
+      metrics=found,
+      serving_graph=serving_graph)

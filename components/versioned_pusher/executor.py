@@ -37,8 +37,12 @@ from tfx.utils import io_utils
 from tfx.utils import proto_utils
 
 from leantfx.components import versioned_push
+from leantfx.models import serving_graph
 
 REUSED_VERSION_KEY = 'reused_existing_version'
+# The pushed serving graph's op count and call cost (models/serving_graph.py).
+SERVING_OPS_KEY = 'serving_graph_ops'
+SERVING_CALL_MS_KEY = 'serving_call_ms_batch{batch}'
 # The commit files: written last on object stores, a version without one is
 # not loadable yet.
 SAVED_MODEL_FILES = ('saved_model.pb', 'saved_model.pbtxt')
@@ -129,5 +133,26 @@ class Executor(tfx_pusher_executor.Executor):
     # Like TFX's Pusher, keep a copy in the artifact for lineage.
     io_utils.copy_dir(model_path, model_push.uri)
     model_push.set_string_custom_property('model_sha256', digest)
+    _record_serving_cost(model_path, model_push)
     self._MarkPushed(model_push, pushed_destination=serving_path,
                      pushed_version=str(version))
+
+
+def _record_serving_cost(model_path: str, model_push: types.Artifact) -> None:
+  """Records the pushed serving graph's op count and call cost.
+
+  A figure for the run summary: a model that cannot be measured (say, a
+  signature that refuses filler values) is pushed all the same, with a
+  warning in the log and no figure.
+  """
+  try:
+    cost = serving_graph.measure(model_path)
+  except Exception as e:  # pylint: disable=broad-except
+    logging.warning('Could not measure the serving graph of %s: %s: %s',
+                    model_path, type(e).__name__, e)
+    return
+  model_push.set_int_custom_property(SERVING_OPS_KEY, cost.ops)
+  for batch, ms in cost.call_ms.items():
+    if ms is not None:
+      model_push.set_float_custom_property(
+          SERVING_CALL_MS_KEY.format(batch=batch), ms)

@@ -155,6 +155,13 @@ def test_penguins_first_run_pushes_a_model_at_its_reported_accuracy(
   serving_dir = os.path.join(penguins_output, 'serving', 'penguins')
   assert _versions(serving_dir) == [os.path.basename(summary.pushed_path)]
   assert f'pushed: {summary.pushed_path}' in result.stdout
+  # The Pusher measured the pushed serving graph (Transform included), and
+  # the summary prints what it recorded.
+  graph = summary.serving_graph
+  assert graph['ops'] > 50 and graph['call_ms_batch1'] > 0, graph
+  assert (f'serving graph (raw columns in, Transform included): '
+          f'{graph["ops"]} ops; a call costs '
+          f'{graph["call_ms_batch1"]:.2f} ms at batch 1') in result.stdout
   _check_pushed_model(summary, datasets.BUNDLED['penguins'])
 
 
