@@ -157,7 +157,9 @@ def run_pipeline(config: config_lib.PipelineConfig,
     _configure_logging(log_path, progress)
     try:
       from tfx import v1 as tfx  # pylint: disable=g-import-not-at-top
+      from leantfx.pipeline import beam_staging  # pylint: disable=g-import-not-at-top
       from leantfx.pipeline import pipeline as pipeline_lib  # pylint: disable=g-import-not-at-top
+      beam_staging.install()
       tfx_pipeline = pipeline_lib.create_pipeline(config)
       if runner == 'local':
         dag_runner = tfx.orchestration.LocalDagRunner()

@@ -163,6 +163,11 @@ def test_penguins_first_run_pushes_a_model_at_its_reported_accuracy(
           f'{graph["ops"]} ops; a call costs '
           f'{graph["call_ms_batch1"]:.2f} ms at batch 1') in result.stdout
   _check_pushed_model(summary, datasets.BUNDLED['penguins'])
+  # No Beam component built TFX's copy of itself for workers that share this
+  # environment (pipeline/beam_staging.py).
+  log_path = re.search(r'  log: (\S+)', result.stdout).group(1)
+  with open(log_path, encoding='utf-8') as f:
+    assert 'tfx_ephemeral' not in f.read()
 
 
 def _states(output, pipeline_name):
