@@ -41,6 +41,7 @@ import time
 import uuid
 from typing import Iterator, List, Optional, Sequence
 
+import leantfx
 from leantfx.errors import BeamEnvironmentError
 from leantfx.pipeline import beam_presets
 from leantfx.pipeline import beam_worker_pool
@@ -61,14 +62,66 @@ WATCH_MISSES = 3
 _PROBE_MARK = 'LEANTFX_PROBE '
 
 
+KERAS2_PTH = 'leantfx-keras2.pth'
+
+
+def keras2_at_start() -> bool:
+  """Whether this interpreter's start-up picks Keras 2 for TensorFlow.
+
+  leantfx sets TF_USE_LEGACY_KERAS when it is imported, which is too late
+  when a worker imports TensorFlow first (TFMA's code does, in the
+  Evaluator). What makes it hold in every process is the installed
+  ``leantfx-keras2.pth``, which Python runs at start-up: the worker must have
+  it in a site directory it reads (not ``-S``), or the variable set already
+  in its environment.
+  """
+  import site  # pylint: disable=g-import-not-at-top
+  try:  # The environment the process started with (Linux), not os.environ.
+    with open('/proc/self/environ', 'rb') as f:
+      if b'TF_USE_LEGACY_KERAS=1' in f.read().split(b'\0'):
+        return True
+  except OSError:
+    pass
+  if sys.flags.no_site:
+    return False
+  directories = list(site.getsitepackages())
+  if site.ENABLE_USER_SITE:
+    directories.append(site.getusersitepackages())
+  return any(os.path.exists(os.path.join(d, KERAS2_PTH))
+             for d in directories)
+
+
 def _describe_worker(element):
   """Runs in the SDK worker: what interpreter and leantfx it has."""
   del element
-  import leantfx  # pylint: disable=g-import-not-at-top
   return json.dumps({'python': sys.executable, 'pid': os.getpid(),
                      'leantfx': leantfx.__version__,
                      'leantfx_path': os.path.dirname(leantfx.__file__),
-                     'keras2': os.environ.get('TF_USE_LEGACY_KERAS') == '1'})
+                     'keras2': keras2_at_start()})
+
+
+def check_reports(reports: Sequence[dict], where: str) -> None:
+  """The workers' reports against this run: same leantfx, Keras 2 at start.
+
+  Raises:
+    BeamEnvironmentError: naming the workers and what to do.
+  """
+  for report in reports:
+    if report.get('leantfx') != leantfx.__version__:
+      raise BeamEnvironmentError(
+          f'The SDK workers of {where} run leantfx {report.get("leantfx")} '
+          f'({report.get("python")}), this run leantfx '
+          f'{leantfx.__version__}: rebuild the workers\' image or restart '
+          'the pool from this environment. Nothing ran.')
+    if not report.get('keras2'):
+      raise BeamEnvironmentError(
+          f'The SDK workers of {where} ({report.get("python")}) do not start '
+          f'with Keras 2: {KERAS2_PTH} is not in their site-packages (or '
+          'they run with -S) and TF_USE_LEGACY_KERAS=1 is not in their '
+          "environment, so the Evaluator would load the model with Keras 3 "
+          "and fail. Install leantfx into the workers' environment with pip "
+          '(the file comes with it) or set TF_USE_LEGACY_KERAS=1 there. '
+          'Nothing ran.')
 
 
 def probe_main(argv: Sequence[str]) -> int:
@@ -199,7 +252,6 @@ def probe_workers(target: beam_presets.PortableTarget,
 def _probe(target: beam_presets.PortableTarget, beam_args: Sequence[str],
            prefix: str, timeout: float) -> List[dict]:
   """probe_workers' work; the probe writes below prefix."""
-  import leantfx  # pylint: disable=g-import-not-at-top
   command = [sys.executable, '-c',
              'import sys; from leantfx.pipeline import beam_preflight as m; '
              'sys.exit(m.probe_main(sys.argv[1:]))', prefix, *beam_args]
@@ -246,13 +298,7 @@ def _probe(target: beam_presets.PortableTarget, beam_args: Sequence[str],
     raise BeamEnvironmentError(
         f'The preflight probe failed on {where} (exit code '
         f'{child.returncode}): {error}.{cause} Nothing ran.')
-  for report in reports:
-    if report.get('leantfx') != leantfx.__version__:
-      raise BeamEnvironmentError(
-          f'The SDK workers of {where} run leantfx {report.get("leantfx")} '
-          f'({report.get("python")}), this run leantfx '
-          f'{leantfx.__version__}: rebuild the workers\' image or restart '
-          'the pool from this environment. Nothing ran.')
+  check_reports(reports, where)
   _LOGGER.info('preflight: %s answered in %.1fs: %s', where,
                time.monotonic() - started, reports)
   return reports

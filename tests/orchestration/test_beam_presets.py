@@ -1,4 +1,6 @@
 """Beam presets: DirectRunner modes, the portable presets (portable, flink, spark), dataflow."""
+import os
+
 import pytest
 
 from leantfx.errors import ConfigError
@@ -196,3 +198,29 @@ def test_cli_refuses_a_cluster_preset_without_its_address(tmp_path):
   assert 'needs --job-endpoint' in result.stderr
   assert 'Spark job server' in result.stderr
   assert 'Traceback' not in result.stderr
+
+
+def test_keras2_at_start_is_the_pth_or_the_starting_environment(monkeypatch,
+                                                                tmp_path):
+  import site
+  import subprocess
+  import sys
+  from leantfx.errors import BeamEnvironmentError
+  from leantfx.pipeline import beam_preflight
+  # This venv has leantfx-keras2.pth: a plain interpreter starts with Keras 2.
+  check = ('from leantfx.pipeline import beam_preflight; '
+           'print(beam_preflight.keras2_at_start())')
+  env = {k: v for k, v in os.environ.items() if k != 'TF_USE_LEGACY_KERAS'}
+  assert subprocess.run([sys.executable, '-c', check], env=env, text=True,
+                        capture_output=True).stdout.strip() == 'True'
+  # Without the .pth in any site directory and without the variable in the
+  # starting environment, importing leantfx later does not count.
+  monkeypatch.setattr(site, 'getsitepackages', lambda: [str(tmp_path)])
+  monkeypatch.setattr(site, 'ENABLE_USER_SITE', False)
+  monkeypatch.setattr(beam_preflight, 'open', lambda *a, **k: (_ for _ in ()).throw(OSError()), raising=False)
+  assert not beam_preflight.keras2_at_start()
+  report = {'leantfx': beam_preflight.leantfx.__version__,
+            'python': '/usr/bin/python3', 'keras2': False}
+  with pytest.raises(BeamEnvironmentError, match='do not start with Keras 2'):
+    beam_preflight.check_reports([report], 'the pool at 127.0.0.1:1')
+  beam_preflight.check_reports([dict(report, keras2=True)], 'the pool')
