@@ -205,8 +205,10 @@ def serving_graph_lines(summary) -> List[str]:
   graph = summary.serving_graph
   if 'ops' not in graph:
     return []
+  batches = sorted(int(key[len('call_ms_batch'):]) for key in graph
+                   if key.startswith('call_ms_batch'))
   calls = [f'{graph[f"call_ms_batch{b}"]:.2f} ms at batch {b}'
-           for b in (1, 32) if f'call_ms_batch{b}' in graph]
+           for b in batches]
   cost = (f'; a call costs {", ".join(calls)} (TensorFlow, in the Pusher)'
           if calls else '')
   return [f'  serving graph (raw columns in, Transform included): '

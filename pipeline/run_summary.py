@@ -170,11 +170,9 @@ def summarize(metadata_path: str, pipeline_name: str,
       properties = pushed_model.custom_properties
       if 'serving_graph_ops' in properties:
         serving_graph['ops'] = properties['serving_graph_ops'].int_value
-        for batch in (1, 32):
-          key = f'serving_call_ms_batch{batch}'
-          if key in properties:
-            serving_graph[f'call_ms_batch{batch}'] = (
-                properties[key].double_value)
+        for key, value in properties.items():
+          if key.startswith('serving_call_ms_batch'):  # Each batch timed.
+            serving_graph[key[len('serving_'):]] = value.double_value
   return RunSummary(
       executions=executions,
       accuracy=accuracy,

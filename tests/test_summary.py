@@ -67,3 +67,17 @@ def test_fastest_blessed_variant_with_its_speedups():
   assert lines[1] == (
       '  fastest blessed variant: low_rank/onnx_int8 (onnx int8), p50 0.012 '
       'ms at batch 1: 49.4x the float SavedModel, 2.2x TFLite float32')
+
+
+def test_serving_graph_line_lists_every_timed_batch_in_order():
+  graph = {'ops': 394, 'call_ms_batch32': 1.57, 'call_ms_batch1': 1.82}
+  lines = summary.serving_graph_lines(types.SimpleNamespace(
+      serving_graph=graph))
+  assert lines == ['  serving graph (raw columns in, Transform included): '
+                   '394 ops; a call costs 1.82 ms at batch 1, 1.57 ms at '
+                   'batch 32 (TensorFlow, in the Pusher)']
+  assert summary.serving_graph_lines(types.SimpleNamespace(
+      serving_graph={'ops': 5})) == [
+          '  serving graph (raw columns in, Transform included): 5 ops']
+  assert summary.serving_graph_lines(types.SimpleNamespace(
+      serving_graph={})) == []

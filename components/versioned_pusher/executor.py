@@ -40,7 +40,8 @@ from leantfx.components import versioned_push
 from leantfx.models import serving_graph
 
 REUSED_VERSION_KEY = 'reused_existing_version'
-# The pushed serving graph's op count and call cost (models/serving_graph.py).
+# The pushed serving graph's op count and call cost (models/serving_graph.py);
+# pipeline/run_summary.py reads them by these names.
 SERVING_OPS_KEY = 'serving_graph_ops'
 SERVING_CALL_MS_KEY = 'serving_call_ms_batch{batch}'
 # The commit files: written last on object stores, a version without one is
