@@ -122,6 +122,36 @@ def _fastest_line(fastest: Dict[str, Any]) -> str:
           f"{', '.join(versus)}")
 
 
+def serving_inputs_line(inputs: Dict[str, Any],
+                        runtime: str = 'tflite') -> str:
+  """What a pushed model takes, and how it scored taking it."""
+  if inputs.get('inputs') != 'raw':
+    return (f'  {runtime}: takes the transformed features, not the raw '
+            'columns (a failed fold is listed below and in the report)')
+  score = next((k for k in ('accuracy', 'rmse') if k in inputs), None)
+  scored = (f"{score} {inputs[score]:.4f} on {inputs['eval_examples']} raw "
+            'eval rows, ' if score else '')
+  overhead = inputs.get('call_overhead_ms')
+  call = (f', +{overhead:.3f} ms for the Python call' if overhead is not None
+          else '')
+  return (f'  {runtime}: takes the raw columns, as serving_default does (the '
+          f"Transform folded in): {scored}p50 {inputs['latency_p50_ms']:.3f} "
+          f'ms at batch 1, preprocessing included{call}')
+
+
+def _failure_line(failure: Dict[str, str]) -> str:
+  """One skipped candidate, or one pick that could not take raw columns."""
+  candidate = failure['candidate']
+  if failure.get('pushed_inputs') != 'transformed':
+    return (f'  tflite: candidate {candidate} skipped, it failed at '
+            f"{failure['stage']}: {failure['error']}")
+  mode = candidate.split('/')[-1]
+  runtime = next((r for r in ('openvino', 'onnx')
+                  if mode.startswith(r + '_')), 'tflite')
+  return (f'  {runtime}: {candidate} could not take the raw columns: '
+          f"{failure['error']}")
+
+
 def _optimization_lines(summary, config) -> List[str]:
   """The run summary's lines about optimization (empty when it was off)."""
   if config.optimization is None:
@@ -136,6 +166,9 @@ def _optimization_lines(summary, config) -> List[str]:
     lines.append(
         f"  tflite: {_custom(optimized, 'selected_variant')} pushed to "
         f"{_custom(optimized, 'pushed_destination')}")
+    inputs = _custom(optimized, 'serving_inputs')
+    if inputs:
+      lines.append(serving_inputs_line(json.loads(inputs)))
   else:
     lines.append('  tflite: no variant blessed (nothing pushed; see the '
                  'report for each variant\'s figures)')
@@ -146,13 +179,15 @@ def _optimization_lines(summary, config) -> List[str]:
       lines.append(
           f"  {runtime}: {_custom(optimized, f'{runtime}_selected_variant')} "
           f'pushed to {destination}')
+      inputs = _custom(optimized, f'{runtime}_serving_inputs')
+      if inputs and json.loads(inputs):
+        lines.append(serving_inputs_line(json.loads(inputs), runtime))
   fastest = _custom(optimized, 'fastest_variant') if optimized else None
   if fastest:
     lines.append(_fastest_line(json.loads(fastest)))
   skipped = _custom(optimized, 'skipped_candidates') if optimized else None
   for failure in json.loads(skipped) if skipped else ():
-    lines.append(f"  tflite: candidate {failure['candidate']} skipped, it "
-                 f"failed at {failure['stage']}: {failure['error']}")
+    lines.append(_failure_line(failure))
   if report is not None:
     lines.append(f"  report: {os.path.join(report.uri, 'report.html')}")
   return lines
@@ -261,6 +296,8 @@ def run_record(summary, config) -> Dict[str, Any]:
       record['tflite'] = {
           'selected_variant': _custom(optimized, 'selected_variant'),
           'pushed_destination': _custom(optimized, 'pushed_destination'),
+          'serving_inputs': json.loads(
+              _custom(optimized, 'serving_inputs') or 'null'),
       }
   return record
 

@@ -33,6 +33,7 @@ from leantfx.models import architectures
 from leantfx.models import data_policy
 from leantfx.models import features
 from leantfx.models import model_layout
+from leantfx.models import raw_serving
 from leantfx.models import warm_start
 from leantfx.models.training import callbacks as callbacks_lib
 from leantfx.models.training import plan as plan_lib
@@ -114,45 +115,13 @@ def build_model(spec: config_lib.DatasetSpec,
                                       target_scale)
 
 
-def _raw_input_specs(raw_feature_spec: Mapping[str, Any]) -> Dict[str, Any]:
-  """One [batch] TensorSpec per raw feature: strings or float32 numbers."""
-  specs = {}
-  for name, feature in raw_feature_spec.items():
-    dtype = tf.string if feature.dtype == tf.string else tf.float32
-    specs[name] = tf.TensorSpec(shape=[None], dtype=dtype, name=name)
-  return specs
-
-
-def _raw_to_parsed(raw: Mapping[str, tf.Tensor],
-                   raw_feature_spec: Mapping[str, Any]) -> Dict[str, Any]:
-  """Shapes [batch] raw tensors as tf.io.parse_example would have."""
-  parsed = {}
-  for name, value in raw.items():
-    feature = raw_feature_spec[name]
-    if isinstance(feature, tf.io.FixedLenFeature):
-      parsed[name] = tf.reshape(
-          tf.cast(value, feature.dtype), [-1] + list(feature.shape))
-      continue
-    if value.dtype == tf.string:
-      present = tf.not_equal(value, '')
-    else:
-      present = tf.logical_not(tf.math.is_nan(value))
-    rows = tf.where(present)
-    parsed[name] = tf.SparseTensor(
-        indices=tf.concat([rows, tf.zeros_like(rows)], axis=1),
-        values=tf.cast(tf.gather_nd(value, rows), feature.dtype),
-        dense_shape=tf.stack([tf.shape(value, out_type=tf.int64)[0], 1]))
-  return parsed
-
-
 def _signatures(model: tf_keras.Model,
                 tf_transform_output: tft.TFTransformOutput,
                 spec: config_lib.DatasetSpec) -> Dict[str, Any]:
   """Builds the three serving signatures described in the module docstring."""
   model.tft_layer = tf_transform_output.transform_features_layer()
   raw_spec = tf_transform_output.raw_feature_spec()
-  serving_spec = {k: v for k, v in raw_spec.items() if k != spec.label}
-  class_names = tf.constant(list(spec.classes))
+  serving_spec = raw_serving.serving_feature_spec(raw_spec, spec.label)
 
   def predict(raw_features):
     transformed = model.tft_layer(raw_features)
@@ -162,15 +131,10 @@ def _signatures(model: tf_keras.Model,
   if spec.is_regression:
     return _regression_signatures(model, predict, raw_spec, serving_spec)
 
-  @tf.function(input_signature=[_raw_input_specs(serving_spec)])
+  @tf.function(input_signature=[raw_serving.raw_input_specs(serving_spec)])
   def serve_raw(raw):
-    probabilities = predict(_raw_to_parsed(raw, serving_spec))
-    class_ids = tf.argmax(probabilities, axis=1)
-    return {
-        'probabilities': probabilities,
-        'class_ids': class_ids,
-        'classes': tf.gather(class_names, class_ids),
-    }
+    return raw_serving.classification_outputs(
+        predict(raw_serving.raw_to_parsed(raw, serving_spec)), spec.classes)
 
   @tf.function(input_signature=[
       tf.TensorSpec(shape=[None], dtype=tf.string, name='examples')
@@ -199,9 +163,10 @@ def _regression_signatures(model: tf_keras.Model, predict, raw_spec,
   def predictions(raw_features):
     return tf.reshape(predict(raw_features), [-1])
 
-  @tf.function(input_signature=[_raw_input_specs(serving_spec)])
+  @tf.function(input_signature=[raw_serving.raw_input_specs(serving_spec)])
   def serve_raw(raw):
-    return {'predictions': predictions(_raw_to_parsed(raw, serving_spec))}
+    return {'predictions': predictions(
+        raw_serving.raw_to_parsed(raw, serving_spec))}
 
   @tf.function(input_signature=[
       tf.TensorSpec(shape=[None], dtype=tf.string, name='examples')

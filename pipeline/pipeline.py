@@ -269,7 +269,9 @@ def _optimize(config: config_lib.PipelineConfig, model: tfx.types.BaseChannel,
 
   An unblessed model is never optimized or pushed as TFLite: the optimizer's
   own budget is relative to the float model, so the float model must pass the
-  Evaluator's gate first.
+  Evaluator's gate first. It reads the raw Examples the Transform read too,
+  so that the TFLite model it pushes takes the raw features, as the
+  SavedModel's serving_default does.
   """
   if config.optimization is None:
     return
@@ -280,7 +282,10 @@ def _optimize(config: config_lib.PipelineConfig, model: tfx.types.BaseChannel,
         transform_graph=transform.outputs['transform_graph'],
         tflite_push_base=config.tflite_push_base,
         model_name=config.dataset.name,
-        optimization_config=config.optimization)
+        optimization_config=config.optimization,
+        examples=transform.inputs['examples'],
+        raw_label=config.dataset.label,
+        classes=config.dataset.classes)
   nodes.append(optimizer)
 
 

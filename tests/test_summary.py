@@ -40,6 +40,27 @@ def test_pushed_variant_and_report():
                    '  report: /out/report/9/report.html']
 
 
+def test_what_the_pushed_tflite_takes_is_said():
+  raw = {'inputs': 'raw', 'accuracy': 0.99424, 'eval_examples': 347,
+         'latency_p50_ms': 0.1507, 'latency_includes_preprocessing': True}
+  lines = summary._optimization_lines(_summary(_artifact(
+      '/out/m', blessed=1, selected_variant='low_rank/int8',
+      pushed_destination='/out/tflite/digits/7',
+      serving_inputs=json.dumps(raw))), CONFIG)
+  assert lines[1] == (
+      '  tflite: takes the raw columns, as serving_default does (the '
+      'Transform folded in): accuracy 0.9942 on 347 raw eval rows, p50 '
+      '0.151 ms at batch 1, preprocessing included')
+  regression = dict(raw, rmse=55.6)
+  del regression['accuracy']
+  assert 'rmse 55.6000 on 347' in summary.serving_inputs_line(regression)
+  assert summary.serving_inputs_line(
+      dict(raw, call_overhead_ms=1.9), 'openvino').endswith(
+          'preprocessing included, +1.900 ms for the Python call')
+  assert 'takes the transformed features' in summary.serving_inputs_line(
+      {'inputs': 'transformed'})
+
+
 def test_skipped_candidates_are_listed():
   failure = {'candidate': 'pruning', 'stage': 'pruning',
              'error': "ConfigError: 'conv3x3' (Conv2D) ..."}
@@ -48,6 +69,19 @@ def test_skipped_candidates_are_listed():
   assert lines[1] == ("  tflite: candidate pruning skipped, it failed at "
                       "pruning: ConfigError: 'conv3x3' (Conv2D) ...")
   assert 'no variant blessed' in lines[0]
+
+
+def test_a_pick_pushed_without_raw_columns_is_not_called_skipped():
+  failure = {'candidate': 'low_rank/openvino_float32',
+             'stage': 'raw-feature export', 'pushed_inputs': 'transformed',
+             'error': 'ConfigError: no HashTableV2; the pushed model takes '
+                      'the transformed features instead'}
+  lines = summary._optimization_lines(_summary(_artifact(
+      '/out/m', blessed=0, skipped_candidates=json.dumps([failure]))), CONFIG)
+  assert lines[1] == (
+      '  openvino: low_rank/openvino_float32 could not take the raw columns: '
+      'ConfigError: no HashTableV2; the pushed model takes the transformed '
+      'features instead')
 
 
 def test_nothing_when_optimization_is_off():

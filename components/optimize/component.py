@@ -1,5 +1,6 @@
 """ModelOptimizer: builds optimized TFLite variants, gates them, pushes the chosen one."""
-from typing import Optional
+import json
+from typing import Optional, Sequence
 
 from tfx import types
 from tfx.dsl.components.base import base_component
@@ -9,6 +10,7 @@ from tfx.types import standard_artifacts
 from leantfx.components.optimize import executor
 from leantfx.components.optimize import spec as spec_lib
 from leantfx.components.optimize.config import OptimizationConfig
+from leantfx.errors import ConfigError
 
 
 class ModelOptimizer(base_component.BaseComponent):
@@ -39,7 +41,10 @@ class ModelOptimizer(base_component.BaseComponent):
                transform_graph: types.BaseChannel,
                tflite_push_base: str,
                model_name: str,
-               optimization_config: Optional[OptimizationConfig] = None):
+               optimization_config: Optional[OptimizationConfig] = None,
+               examples: Optional[types.BaseChannel] = None,
+               raw_label: Optional[str] = None,
+               classes: Sequence[str] = ()):
     """Builds the component.
 
     Args:
@@ -49,8 +54,19 @@ class ModelOptimizer(base_component.BaseComponent):
       tflite_push_base: directory under which versions are pushed.
       model_name: the model's directory name under tflite_push_base.
       optimization_config: what to run; None = OptimizationConfig().
+      examples: the raw Examples the Transform read. With raw_label, the
+        TFLite pick is pushed taking raw features (the request of the
+        Trainer's serving_default); without, it takes the transformed ones.
+      raw_label: the raw label column.
+      classes: class names in class-id order (empty for a regression).
     """
     config = optimization_config or OptimizationConfig()
+    if (examples is None) != (raw_label is None):
+      raise ConfigError(
+          'ModelOptimizer takes examples and raw_label together (the raw '
+          'Examples the Transform read, and their label column), or neither.')
+    raw_serving = (json.dumps({'label': raw_label, 'classes': list(classes)})
+                   if raw_label is not None else None)
     component_spec = spec_lib.OptimizeSpec(
         model=model,
         transformed_examples=transformed_examples,
@@ -58,6 +74,8 @@ class ModelOptimizer(base_component.BaseComponent):
         optimization_config=config.to_json(),
         tflite_push_base=tflite_push_base,
         model_name=model_name,
+        examples=examples,
+        raw_serving=raw_serving,
         optimized_model=types.Channel(type=standard_artifacts.Model),
         blessing=types.Channel(type=standard_artifacts.ModelBlessing),
         report=types.Channel(type=spec_lib.OptimizationReport))

@@ -21,6 +21,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from absl import logging
 import tensorflow as tf
+import tensorflow_transform as tft
 import tf_keras
 from tfx import types
 from tfx.dsl.components.base import base_executor
@@ -31,6 +32,8 @@ from tfx.utils import io_utils
 from leantfx.components.optimize import config as config_lib
 from leantfx.components.optimize import measure
 from leantfx.components.optimize import push
+from leantfx.components.optimize import raw_features
+from leantfx.components.optimize import raw_runtimes
 from leantfx.components.optimize import quality as quality_lib
 from leantfx.components.optimize import report
 from leantfx.components.optimize import runtime_variants
@@ -68,6 +71,9 @@ class Outcome:
       saw.
     fastest: the blessed variant with the lowest p50 over every runtime,
       with its speed-ups (None when nothing was blessed).
+    serving_inputs: what the pushed .tflite takes ({'inputs': 'raw', ...}
+      with its scores, or {'inputs': 'transformed'}); None: nothing pushed.
+    runtime_serving_inputs: the same for each server runtime's push.
   """
   baseline: measure.VariantMetrics
   decisions: List[selection.GateDecision]
@@ -80,6 +86,9 @@ class Outcome:
   runtime_pushes: Dict[str, push.PushResult] = dataclasses.field(
       default_factory=dict)
   held_out: Dict[str, selection.HeldOut] = dataclasses.field(
+      default_factory=dict)
+  serving_inputs: Optional[Dict[str, Any]] = None
+  runtime_serving_inputs: Dict[str, Dict[str, Any]] = dataclasses.field(
       default_factory=dict)
   fastest: Optional[selection.Fastest] = None
 
@@ -141,7 +150,8 @@ def load_keras_model(path: str) -> tf_keras.Model:
   return model
 
 
-def split_files(examples: types.Artifact, split: str) -> List[str]:
+def split_files(examples: types.Artifact, split: str,
+                what: str = 'transformed examples') -> List[str]:
   """The files of one split of an Examples artifact, checked.
 
   Raises:
@@ -150,7 +160,7 @@ def split_files(examples: types.Artifact, split: str) -> List[str]:
   names = json.loads(examples.split_names) if examples.split_names else None
   if names is not None and split not in names:
     raise InputDataError(
-        f'The transformed examples at {examples.uri} have splits {names} but '
+        f'The {what} at {examples.uri} have splits {names} but '
         f'no {split!r} split; ModelOptimizer trains on "train" and measures '
         'on "eval". Configure ExampleGen to output both.')
   directory = os.path.join(examples.uri, f'Split-{split}')
@@ -158,9 +168,8 @@ def split_files(examples: types.Artifact, split: str) -> List[str]:
                  if not fileio.isdir(f))
   if not files:
     raise InputDataError(
-        f'The {split!r} split of the transformed examples has no files in '
-        f'{directory}; expected gzipped TFRecords of tf.Example written by '
-        'Transform.')
+        f'The {split!r} split of the {what} has no files in '
+        f'{directory}; expected gzipped TFRecords of tf.Example.')
   return files
 
 
@@ -174,7 +183,6 @@ def transformed_feature_spec(transform_graph_uri: str,
     InputDataError: the transform graph is unreadable, or lacks the label or
       a model input.
   """
-  import tensorflow_transform as tft  # pylint: disable=g-import-not-at-top
   try:
     full_spec = tft.TFTransformOutput(
         transform_graph_uri).transformed_feature_spec()
@@ -260,7 +268,8 @@ def build_variants(model: tf_keras.Model,
                    failures: Optional[List[Dict[str, str]]] = None,
                    *,
                    server_runtimes: Sequence[str] = (),
-                   baseline: Optional[measure.VariantMetrics] = None
+                   baseline: Optional[measure.VariantMetrics] = None,
+                   models: Optional[Dict[str, Any]] = None
                   ) -> List[measure.VariantMetrics]:
   """Runs every candidate chain, exports each mode and measures it.
 
@@ -284,6 +293,8 @@ def build_variants(model: tf_keras.Model,
       those with a TFLite variant inside the quality budget (point 8 of
       issue 12: the other runtimes cost conversion time).
     baseline: the baseline's metrics, for that budget check.
+    models: if given, candidate name -> its Keras model (after its chain)
+      is put in it, for the raw-feature export of the pick.
 
   Returns:
     One VariantMetrics per (candidate, mode) or (candidate, runtime, mode)
@@ -314,6 +325,8 @@ def build_variants(model: tf_keras.Model,
       continue
     chain = '+'.join(r.technique for r in results) or config_lib.BASELINE
     details = _chain_details(results)
+    if models is not None:
+      models[candidate.name] = current
     out_dir = os.path.join(variants_dir, candidate.name)
     os.makedirs(out_dir, exist_ok=True)
     for mode in candidate.tflite_modes:
@@ -382,6 +395,60 @@ def _server_runtime_variants(model, candidate_name, chain, details,
   return built
 
 
+def _raw_export(variant: measure.VariantMetrics, models: Mapping[str, Any],
+                raw: Optional[raw_features.RawInputs],
+                all_eval: measure.LabeledData,
+                config: config_lib.OptimizationConfig,
+                failures: List[Dict[str, str]]
+               ) -> Tuple[Optional[str], Dict[str, Any]]:
+  """The raw-feature export of a pick, and what the push will take.
+
+  Returns:
+    (the export's file (TFLite) or folder (OpenVINO, ONNX), its facts), or
+    (None, {'inputs': 'transformed'}) when raw is None or the export failed
+    (the failure is appended to ``failures``): the caller pushes the
+    transformed-input variant.
+  """
+  transformed = {'inputs': 'transformed'}
+  if raw is None:
+    return None, transformed
+  candidate = variant.name.split('/')[0]
+  quality = config.quality
+  tolerance = getattr(config.budget, quality.budget_field)
+  settings = dict(num_threads=config.num_threads,
+                  latency_runs=config.latency_runs,
+                  warmup_runs=config.warmup_runs,
+                  calibration_samples=config.calibration_samples)
+  try:
+    if variant.runtime in runtime_variants.SERVER_RUNTIMES:
+      reference = _scores_on(variant, all_eval, config)[quality.name]
+      variant_dir = (variant.path if os.path.isdir(variant.path) else
+                     os.path.dirname(variant.path))
+      path, facts = raw_runtimes.export_checked(
+          variant.runtime, models[candidate], variant_dir,
+          variant.tflite_mode, variant.name, raw, reference, quality,
+          tolerance, **settings)
+    else:
+      path, facts = raw_features.export_checked(
+          models[candidate], variant, raw, all_eval, quality, tolerance,
+          **settings)
+  except Exception as e:  # pylint: disable=broad-except
+    logging.exception('ModelOptimizer: the raw-feature export of %s failed; '
+                      'pushing its transformed-input model.', variant.name)
+    failures.append({
+        'candidate': variant.name, 'stage': 'raw-feature export',
+        'error': (f'{type(e).__name__}: {e}; the pushed model takes the '
+                  'transformed features instead'),
+        # The pick was still pushed (the summary says so, not "skipped").
+        'pushed_inputs': 'transformed'})
+    return None, transformed
+  logging.info('ModelOptimizer: %s takes raw features: %s %.4f on %d raw '
+               'eval rows, p50 %.3f ms with the Transform', variant.name,
+               quality.name, facts[quality.name], facts['eval_examples'],
+               facts['latency_p50_ms'])
+  return path, facts
+
+
 def runtime_push_base(tflite_push_base: str, runtime: str) -> str:
   """A server runtime's push base: a sibling of the TFLite one.
 
@@ -439,6 +506,9 @@ def _manifest_metrics(decision: selection.GateDecision,
       'latency_p50_ms': v.latency_p50_ms,
       'latency_p99_ms': v.latency_p99_ms,
       'latency_runs': v.latency_runs,
+      # Every variant is timed on transformed features (measure.LabeledData
+      # of the Transform's output): the figures leave preprocessing out.
+      'latency_includes_preprocessing': False,
       'num_threads': v.num_threads,
       'params': v.params,
       'sparsity': v.sparsity,
@@ -455,7 +525,8 @@ def optimize(model: tf_keras.Model,
              report_dir: str,
              push_base: str,
              model_name: str,
-             optimized_model_dir: Optional[str] = None) -> Outcome:
+             optimized_model_dir: Optional[str] = None,
+             raw: Optional[raw_features.RawInputs] = None) -> Outcome:
   """Builds, measures, gates and selects variants; pushes and reports.
 
   Args:
@@ -471,14 +542,20 @@ def optimize(model: tf_keras.Model,
     model_name: the model's directory name under push_base.
     optimized_model_dir: if given, the selected model.tflite and its
       manifest are copied into <dir>/Format-TFLite/.
+    raw: if given, the TFLite pick is pushed as its raw-feature export
+      (raw_features.export_checked: the Transform folded in, measured on
+      the raw eval split); if that export fails, the transformed-input file
+      is pushed and the failure is listed. None: the transformed-input file
+      (its manifest says which inputs it takes).
 
   Returns:
     The Outcome; nothing is pushed when no variant is blessed.
   """
   # The gate, the policy and the techniques see the selection split only;
   # every variant is re-measured on the report split for the report.
+  all_eval = measure.LabeledData.from_dataset(eval_ds)
   selection_data, report_data = selection.split_eval(
-      measure.LabeledData.from_dataset(eval_ds), config.selection_fraction)
+      all_eval, config.selection_fraction)
   eval_ds = _batched(selection_data, config.batch_size)
   quality = config.quality
   baseline = measure.measure_saved_model(
@@ -486,6 +563,7 @@ def optimize(model: tf_keras.Model,
       latency_runs=config.latency_runs, warmup_runs=config.warmup_runs,
       keras_model=model, quality=quality)
   failures: List[Dict[str, str]] = []
+  models: Dict[str, Any] = {}
   built_runtimes, missing = runtimes_lib.resolve(config.runtimes)
   for message in missing:
     logging.warning('ModelOptimizer: %s', message)
@@ -496,7 +574,7 @@ def optimize(model: tf_keras.Model,
   variants = build_variants(model, train_ds, eval_ds, selection_data, config,
                             os.path.join(report_dir, VARIANTS_DIR), failures,
                             server_runtimes=server_runtimes,
-                            baseline=baseline)
+                            baseline=baseline, models=models)
   if not variants and failures:
     raise NoVariantBuilt(
         'ModelOptimizer: every candidate failed, nothing to gate or push '
@@ -516,6 +594,7 @@ def optimize(model: tf_keras.Model,
       baseline, decisions, report_data,
       lambda v, data: _scores_on(v, data, config), quality)
   pushed = None
+  serving_inputs = None
   if selected is None:
     logging.warning('ModelOptimizer: %s; nothing pushed.',
                     report.NO_VARIANT_BLESSED)
@@ -523,10 +602,13 @@ def optimize(model: tf_keras.Model,
     v = selected.variant
     chain = [] if v.technique == config_lib.BASELINE else v.technique.split(
         '+')
+    metrics = _manifest_metrics(selected, baseline, held_out, quality)
+    path, serving_inputs = _raw_export(v, models, raw, all_eval, config,
+                                       failures)
+    metrics['serving_inputs'] = serving_inputs
     pushed = push.push_tflite(
-        v.path, push_base, model_name, source_model_uri=source_model_uri,
-        technique_chain=chain, tflite_mode=v.tflite_mode,
-        metrics=_manifest_metrics(selected, baseline, held_out, quality))
+        path or v.path, push_base, model_name, source_model_uri=source_model_uri,
+        technique_chain=chain, tflite_mode=v.tflite_mode, metrics=metrics)
     logging.info('ModelOptimizer: pushed %s as version %d to %s', v.name,
                  pushed.version, pushed.directory)
     if optimized_model_dir:
@@ -537,6 +619,7 @@ def optimize(model: tf_keras.Model,
       fileio.copy(os.path.join(pushed.directory, push.MANIFEST_FILE),
                   os.path.join(out, push.MANIFEST_FILE), overwrite=True)
   runtime_pushes = {}
+  runtime_inputs = {}
   for runtime, pick in picks.items():
     if pick is None:
       logging.warning('ModelOptimizer: %s: %s; nothing pushed.', runtime,
@@ -544,13 +627,15 @@ def optimize(model: tf_keras.Model,
       continue
     v = pick.variant
     source_dir = v.path if os.path.isdir(v.path) else os.path.dirname(v.path)
+    raw_dir, inputs = _raw_export(v, models, raw, all_eval, config, failures)
+    metrics = _manifest_metrics(pick, baseline, held_out, quality)
+    metrics['serving_inputs'] = runtime_inputs[runtime] = inputs
     runtime_pushes[runtime] = push.push_runtime_model(
-        runtime, source_dir, runtime_push_base(push_base, runtime),
+        runtime, raw_dir or source_dir, runtime_push_base(push_base, runtime),
         model_name, source_model_uri=source_model_uri,
         technique_chain=([] if v.technique == config_lib.BASELINE else
                          v.technique.split('+')),
-        mode=v.tflite_mode,
-        metrics=_manifest_metrics(pick, baseline, held_out, quality))
+        mode=v.tflite_mode, metrics=metrics)
     logging.info('ModelOptimizer: pushed %s as version %d to %s', v.name,
                  runtime_pushes[runtime].version,
                  runtime_pushes[runtime].directory)
@@ -570,7 +655,9 @@ def optimize(model: tf_keras.Model,
                  pushed=pushed, report_paths=report_paths, failures=failures,
                  runtime_picks=picks, runtime_pushes=runtime_pushes,
                  held_out=held_out,
-                 fastest=selection.fastest(baseline, decisions))
+                 fastest=selection.fastest(baseline, decisions),
+                 serving_inputs=serving_inputs,
+                 runtime_serving_inputs=runtime_inputs)
 
 
 # -------------------------------------------------------------- executor ---
@@ -608,6 +695,55 @@ def _write_blessing(blessing: types.Artifact,
                                         selected.variant.name)
   else:
     blessing.set_string_custom_property('reason', report.NO_VARIANT_BLESSED)
+
+
+def _raw_inputs(input_dict: Mapping[str, List[types.Artifact]],
+                exec_properties: Mapping[str, Any], transform_graph_uri: str,
+                config: config_lib.OptimizationConfig
+               ) -> Optional[raw_features.RawInputs]:
+  """The raw rows and Transform for a raw-feature push (None: not asked).
+
+  Raises:
+    ConfigError: a malformed raw_serving property, or examples without it.
+    InputDataError: the raw examples cannot be read.
+  """
+  text = exec_properties.get(spec.RAW_SERVING_KEY)
+  examples = input_dict.get(spec.EXAMPLES_KEY) or []
+  if not text and not examples:
+    return None
+  try:
+    raw_serving = json.loads(text or 'null')
+    label, classes = raw_serving['label'], tuple(raw_serving['classes'])
+  except (TypeError, KeyError, ValueError) as e:
+    raise ConfigError(
+        f'ModelOptimizer\'s {spec.RAW_SERVING_KEY!r} must be JSON '
+        '{"label": <raw label column>, "classes": [<class names>]} beside '
+        f'the {spec.EXAMPLES_KEY!r} input; got {text!r}.') from e
+  if not examples:
+    raise ConfigError(
+        f'ModelOptimizer has {spec.RAW_SERVING_KEY!r} but no '
+        f'{spec.EXAMPLES_KEY!r} input: pass the raw Examples the Transform '
+        'read.')
+  tf_transform_output = tft.TFTransformOutput(transform_graph_uri)
+  if label not in tf_transform_output.raw_feature_spec():
+    raise ConfigError(
+        f'The raw label {label!r} is not a column of the Transform\'s raw '
+        f'schema ({sorted(tf_transform_output.raw_feature_spec())}).')
+
+  def files(split):
+    # Every Examples artifact the Transform read (a window of spans is
+    # several).
+    return [f for artifact in examples
+            for f in split_files(artifact, split, 'raw examples')]
+
+  return raw_features.RawInputs(
+      tf_transform_output=tf_transform_output, label=label, classes=classes,
+      train=raw_features.sample_rows(
+          raw_features.read_raw_split(files(spec.TRAIN_SPLIT),
+                                      tf_transform_output, label),
+          config.calibration_samples),
+      eval=raw_features.read_raw_split(
+          files(spec.EVAL_SPLIT), tf_transform_output, label))
 
 
 class Executor(base_executor.BaseExecutor):
@@ -658,9 +794,11 @@ class Executor(base_executor.BaseExecutor):
       if not push.is_local(report_dir):
         report_dir = os.path.join(scratch, 'report')
       fileio.makedirs(optimized_model.uri)
+      raw = _raw_inputs(input_dict, exec_properties, transform_graph.uri,
+                        config)
       outcome = optimize(model, model_dir, model_artifact.uri, train_ds,
                          eval_ds, config, report_dir, push_base, model_name,
-                         optimized_model_dir=optimized_model.uri)
+                         optimized_model_dir=optimized_model.uri, raw=raw)
       if report_dir != report_artifact.uri:
         io_utils.copy_dir(report_dir, report_artifact.uri)
 
@@ -677,6 +815,8 @@ class Executor(base_executor.BaseExecutor):
                                               outcome.pushed.version)
       optimized_model.set_string_custom_property(
           spec.PUSHED_DESTINATION_PROPERTY, outcome.pushed.directory)
+      optimized_model.set_string_custom_property(
+          spec.SERVING_INPUTS_PROPERTY, json.dumps(outcome.serving_inputs))
     if outcome.fastest is not None:
       optimized_model.set_string_custom_property(
           FASTEST_PROPERTY, json.dumps(outcome.fastest.to_dict()))
@@ -688,3 +828,6 @@ class Executor(base_executor.BaseExecutor):
           outcome.runtime_picks[runtime].variant.name)
       optimized_model.set_string_custom_property(
           f'{runtime}_{spec.PUSHED_DESTINATION_PROPERTY}', pushed.directory)
+      optimized_model.set_string_custom_property(
+          f'{runtime}_{spec.SERVING_INPUTS_PROPERTY}',
+          json.dumps(outcome.runtime_serving_inputs.get(runtime)))

@@ -264,6 +264,10 @@ def _dequantize(value: np.ndarray, detail: Mapping[str, Any]) -> np.ndarray:
   return value.astype(np.float32)
 
 
+# The outputs scored, in preference order, when a signature has several.
+SCORE_OUTPUTS = ('probabilities', 'predictions')
+
+
 class TFLitePredictor:
   """Runs a .tflite signature on a prepared interpreter, in float.
 
@@ -289,7 +293,12 @@ class TFLitePredictor:
                                                        signature)
     self.input_details = self.signature.input_details
     output_details = self.signature.output_details
-    self.output_name = sorted(output_details)[0]
+    # A variant's model has one output; a raw-feature export (the Trainer's
+    # serving_default contract) answers 'probabilities' or 'predictions'
+    # beside class ids and names.
+    self.output_name = next(
+        (n for n in SCORE_OUTPUTS if n in output_details),
+        sorted(output_details)[0])
     self.output_detail = output_details[self.output_name]
 
   @property

@@ -9,7 +9,7 @@ Triton's and OpenVINO Model Server's model repositories read.
 """
 import os
 import tempfile
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -54,8 +54,12 @@ def convert_float(model, output_path: str) -> str:
 
 
 def quantize_int8(float_path: str, output_path: str,
-                  samples: List[Dict[str, np.ndarray]]) -> str:
+                  samples: List[Dict[str, np.ndarray]],
+                  exclude: Sequence[str] = ()) -> str:
   """Static QDQ int8 quantization of an ONNX file, per-channel weights.
+
+  ``exclude``: node names to leave in float (a raw-feature model's folded
+  Transform: raw_runtimes.preprocessing_node_names).
 
   Raises:
     ConfigError: `samples` is empty.
@@ -82,7 +86,8 @@ def quantize_int8(float_path: str, output_path: str,
       quant_format=quantization.QuantFormat.QDQ,
       per_channel=True,
       activation_type=quantization.QuantType.QUInt8,
-      weight_type=quantization.QuantType.QInt8)
+      weight_type=quantization.QuantType.QInt8,
+      nodes_to_exclude=list(exclude) or None)
   return output_path
 
 

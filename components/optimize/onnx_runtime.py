@@ -27,6 +27,14 @@ def open_session(path: str, num_threads: int):
                               providers=['CPUExecutionProvider'])
 
 
+# ONNX Runtime's tensor type names -> numpy types (strings: ``str``
+# objects in an object array).
+NUMPY_TYPES = {'tensor(float)': np.float32, 'tensor(double)': np.float64,
+               'tensor(int64)': np.int64, 'tensor(int32)': np.int32,
+               'tensor(int8)': np.int8, 'tensor(uint8)': np.uint8,
+               'tensor(bool)': np.bool_, 'tensor(string)': np.object_}
+
+
 class ONNXPredictor:
   """Runs model.onnx in ONNX Runtime, in float."""
 
@@ -35,6 +43,10 @@ class ONNXPredictor:
     self.path = path
     self.session = open_session(path, num_threads)
     self.input_names = [i.name for i in self.session.get_inputs()]
+    # Each input's numpy type (float32, or int64 for a vocabulary id):
+    # features are cast to it, not all to float32.
+    self.input_types = {i.name: NUMPY_TYPES.get(i.type, np.float32)
+                        for i in self.session.get_inputs()}
     self.output_name = sorted(o.name for o in self.session.get_outputs())[0]
 
   def feed(self, features: Mapping[str, np.ndarray]) -> Dict[str, np.ndarray]:
@@ -42,7 +54,7 @@ class ONNXPredictor:
     if missing:
       raise ConfigError(f'The features lack the ONNX input(s) {missing}; they '
                         f'have {sorted(features)}.')
-    return {n: np.ascontiguousarray(features[n], np.float32)
+    return {n: np.ascontiguousarray(features[n], self.input_types[n])
             for n in self.input_names}
 
   def predict(self, features: Mapping[str, np.ndarray]) -> np.ndarray:

@@ -9,9 +9,10 @@ representative data TFLite's int8 uses). The IR is ``model.xml`` (the graph)
 and ``model.bin`` (the weights) in one directory, the layout OpenVINO Model
 Server reads.
 """
+import logging
 import os
 import tempfile
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
@@ -26,17 +27,34 @@ BIN_FILE = 'model.bin'
 
 
 def convert(saved_model_dir: str):
-  """The SavedModel's serving signature as an ``openvino.Model``."""
+  """The SavedModel's serving signature as an ``openvino.Model``.
+
+  ``convert_model`` sets the root logger to ERROR (and adds a filter) while
+  it works and puts them back only when it succeeds: a conversion that
+  raises would leave the later INFO and WARNING lines of every logger
+  without a level of its own (Beam's, leantfx.*) out of the run's log. The
+  root logger's level, filters and handlers are put back either way.
+  """
   import openvino as ov  # pylint: disable=g-import-not-at-top
-  return ov.convert_model(saved_model_dir)
+  root = logging.getLogger()
+  level, filters, handlers = root.level, list(root.filters), list(root.handlers)
+  try:
+    return ov.convert_model(saved_model_dir)
+  finally:
+    root.setLevel(level)
+    root.filters[:] = filters
+    root.handlers[:] = handlers
 
 
-def quantize_int8(ov_model, samples: List[Dict[str, np.ndarray]]):
+def quantize_int8(ov_model, samples: List[Dict[str, np.ndarray]],
+                  ignored: Sequence[str] = ()):
   """NNCF post-training int8 quantization of an ``openvino.Model``.
 
   Args:
     ov_model: the float model.
     samples: batch-1 feature dicts keyed by input name (calibration).
+    ignored: friendly names of ops to leave in float (a raw-feature
+      model's folded Transform: raw_runtimes.preprocessing_op_names).
 
   Returns:
     The quantized openvino.Model.
@@ -51,8 +69,12 @@ def quantize_int8(ov_model, samples: List[Dict[str, np.ndarray]]):
   def transform(sample):
     return {name: sample[_feature_name(name, sample)] for name in names}
 
+  scope = {}
+  if ignored:
+    scope['ignored_scope'] = nncf.IgnoredScope(names=list(ignored),
+                                               validate=False)
   return nncf.quantize(ov_model, nncf.Dataset(samples, transform),
-                       subset_size=len(samples))
+                       subset_size=len(samples), **scope)
 
 
 def _feature_name(port_name: str, sample: Dict[str, np.ndarray]) -> str:

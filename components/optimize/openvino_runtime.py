@@ -41,6 +41,10 @@ class OpenVINOPredictor:
     self.compiled = compile_model(xml_path, num_threads)
     self.request = self.compiled.create_infer_request()
     self.input_names = {}
+    # Each input's numpy type (float32, or int64 for a vocabulary id):
+    # features are cast to it, not all to float32.
+    self.input_types = {p.get_any_name(): p.get_element_type().to_dtype()
+                        for p in self.compiled.inputs}
     for port in self.compiled.inputs:
       for name in port.get_names():
         self.input_names.setdefault(port.get_any_name(), set()).add(
@@ -58,7 +62,8 @@ class OpenVINOPredictor:
         raise ConfigError(
             f'The features lack the OpenVINO input {port!r} (names '
             f'{sorted(names)}); they have {sorted(features)}.')
-      feed[port] = np.ascontiguousarray(features[match[0]], np.float32)
+      feed[port] = np.ascontiguousarray(features[match[0]],
+                                        self.input_types[port])
     return feed
 
   def predict(self, features: Mapping[str, np.ndarray]) -> np.ndarray:

@@ -267,6 +267,11 @@ def _summary_lines(record: Mapping[str, Any],
       lines.append(f'Selected for {runtime}: none ({NO_VARIANT_BLESSED}); '
                    'nothing pushed.')
   for failure in record.get('failures') or ():
+    if failure.get('pushed_inputs') == 'transformed':
+      lines.append("Pushed taking the transformed features: "
+                   f"{failure['candidate']} failed at {failure['stage']}: "
+                   f"{failure['error']}")
+      continue
     lines.append(f"Skipped: candidate {failure['candidate']} failed at "
                  f"{failure['stage']}: {failure['error']}")
   for technique, reason in sorted((record.get('left_out') or {}).items()):
@@ -281,7 +286,9 @@ def _summary_lines(record: Mapping[str, Any],
             "target's units.")
   lines.append(
       f'{drop} Latency: batch 1, after warm-up, in the runtime the '
-      'variant ships in. Sparsity: fraction of exactly-zero kernel weights.')
+      'variant ships in, on transformed features: it excludes the Transform '
+      '(preprocessing), which a raw-feature export adds in front. Sparsity: '
+      'fraction of exactly-zero kernel weights.')
   return lines
 
 

@@ -159,7 +159,7 @@ def build_runtime_variants(
   if not built:
     return []
   return _timed_variants(model, built, technique, eval_data, num_threads,
-                         latency_runs, warmup_runs, details)
+                         latency_runs, warmup_runs, details, on_failure)
 
 
 def _export_and_score(model, candidate_name, runtimes, modes,
@@ -189,12 +189,27 @@ def _export_and_score(model, candidate_name, runtimes, modes,
 
 
 def _timed_variants(model, built, technique, eval_data, num_threads,
-                    latency_runs, warmup_runs, details):
-  """Times the built pairs in one interleaved run; their VariantMetrics."""
-  timers = []
-  for runtime, mode, label, path, _ in built:
-    timers.append(timer(runtime, label, path, num_threads,
-                        eval_data.example(0)))
+                    latency_runs, warmup_runs, details, on_failure=None):
+  """Times the built pairs in one interleaved run; their VariantMetrics.
+
+  A pair that cannot be prepared for timing is left out (and passed to
+  on_failure, as an export that raised is), not the whole candidate.
+  """
+  timers, timed = [], []
+  for entry in built:
+    runtime, mode, label, path, _ = entry
+    try:
+      timers.append(timer(runtime, label, path, num_threads,
+                          eval_data.example(0)))
+    except Exception as e:  # pylint: disable=broad-except
+      if on_failure is None:
+        raise
+      on_failure(f'{runtime} {mode} timing', e)
+      continue
+    timed.append(entry)
+  built = timed
+  if not built:
+    return []
   latency = measure.measure_latency_interleaved(
       timers, runs=latency_runs, warmup_runs=warmup_runs)
   del timers

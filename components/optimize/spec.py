@@ -8,6 +8,10 @@ from tfx.types.component_spec import ExecutionParameter
 MODEL_KEY = 'model'
 TRANSFORMED_EXAMPLES_KEY = 'transformed_examples'
 TRANSFORM_GRAPH_KEY = 'transform_graph'
+# Optional: the raw Examples the Transform read; with RAW_SERVING_KEY, the
+# TFLite pick is pushed taking raw features (components/optimize/
+# raw_features.py).
+EXAMPLES_KEY = 'examples'
 # Outputs.
 OPTIMIZED_MODEL_KEY = 'optimized_model'
 BLESSING_KEY = 'blessing'
@@ -16,6 +20,8 @@ REPORT_KEY = 'report'
 OPTIMIZATION_CONFIG_KEY = 'optimization_config'
 TFLITE_PUSH_BASE_KEY = 'tflite_push_base'
 MODEL_NAME_KEY = 'model_name'
+# JSON {"label": raw label column, "classes": [class names] ([]: regression)}.
+RAW_SERVING_KEY = 'raw_serving'
 
 TRAIN_SPLIT = 'train'
 EVAL_SPLIT = 'eval'
@@ -27,6 +33,8 @@ BLESSED_PROPERTY = 'blessed'
 SELECTED_VARIANT_PROPERTY = 'selected_variant'
 PUSHED_VERSION_PROPERTY = 'pushed_version'
 PUSHED_DESTINATION_PROPERTY = 'pushed_destination'
+# JSON: what the pushed .tflite takes (the manifest's metrics.serving_inputs).
+SERVING_INPUTS_PROPERTY = 'serving_inputs'
 
 
 class OptimizationReport(types.Artifact):
@@ -44,6 +52,7 @@ class OptimizeSpec(types.ComponentSpec):
       OPTIMIZATION_CONFIG_KEY: ExecutionParameter(type=str),
       TFLITE_PUSH_BASE_KEY: ExecutionParameter(type=str),
       MODEL_NAME_KEY: ExecutionParameter(type=str),
+      RAW_SERVING_KEY: ExecutionParameter(type=str, optional=True),
   }
   INPUTS = {
       MODEL_KEY:
@@ -52,6 +61,8 @@ class OptimizeSpec(types.ComponentSpec):
           ChannelParameter(type=standard_artifacts.Examples),
       TRANSFORM_GRAPH_KEY:
           ChannelParameter(type=standard_artifacts.TransformGraph),
+      EXAMPLES_KEY:
+          ChannelParameter(type=standard_artifacts.Examples, optional=True),
   }
   OUTPUTS = {
       OPTIMIZED_MODEL_KEY: ChannelParameter(type=standard_artifacts.Model),

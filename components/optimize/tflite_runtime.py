@@ -77,17 +77,18 @@ class PreparedSignature:
       raise ValueError(
           f'Signature {self.key!r} takes the inputs '
           f'{sorted(self._input_index)}; got {sorted(inputs)}.')
-    shapes = {n: tuple(np.shape(v)) for n, v in inputs.items()}
-    if shapes != self._shapes:
-      self._resize(shapes)
-    interpreter = self._interpreter
+    bound = self._shapes
+    if bound is None or any(np.shape(v) != bound[n]
+                            for n, v in inputs.items()):
+      self._resize({n: tuple(np.shape(v)) for n, v in inputs.items()})
+    interpreter, index = self._interpreter, self._input_index
     if self._subgraph == 0:
       for name, value in inputs.items():
-        interpreter.set_tensor(self._input_index[name], value)
+        interpreter.set_tensor(index[name], value)
     else:
       for name, value in inputs.items():
         interpreter._interpreter.SetTensor(  # pylint: disable=protected-access
-            self._input_index[name], value, self._subgraph)
+            index[name], value, self._subgraph)
 
   def _resize(self, shapes: Mapping[str, tuple]) -> None:
     interpreter = self._interpreter

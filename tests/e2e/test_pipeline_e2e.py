@@ -282,10 +282,31 @@ def _check_pushed_tflite(output, summary, stdout):
   assert re.search(r'fastest blessed variant: \S+ \(tflite \w+\), p50 '
                    r'[0-9.]+ ms at batch 1: [0-9.]+x the float SavedModel, '
                    r'[0-9.]+x TFLite float32', stdout), stdout
+  # It takes the raw pixel columns, as the SavedModel's serving_default
+  # does (the Transform is folded in), and answers the same outputs.
   interpreter = tf.lite.Interpreter(
       model_path=os.path.join(version_dir, 'model.tflite'))
   runner = interpreter.get_signature_runner()
-  assert list(runner.get_input_details()) == ['image_xf']
+  saved = tf.saved_model.load(summary.pushed_path).signatures[
+      'serving_default']
+  input_specs = saved.structured_input_signature[1]
+  assert set(runner.get_input_details()) == set(input_specs)
+  assert set(runner.get_output_details()) == {
+      'probabilities', 'class_ids', 'classes'}
+  serialized = _eval_examples(summary)
+  raw = _raw_columns(serialized, input_specs)
+  got = runner(**{k: v.numpy() for k, v in raw.items()})
+  expected = saved(**raw)['class_ids'].numpy()
+  # int8 against float: the classes agree on all but a few examples.
+  agreement = float((got['class_ids'] == expected).mean())
+  assert agreement >= 0.97, agreement
+  served = manifest['metrics']['serving_inputs']
+  assert served['inputs'] == 'raw', served
+  assert 'tflite: takes the raw columns, as serving_default does' in stdout
+  assert served['latency_includes_preprocessing'] is True
+  labels = _label_ids(serialized, datasets.BUNDLED['digits'])
+  assert served['accuracy'] == pytest.approx(
+      float((got['class_ids'] == labels).mean()), abs=1e-6), served
   # The manifest's accuracy is measured on the report half of the eval split,
   # which the selection never saw; the Evaluator's figure is on the whole
   # split, so the int8 model is compared with the float model on the same

@@ -20,6 +20,7 @@ import tensorflow as tf
 from tensorflow_serving.apis import prediction_service_pb2_grpc
 from tensorflow_serving.apis import regression_pb2
 
+from leantfx import datasets
 from leantfx.pipeline import run_summary
 from tests.helpers import run_cli
 
@@ -162,20 +163,28 @@ def test_optimizer_pushes_a_tflite_regression_within_its_rmse_budget(
   assert metrics['rmse_increase'] is not None
   assert metrics['selection_rmse_increase'] <= 0.05  # the default budget
   assert 'accuracy' not in metrics
-  # On the whole transformed eval split (the .tflite's inputs), its RMSE in
-  # target units is the Evaluator's SavedModel RMSE within the budget: the
-  # rescaling to target units is inside the .tflite as it is in the model.
-  uri = summary.executions['Transform'].outputs['transformed_examples'][0].uri
+  # It takes the raw columns (the Transform folded in), as the SavedModel's
+  # serving_default does. On the whole raw eval split its RMSE in target
+  # units is the Evaluator's SavedModel RMSE within the budget.
+  assert metrics['serving_inputs']['inputs'] == 'raw', metrics
+  spec = datasets.BUNDLED['diabetes']
+  uri = summary.executions['Augment'].outputs['augmented_examples'][0].uri
   files = glob.glob(os.path.join(uri, 'Split-eval', '*'))
   predictor = measure.TFLitePredictor(
       os.path.join(version_dir, push.MODEL_FILE))
+  assert set(predictor.input_names) == set(spec.feature_columns)
   errors = []
   for record in tf.data.TFRecordDataset(files, compression_type='GZIP'):
     feature = tf.train.Example.FromString(record.numpy()).features.feature
-    label = feature['label_xf'].float_list.value[0]
-    inputs = {name: np.array([[feature[name].float_list.value[0]]],
-                             np.float32) for name in predictor.input_names}
-    errors.append(float(predictor.predict(inputs).reshape(-1)[0]) - label)
+
+    def number(name, feature=feature):
+      values = feature[name].float_list.value or feature[name].int64_list.value
+      return float(values[0])
+
+    inputs = {name: np.array([number(name)], np.float32)
+              for name in predictor.input_names}
+    errors.append(float(predictor.predict(inputs).reshape(-1)[0]) -
+                  number(spec.label))
   rmse = float(np.sqrt(np.mean(np.square(errors))))
   evaluator_rmse = summary.metrics['root_mean_squared_error']
   assert evaluator_rmse * 0.9 < rmse < evaluator_rmse * 1.1, (

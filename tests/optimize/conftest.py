@@ -16,6 +16,7 @@ import tensorflow as tf
 import tf_keras
 
 from leantfx.components.optimize import _keras_utils
+from tests.optimize import raw_fixture
 
 FEATURE = 'image_xf'
 # 1400 train / 397 eval of the 1797 digits; a fixed permutation (seed 0).
@@ -119,3 +120,16 @@ def build_model_with_custom_layer():
   probabilities = tf_keras.layers.Activation(
       'softmax', name='probabilities')(x)
   return tf_keras.Model({FEATURE: image}, probabilities)
+
+
+@pytest.fixture(scope='session')
+def digits_fixture(tmp_path_factory):
+  """A digits model on its real Transform (tests/optimize/raw_fixture.py)."""
+  return raw_fixture.Fixture('digits', tmp_path_factory.mktemp('raw_digits'))
+
+
+@pytest.fixture(scope='session')
+def penguins_fixture(tmp_path_factory):
+  """A penguins model on its real Transform (vocabularies and gaps)."""
+  return raw_fixture.Fixture('penguins',
+                             tmp_path_factory.mktemp('raw_penguins'))

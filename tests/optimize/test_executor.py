@@ -309,6 +309,43 @@ def test_component_wires_channels_and_serializes_the_config():
   assert config_lib.OptimizationConfig.from_json(text) == config
 
 
+def test_component_takes_the_raw_examples_with_their_label():
+  from tfx import types  # pylint: disable=g-import-not-at-top
+  channels = dict(
+      model=types.Channel(type=standard_artifacts.Model),
+      transformed_examples=types.Channel(type=standard_artifacts.Examples),
+      transform_graph=types.Channel(type=standard_artifacts.TransformGraph),
+      tflite_push_base='/serving/tflite', model_name='penguins')
+  raw = types.Channel(type=standard_artifacts.Examples)
+  component = component_lib.ModelOptimizer(
+      **channels, examples=raw, raw_label='species',
+      classes=('Adelie', 'Chinstrap', 'Gentoo'))
+  assert component.inputs['examples'] is raw
+  assert json.loads(component.exec_properties['raw_serving']) == {
+      'label': 'species', 'classes': ['Adelie', 'Chinstrap', 'Gentoo']}
+  # Without them the push takes the transformed features, as before.
+  plain = component_lib.ModelOptimizer(**channels)
+  assert 'examples' not in plain.inputs
+  assert plain.exec_properties.get('raw_serving') is None
+  with pytest.raises(ConfigError, match='examples and raw_label together'):
+    component_lib.ModelOptimizer(**channels, examples=raw)
+  with pytest.raises(ConfigError, match='examples and raw_label together'):
+    component_lib.ModelOptimizer(**channels, raw_label='species')
+
+
+def test_a_malformed_raw_serving_property_is_a_config_error(tmp_path):
+  config = config_lib.OptimizationConfig()
+  for text, match in (('not json', 'must be JSON'),
+                      ('{"label": "species"}', 'must be JSON'),
+                      ('{"label": "species", "classes": []}',
+                       "no 'examples' input")):
+    with pytest.raises(ConfigError, match=match):
+      executor_lib._raw_inputs(  # pylint: disable=protected-access
+          {}, {'raw_serving': text}, str(tmp_path), config)
+  assert executor_lib._raw_inputs(  # pylint: disable=protected-access
+      {}, {}, str(tmp_path), config) is None
+
+
 def test_every_uri_and_the_push_base_on_an_object_store(inputs_root, tmp_path):
   """Artifacts and push base on ram://, as they are on gs:// on Kubeflow.
 

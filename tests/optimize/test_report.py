@@ -144,3 +144,26 @@ def test_a_chains_steps_are_plotted_one_after_the_other():
   starts = {key: first for key, _, first in
             report._epochs_in_sequence(history)}
   assert starts == {'pruning/loss': 1, 'pruning/accuracy': 1, 'pqat/loss': 3}
+
+
+def test_a_pick_pushed_with_transformed_inputs_is_not_called_skipped(
+    tmp_path):
+  baseline, variants = _variants()
+  budget = selection.Budget(max_accuracy_drop=0.05)
+  decisions = selection.gate(baseline, variants, budget)
+  failures = [
+      {'candidate': 'pruning', 'stage': 'pruning', 'error': 'ValueError: x'},
+      {'candidate': 'baseline/int8', 'stage': 'raw-feature export',
+       'error': 'ConverterError: y; the pushed model takes the transformed '
+                'features instead', 'pushed_inputs': 'transformed'}]
+  paths = report.write_report(
+      str(tmp_path), baseline, decisions, selection.select(decisions,
+                                                           'smallest'),
+      budget=budget, policy='smallest', source_model_uri='/m',
+      pushed_to='/serving/digits/17', failures=failures)
+  with open(paths['markdown'], encoding='utf-8') as f:
+    text = f.read()
+  assert 'Skipped: candidate pruning failed at pruning: ValueError: x' in text
+  assert ('Pushed taking the transformed features: baseline/int8 failed at '
+          'raw-feature export: ConverterError: y') in text
+  assert 'Skipped: candidate baseline/int8' not in text

@@ -164,3 +164,22 @@ def test_an_empty_calibration_set_is_a_clear_error(teacher, tmp_path, export,
                      match=f'The {runtime} int8 calibration set is empty'):
     export(teacher, 'int8', empty, output_dir=str(tmp_path))
   assert not os.listdir(tmp_path)
+
+
+def test_a_variant_that_cannot_be_timed_is_listed_not_fatal(monkeypatch):
+  """One runtime refusing its timing inputs must not fail the optimizer."""
+
+  def refuse(*args, **kwargs):
+    raise RuntimeError('ParameterMismatch: the input precision is i64')
+
+  monkeypatch.setattr(runtime_variants, 'timer', refuse)
+  failures = []
+  data = measure.LabeledData({'x': np.zeros((2, 3), np.float32)},
+                             np.zeros(2))
+  timed = runtime_variants._timed_variants(  # pylint: disable=protected-access
+      None, [('openvino', 'float32', 'c/openvino_float32', '/x/model.xml',
+              {'accuracy': 1.0})], 'baseline', data, 1, 5, 1, {},
+      lambda stage, e: failures.append((stage, str(e))))
+  assert timed == []
+  assert failures == [('openvino float32 timing',
+                       'ParameterMismatch: the input precision is i64')]

@@ -45,6 +45,9 @@ LOCAL_INPUTS = {
     'model': ('Trainer', 'model'),
     'transformed_examples': ('Transform', 'transformed_examples'),
     'transform_graph': ('Transform', 'transform_graph'),
+    # The raw examples the Transform read: the pushed model takes raw
+    # features.
+    'examples': ('Augment', 'augmented_examples'),
     '_Evaluator.blessing': ('Evaluator', 'blessing'),
 }
 _CONDITION_RE = re.compile(
@@ -255,6 +258,7 @@ def test_compiled_optimizer_task_pushes_tflite(compiled, local_inputs,
   assert manifest['model_name'] == MODEL_NAME
   assert manifest['source_model_uri'] == local_inputs['model']['uri']
   assert manifest['technique_chain'] == []
+  assert manifest['metrics']['serving_inputs']['inputs'] == 'raw', manifest
 
   # What the task reports to KFP: the blessing, the push, the report.
   with open(output_file, encoding='utf-8') as f:

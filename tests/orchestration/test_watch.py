@@ -56,6 +56,16 @@ def _watcher(tmp_path, runner, **options):
   return watch.Watcher(opts, runner), root
 
 
+@pytest.fixture(autouse=True)
+def _watch_log(caplog):
+  """The watcher's INFO lines are captured whatever the root logger's level.
+
+  A test that ran before in the same worker may have left the root logger
+  above WARNING (openvino.convert_model did, when it raised).
+  """
+  caplog.set_level('INFO', logger='leantfx.watch')
+
+
 def _statuses(w):
   with open(w.state.path) as f:
     return {int(k): v.get('status')
@@ -87,7 +97,6 @@ def test_restarted_watcher_does_not_rerun(tmp_path):
 
 
 def test_half_written_span_waits_for_its_marker(tmp_path, caplog):
-  caplog.set_level('INFO', logger='leantfx.watch')
   runner = Recorder()
   w, root = _watcher(tmp_path, runner)
   _span(root, 1, marker=False)

@@ -1,0 +1,411 @@
+"""Variants that take raw features: the Transform folded into the export.
+
+The optimizer builds and measures every variant on *transformed* features
+(``image_xf``, ``<column>_xf``: what the Keras model's inputs are). A client
+of the pushed model must not have to re-implement the Transform, so the
+exported model is wrapped in the same contract as the Trainer's SavedModel
+``serving_default`` (models/raw_serving.py): raw columns in, ``probabilities``,
+``class_ids`` and ``classes`` out.
+
+Where the raw -> transformed step lives, per runtime:
+  TFLite   in the .tflite graph, so any TFLite client (not only
+           ``leantfx serve``) sends the SavedModel's request. Numeric and
+           pixel columns go through the real tf.Transform layer
+           (``transform_features_layer()``): its analyzer results (means,
+           standard deviations) are constants of that graph and the
+           converter turns its arithmetic, mean imputation and clipping into
+           builtin ops; nothing is re-implemented, so nothing can drift.
+           Vocabulary columns cannot go that way: TFT's graph densifies the
+           sparse strings (SparseToDense on strings) and hashes into its OOV
+           bucket (StringToHashBucketFast), which TFLite has only as flex
+           (TF Select) ops. Those columns are looked up instead in a constant
+           hash table built from the Transform's own vocabulary file
+           (models/raw_serving.vocabulary_table: file order, one OOV id),
+           which TFLite runs as a builtin; the Transform is given the column
+           as absent and the converter prunes its unused string ops. In
+           int8 the model body is quantized as before; inputs and outputs
+           stay float32 numbers and strings (tflite_export ``float_io``), so
+           no client scales anything.
+  OpenVINO / ONNX: not done yet. The plan: export the same wrapper
+           SavedModel (openvino.convert_model and tf2onnx both read a
+           SavedModel) for numeric columns; the string vocabulary lookup has
+           no OpenVINO op and needs ONNX's ai.onnx.ml LabelEncoder, so for
+           vocabulary columns the preprocessing spec (vocabulary per column,
+           OOV id) would travel in the manifest and serving/
+           runtime_servables.py would apply it before the model.
+
+Parity (tests/optimize/test_raw_features.py): on eval rows the raw-input
+variant's probabilities match the transformed-input variant's and the
+TFT-then-Keras output within quantization error.
+"""
+import dataclasses
+import os
+import tempfile
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+
+import numpy as np
+import tensorflow as tf
+
+from leantfx.components.optimize import measure
+from leantfx.components.optimize import tflite_export
+from leantfx.errors import ConfigError
+from leantfx.errors import InputDataError
+from leantfx.models import features
+from leantfx.models import raw_serving
+
+
+def _model_call(model, specs: Mapping[str, tf.TensorSpec]):
+  """A function {input name: tensor} -> the model's single output tensor."""
+  inputs = model.input
+
+  def call(named):
+    if isinstance(inputs, Mapping):
+      return model(named, training=False)
+    if isinstance(inputs, (list, tuple)):
+      return model([named[n] for n in specs], training=False)
+    return model(named[next(iter(specs))], training=False)
+
+  return call
+
+
+def _vocabularies(tf_transform_output, serving_spec, model_specs
+                 ) -> Dict[str, List[bytes]]:
+  """{column: its vocabulary} for every categorical column the model takes.
+
+  preprocessing_fn names each vocabulary file after its column
+  (models/preprocessing.py); a sparse string column whose transformed
+  feature the model takes is categorical.
+  """
+  vocabularies = {}
+  for column, feature in serving_spec.items():
+    if (feature.dtype != tf.string or
+        features.transformed_name(column) not in model_specs):
+      continue
+    try:
+      vocabularies[column] = tf_transform_output.vocabulary_by_name(column)
+    except ValueError as e:
+      raise ConfigError(
+          f'The model takes {features.transformed_name(column)!r} but the '
+          f'transform graph has no vocabulary named {column!r}: {e}. '
+          'Export with the transform graph of the preprocessing_fn the model '
+          'was trained with.') from e
+  return vocabularies
+
+
+def save_raw_serving_model(model, tf_transform_output, label: str,
+                           classes: Sequence[str], export_dir: str) -> str:
+  """Saves ``model`` behind the Transform, with the raw serving signature.
+
+  Args:
+    model: a tf_keras classifier on transformed features (any optimized
+      variant's Keras model; its inputs are transformed feature names).
+    tf_transform_output: the run's ``tft.TFTransformOutput``.
+    label: the raw label column (left out of the request).
+    classes: class names in class-id order; empty for a regression (the
+      signature then answers 'predictions', as the Trainer's does).
+    export_dir: the SavedModel directory to write.
+
+  Returns:
+    export_dir.
+
+  Raises:
+    ConfigError: the Transform does not produce one of the model's inputs.
+  """
+  specs = tflite_export.serving_input_specs(model)
+  transformed = tf_transform_output.transformed_feature_spec()
+  missing = sorted(set(specs) - set(transformed))
+  if missing:
+    raise ConfigError(
+        f'The model takes {missing}, which the Transform does not produce '
+        f'(it produces {sorted(transformed)}); export the model with the '
+        'transform graph it was trained on.')
+  serving_spec = raw_serving.serving_feature_spec(
+      tf_transform_output.raw_feature_spec(), label)
+  tft_layer = tf_transform_output.transform_features_layer()
+  call = _model_call(model, specs)
+  tables = {
+      column: raw_serving.vocabulary_table(vocabulary)
+      for column, vocabulary in _vocabularies(
+          tf_transform_output, serving_spec, specs).items()
+  }
+
+  @tf.function(input_signature=[raw_serving.raw_input_specs(serving_spec)])
+  def serve(raw):
+    parsed = raw_serving.raw_to_parsed(raw, serving_spec)
+    for column in tables:
+      # Its ids come from the vocabulary table below; the Transform sees the
+      # column as absent (empty: a gap in every row), and the converter
+      # drops the Transform's unused string ops for it.
+      if isinstance(parsed[column], tf.SparseTensor):
+        parsed[column] = tf.SparseTensor(
+            tf.zeros([0, 2], tf.int64), tf.zeros([0], tf.string),
+            parsed[column].dense_shape)
+      else:
+        parsed[column] = tf.fill(tf.shape(parsed[column]), '')
+    out = dict(tft_layer(parsed))
+    for column, table in tables.items():
+      out[features.transformed_name(column)] = raw_serving.vocabulary_ids(
+          raw[column], table)
+    named = {n: tf.cast(out[n], specs[n].dtype) for n in specs}
+    if not classes:
+      # A regression: the Trainer's serving_default answers 'predictions'.
+      return {'predictions': tf.reshape(call(named), [-1])}
+    return raw_serving.classification_outputs(call(named), classes)
+
+  holder = tf.Module()
+  holder.model_variables = list(model.variables)
+  holder.tft_layer = tft_layer
+  holder.vocabulary_tables = list(tables.values())
+  holder.serve = serve
+  tf.saved_model.save(
+      holder, export_dir,
+      signatures={
+          tflite_export.SERVING_SIGNATURE: serve.get_concrete_function()
+      })
+  return export_dir
+
+
+def export_raw_tflite(model, tf_transform_output, label: str,
+                      classes: Sequence[str], mode: str,
+                      raw_representative_data: Optional[
+                          Mapping[str, np.ndarray]] = None,
+                      *, output_path: Optional[str] = None,
+                      num_calibration_samples: int = (
+                          tflite_export.DEFAULT_CALIBRATION_SAMPLES)
+                     ) -> bytes:
+  """Converts ``model`` behind the Transform to a raw-input .tflite.
+
+  Args:
+    model: the variant's Keras model (transformed-feature inputs).
+    tf_transform_output: the run's ``tft.TFTransformOutput``.
+    label: the raw label column.
+    classes: class names in class-id order.
+    mode: a tflite_export mode.
+    raw_representative_data: raw train columns ({column: [n] array}) for
+      the calibrated modes.
+    output_path: the .tflite file to write, if given.
+    num_calibration_samples: examples used for calibration.
+
+  Returns:
+    The flatbuffer.
+
+  Raises:
+    ConfigError: unknown mode, a calibrated mode without raw representative
+      data, or a model input the Transform does not produce.
+  """
+  if mode not in tflite_export.MODES:
+    raise ConfigError(
+        f'Unknown TFLite mode {mode!r}; use one of {tflite_export.MODES}.')
+  quantization_aware = tflite_export.is_quantization_aware(model)
+  with tempfile.TemporaryDirectory(prefix='leantfx-raw-tflite-') as tmp:
+    export_dir = save_raw_serving_model(model, tf_transform_output, label,
+                                        classes, os.path.join(tmp, 'sm'))
+    flatbuffer = tflite_export.convert_saved_model(
+        export_dir, mode, raw_representative_data,
+        quantization_aware=quantization_aware,
+        num_calibration_samples=num_calibration_samples, float_io=True)
+  if output_path:
+    os.makedirs(os.path.dirname(os.path.abspath(output_path)), exist_ok=True)
+    with open(output_path, 'wb') as f:
+      f.write(flatbuffer)
+  return flatbuffer
+
+
+def run_raw_tflite(model_content: bytes, raw: Mapping[str, np.ndarray],
+                   num_threads: int = 1) -> Mapping[str, np.ndarray]:
+  """Runs a raw-input .tflite on a batch of raw columns ({column: [n]}).
+
+  For checks, not timing: it builds an interpreter and calls the
+  SignatureRunner once (measure.py times prepared interpreters).
+  """
+  interpreter = tf.lite.Interpreter(model_content=model_content,
+                                    num_threads=num_threads)
+  runner = interpreter.get_signature_runner(tflite_export.SERVING_SIGNATURE)
+  details = runner.get_input_details()
+  feed = {}
+  for name, detail in details.items():
+    value = np.asarray(raw[name])
+    feed[name] = value if detail['dtype'] == np.object_ else value.astype(
+        detail['dtype'])
+  return runner(**feed)
+
+
+def _column(value, feature) -> np.ndarray:
+  """A parsed column as the raw request carries it: [n], gaps NaN or ''."""
+  if feature.dtype != tf.string:
+    # The request carries every number as float32 (raw_serving), int64
+    # columns included, and NaN for a gap.
+    value = tf.cast(value, tf.float32)
+  if isinstance(value, tf.SparseTensor):
+    missing = '' if feature.dtype == tf.string else float('nan')
+    value = tf.sparse.to_dense(
+        tf.sparse.reset_shape(value, [value.dense_shape[0], 1]), missing)
+  value = tf.reshape(value, [-1]).numpy()
+  if feature.dtype == tf.string:
+    return value.astype(object)
+  return value.astype(np.float32)
+
+
+def read_raw_split(files: Sequence[str], tf_transform_output, label: str,
+                   limit: Optional[int] = None,
+                   batch_size: int = 256) -> measure.LabeledData:
+  """Raw examples as raw-feature requests, labelled by the Transform.
+
+  Args:
+    files: gzipped TFRecords of raw tf.Examples (one split of the Examples
+      the Transform read).
+    tf_transform_output: the run's ``tft.TFTransformOutput``: its raw
+      feature spec parses the records, and its graph turns the raw label
+      into the label the model was trained on (class id or target), so the
+      labels cannot disagree with training.
+    label: the raw label column (left out of the features).
+    limit: read at most this many examples.
+    batch_size: records parsed at a time.
+
+  Returns:
+    LabeledData: {column: [n] float32 (NaN: missing) or bytes ('' missing)}
+    and the transformed labels.
+
+  Raises:
+    InputDataError: the files cannot be read, or hold no example.
+  """
+  raw_spec = tf_transform_output.raw_feature_spec()
+  serving_spec = raw_serving.serving_feature_spec(raw_spec, label)
+  dataset = tf.data.TFRecordDataset(list(files), compression_type='GZIP')
+  if limit is not None:
+    dataset = dataset.take(limit)
+  columns: Dict[str, List[np.ndarray]] = {c: [] for c in serving_spec}
+  labels: List[np.ndarray] = []
+  try:
+    for serialized in dataset.batch(batch_size):
+      parsed = tf.io.parse_example(serialized, raw_spec)
+      transformed = tf_transform_output.transform_raw_features(
+          dict(parsed), drop_unused_features=True)
+      labels.append(np.reshape(
+          transformed[features.LABEL_KEY].numpy(), [-1]))
+      for column, feature in serving_spec.items():
+        columns[column].append(_column(parsed[column], feature))
+  except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as e:
+    raise InputDataError(
+        f'Cannot read raw examples from {list(files)[:3]}: '
+        f'{e.message.splitlines()[0]}. They must be the gzipped TFRecords '
+        'the Transform read, matching its raw schema.') from e
+  if not labels:
+    raise InputDataError(f'{list(files)[:3]} hold no raw examples.')
+  return measure.LabeledData(
+      {c: np.concatenate(v) for c, v in columns.items()},
+      np.concatenate(labels))
+
+
+@dataclasses.dataclass(frozen=True)
+class RawInputs:
+  """What the optimizer needs to ship its pick with raw-feature inputs.
+
+  Attributes:
+    tf_transform_output: the run's ``tft.TFTransformOutput``.
+    label: the raw label column.
+    classes: class names in class-id order; empty for a regression.
+    train: raw train rows (read_raw_split), calibrating the int8 modes.
+    eval: the whole raw eval split, on which the export is measured.
+  """
+  tf_transform_output: Any
+  label: str
+  classes: Tuple[str, ...]
+  train: measure.LabeledData
+  eval: measure.LabeledData
+
+
+class RawParityError(ValueError):
+  """The raw-feature export scores worse than its transformed-input twin."""
+
+
+def raw_path(variant_path: str) -> str:
+  """Where a variant's raw-feature export goes: beside its .tflite."""
+  root, _ = os.path.splitext(variant_path)
+  return root + '.raw.tflite'
+
+
+def export_checked(model, variant: measure.VariantMetrics, raw: RawInputs,
+                   reference_data: measure.LabeledData, quality,
+                   tolerance: float, *, num_threads: int, latency_runs: int,
+                   warmup_runs: int, calibration_samples: int
+                  ) -> Tuple[str, Dict[str, Any]]:
+  """Exports ``variant`` with raw-feature inputs, measures and checks it.
+
+  The export is measured as the user runs it: the whole raw eval split
+  through a prepared interpreter (Transform included), and its latency at
+  batch 1 with the preprocessing in the graph. Its quality is compared with
+  the transformed-input variant's on the same split (``reference_data``,
+  the Transform's output of those rows): a gap beyond ``tolerance`` (the
+  budget's quality term) means the export does not compute what was gated.
+
+  Args:
+    model: the variant's Keras model (transformed-feature inputs).
+    variant: the gated transformed-input variant (its .tflite and mode).
+    raw: the raw rows and the Transform.
+    reference_data: the transformed eval split (all of it).
+    quality: the task's quality_lib.Quality.
+    tolerance: how much worse (quality.drop) the export may score.
+    num_threads: interpreter threads for the measurement.
+    latency_runs: timed batch-1 runs.
+    warmup_runs: untimed runs first.
+    calibration_samples: raw train rows calibrating an int8 mode.
+
+  Returns:
+    (the .raw.tflite path, facts for the manifest).
+
+  Raises:
+    RawParityError: the export scores worse than ``tolerance`` allows.
+    Exception: whatever conversion raises (the caller records it).
+  """
+  path = raw_path(variant.path)
+  export_raw_tflite(model, raw.tf_transform_output, raw.label, raw.classes,
+                    variant.tflite_mode, raw.train.features,
+                    output_path=path,
+                    num_calibration_samples=calibration_samples)
+  metrics = measure.measure_tflite(
+      path, raw.eval, name=f'{variant.name} (raw features)',
+      technique=variant.technique, tflite_mode=variant.tflite_mode,
+      num_threads=num_threads, latency_runs=latency_runs,
+      warmup_runs=warmup_runs, quality=quality)
+  reference = measure.scores_on(variant.path, reference_data, quality,
+                                num_threads)[quality.name]
+  value = quality.value(metrics)
+  gap = quality.drop(reference, value)
+  facts = {
+      'inputs': 'raw',
+      'eval_examples': len(raw.eval),
+      quality.name: value,
+      f'transformed_input_{quality.name}': reference,
+      'latency_p50_ms': metrics.latency_p50_ms,
+      'latency_p99_ms': metrics.latency_p99_ms,
+      'latency_includes_preprocessing': True,
+      'call_overhead_ms': metrics.call_overhead_ms,
+      'size_bytes': metrics.size_bytes,
+  }
+  if gap > tolerance:
+    raise RawParityError(
+        f'the raw-feature export of {variant.name} scores {quality.name} '
+        f'{value:.4f} on the {len(raw.eval)} raw eval rows against '
+        f'{reference:.4f} for the transformed-input variant on the same '
+        f'rows ({quality.label} {gap:.4f} > {tolerance}): the folded '
+        'Transform does not compute what was gated')
+  return path, facts
+
+
+def sample_rows(data: measure.LabeledData, count: int,
+                seed: int = 0) -> measure.LabeledData:
+  """``count`` rows drawn evenly at random (all of them when fewer).
+
+  Calibration must see the split's spread: a split's first rows need not
+  (the Augment component appends its new rows by class), and a low-rank
+  model's narrow middle layer, calibrated on the first 100 rows of
+  penguins' augmented train split, lost 29 points of accuracy in int8.
+  """
+  if count >= len(data):
+    return data
+  rows = np.sort(np.random.default_rng(seed).choice(len(data), count,
+                                                    replace=False))
+  return measure.LabeledData({c: v[rows] for c, v in data.features.items()},
+                             data.labels[rows])
+

@@ -1,0 +1,539 @@
+"""Raw-feature exports for the x86 server runtimes: OpenVINO IR and ONNX.
+
+The same contract as the raw-feature .tflite (raw_features.py,
+models/raw_serving.py): one [batch] input per raw column (float32 with NaN
+for a missing number, string with '' for a missing category), and
+``probabilities``, ``class_ids``, ``classes`` out (``predictions`` for a
+regression). The graph is raw_features.save_raw_serving_model's wrapper
+SavedModel (the real tf.Transform layer for numeric and pixel columns, a
+constant hash table from the Transform's vocabulary file for each
+vocabulary column), read by each runtime's converter:
+
+  OpenVINO  ``openvino.convert_model`` of the wrapper (openvino_export.convert)
+            and, for int8, NNCF calibrated on raw train rows, the folded
+            Transform left in float (quantize_openvino_int8). Numeric
+            columns convert; string outputs become OpenVINO string ports.
+            Vocabulary columns do not: the converter has no HashTableV2 /
+            LookupTableFindV2, and the export is refused with a ConfigError
+            naming them.
+  ONNX      tf2onnx of the wrapper's serving signature (opset
+            onnx_export.OPSET). The vocabulary tables become ai.onnx.ml
+            CategoryMapper nodes (keys and ids read from the tables, the OOV
+            id as default), which ONNX Runtime runs. tf2onnx's
+            ``from_function`` does not hand the tables' contents to that
+            conversion, so the SavedModel loader (tf2onnx.tf_loader, what
+            ``python -m tf2onnx.convert --saved-model`` runs) is used. int8 is
+            onnx_export.quantize_int8's static QDQ calibrated on raw rows,
+            the folded Transform left in float (quantize_onnx_int8).
+
+String tensors per runtime (what a client or the servable must pass):
+  ONNX Runtime takes ``str`` objects: an object array of ``bytes`` is read
+  as "b'...'" and silently looks up as out-of-vocabulary. Its string outputs
+  come back as ``str`` objects. OpenVINO takes numpy 'S' / 'U' arrays (not
+  object arrays) and returns 'U' arrays. ``onnx_feed`` and ``openvino_feed``
+  shape a raw request ({column: [n] array}) for each.
+
+Files: model.xml + model.bin (OpenVINO) or model.onnx in ``output_dir``, the
+names openvino_export / onnx_export write and push.RUNTIME_FILES lists.
+"""
+import os
+import tempfile
+import time
+from typing import Dict, List, Mapping, Optional, Sequence
+
+import numpy as np
+import tensorflow as tf
+
+from leantfx.components.optimize import measure
+from leantfx.components.optimize import onnx_export
+from leantfx.components.optimize import onnx_runtime
+from leantfx.components.optimize import openvino_export
+from leantfx.components.optimize import openvino_runtime
+from leantfx.components.optimize import raw_features
+from leantfx.components.optimize import tflite_export
+from leantfx.errors import ConfigError
+from leantfx.models import raw_serving
+
+OPENVINO = 'openvino'
+ONNX = 'onnx'
+RUNTIMES = (OPENVINO, ONNX)
+FLOAT32 = 'float32'
+INT8 = 'int8'
+MODES = (FLOAT32, INT8)
+_RUNTIME_LABELS = {OPENVINO: 'OpenVINO', ONNX: 'ONNX'}
+
+
+def _is_string(value: np.ndarray) -> bool:
+  return np.asarray(value).dtype.kind in ('O', 'S', 'U')
+
+
+def _as_str(value) -> str:
+  return value.decode('utf-8') if isinstance(value, bytes) else str(value)
+
+
+def onnx_feed(raw: Mapping[str, np.ndarray]) -> Dict[str, np.ndarray]:
+  """A raw request as ONNX Runtime reads it: strings as ``str`` objects."""
+  feed = {}
+  for name, value in raw.items():
+    value = np.asarray(value)
+    if _is_string(value):
+      feed[name] = np.array([_as_str(v) for v in value.ravel()],
+                            dtype=object).reshape(value.shape)
+    else:
+      feed[name] = np.ascontiguousarray(value, np.float32)
+  return feed
+
+
+def openvino_feed(raw: Mapping[str, np.ndarray]) -> Dict[str, np.ndarray]:
+  """A raw request as OpenVINO reads it: strings as a numpy 'S' array."""
+  feed = {}
+  for name, value in raw.items():
+    value = np.asarray(value)
+    if _is_string(value):
+      feed[name] = np.array([
+          v if isinstance(v, bytes) else str(v).encode('utf-8')
+          for v in value.ravel()], dtype=np.bytes_).reshape(value.shape)
+    else:
+      feed[name] = np.ascontiguousarray(value, np.float32)
+  return feed
+
+
+def raw_calibration_samples(raw: Mapping[str, np.ndarray],
+                            num_samples: int) -> List[Dict[str, np.ndarray]]:
+  """Up to ``num_samples`` batch-1 raw requests ({column: value[i:i+1]})."""
+  if not raw:
+    return []
+  rows = min(len(np.asarray(v)) for v in raw.values())
+  return [{c: np.asarray(v)[i:i + 1] for c, v in raw.items()}
+          for i in range(min(rows, max(0, int(num_samples))))]
+
+
+def _check_columns(raw: Mapping[str, np.ndarray], tf_transform_output,
+                   label: str) -> None:
+  serving_spec = raw_serving.serving_feature_spec(
+      tf_transform_output.raw_feature_spec(), label)
+  missing = sorted(set(serving_spec) - set(raw))
+  if missing:
+    raise ConfigError(
+        f'The raw calibration rows lack the column(s) {missing}; they have '
+        f'{sorted(raw)}. Pass the raw train split (raw_features.'
+        'read_raw_split), one [n] array per raw column but the label.')
+
+
+def _vocabulary_columns(tf_transform_output, label: str) -> List[str]:
+  serving_spec = raw_serving.serving_feature_spec(
+      tf_transform_output.raw_feature_spec(), label)
+  return sorted(c for c, f in serving_spec.items() if f.dtype == tf.string)
+
+
+def export_raw(runtime: str, model, tf_transform_output, label: str,
+               classes: Sequence[str], mode: str,
+               raw_train_features: Optional[Mapping[str, np.ndarray]],
+               *, output_dir: str,
+               num_calibration_samples: int = (
+                   tflite_export.DEFAULT_CALIBRATION_SAMPLES)) -> str:
+  """Writes ``model`` behind the Transform as OpenVINO IR or ONNX.
+
+  Args:
+    runtime: 'openvino' or 'onnx'.
+    model: the variant's tf_keras model (transformed-feature inputs).
+    tf_transform_output: the run's ``tft.TFTransformOutput``.
+    label: the raw label column (left out of the request).
+    classes: class names in class-id order; empty for a regression.
+    mode: 'float32' or 'int8'.
+    raw_train_features: raw train columns ({column: [n] array}, NaN / ''
+      for gaps) calibrating int8; unused for float32.
+    output_dir: where model.xml + model.bin, or model.onnx, are written.
+    num_calibration_samples: raw rows int8 calibrates on.
+
+  Returns:
+    The path of model.xml (OpenVINO) or model.onnx (ONNX).
+
+  Raises:
+    ConfigError: unknown runtime or mode; int8 without (or with empty) raw
+      calibration rows, or rows lacking a column; a graph the runtime's
+      converter cannot take (OpenVINO and vocabulary columns).
+  """
+  if runtime not in RUNTIMES:
+    raise ConfigError(
+        f'No raw-feature export for runtime {runtime!r}; use one of '
+        f'{RUNTIMES} (TFLite: raw_features.export_raw_tflite).')
+  if mode not in MODES:
+    raise ConfigError(f'Unknown {_RUNTIME_LABELS[runtime]} mode {mode!r}; '
+                      f'use one of {MODES}.')
+  samples = []
+  if mode == INT8:
+    if raw_train_features is None:
+      raise ConfigError(
+          f'{_RUNTIME_LABELS[runtime]} int8 needs raw train rows to '
+          'calibrate; none were given.')
+    samples = raw_calibration_samples(raw_train_features,
+                                      num_calibration_samples)
+    tflite_export.require_calibration_samples(
+        samples, _RUNTIME_LABELS[runtime], mode)
+    _check_columns(raw_train_features, tf_transform_output, label)
+  with tempfile.TemporaryDirectory(prefix='leantfx-raw-runtime-') as tmp:
+    saved_model = raw_features.save_raw_serving_model(
+        model, tf_transform_output, label, classes,
+        os.path.join(tmp, 'saved_model'))
+    if runtime == OPENVINO:
+      return _export_openvino(saved_model, mode, samples, output_dir,
+                              _vocabulary_columns(tf_transform_output, label))
+    return _export_onnx(saved_model, mode, samples, output_dir, tmp)
+
+
+def _export_openvino(saved_model: str, mode: str,
+                     samples: List[Dict[str, np.ndarray]], output_dir: str,
+                     vocabulary_columns: Sequence[str]) -> str:
+  import openvino as ov  # pylint: disable=g-import-not-at-top
+  try:
+    ov_model = openvino_export.convert(saved_model)
+  except Exception as e:  # pylint: disable=broad-except
+    raise ConfigError(_openvino_failure(e, vocabulary_columns)) from e
+  if mode == INT8:
+    ov_model = quantize_openvino_int8(ov_model,
+                                      [openvino_feed(s) for s in samples])
+  os.makedirs(output_dir, exist_ok=True)
+  xml_path = os.path.join(output_dir, openvino_export.XML_FILE)
+  ov.save_model(ov_model, xml_path, compress_to_fp16=False)
+  return xml_path
+
+
+# Ops whose weights make them the model body's (Gather: an embedding table,
+# when its data is a constant): an op with none of these upstream is the
+# Transform's (raw -> transformed features).
+_WEIGHTED_OPENVINO_OPS = frozenset(
+    ('Convolution', 'GroupConvolution', 'MatMul', 'Gather'))
+
+
+def preprocessing_op_names(ov_model) -> List[str]:
+  """Friendly names of the ops before the model body (the folded Transform).
+
+  An op is preprocessing when no weighted op (convolution, matmul, a gather
+  on a constant: an embedding) is upstream of it and it is not one itself.
+  """
+  def producers(op):
+    return [i.get_source_output().get_node() for i in op.inputs()]
+
+  def weighted(op) -> bool:
+    if op.get_type_name() == 'Gather':
+      inputs = producers(op)
+      return bool(inputs) and inputs[0].get_type_name() == 'Constant'
+    return op.get_type_name() in _WEIGHTED_OPENVINO_OPS
+
+  behind_body = {}
+  names = []
+  for op in ov_model.get_ordered_ops():  # Topological order.
+    behind = any(behind_body.get(p.get_name()) or weighted(p)
+                 for p in producers(op))
+    behind_body[op.get_name()] = behind  # get_name(): unique per op.
+    if (not behind and not weighted(op) and
+        op.get_type_name() not in ('Constant', 'Parameter', 'Result')):
+      names.append(op.get_friendly_name())
+  return names
+
+
+def quantize_openvino_int8(ov_model, samples: List[Dict[str, np.ndarray]]):
+  """NNCF int8 of the raw-feature model: the body only, not the Transform.
+
+  openvino_export.quantize_int8 with the preprocessing left in float:
+  quantized as a whole, NNCF puts a quantizer on every raw input column
+  (through the Transform's concat and scaling), each with the range that
+  column showed in calibration, which clips eval values beyond it (digits:
+  0.15 max probability error and 93% class agreement against 0.11 and 98%
+  for the transformed-input int8). Excluding the preprocessing ops leaves
+  one quantizer on the transformed features, as the transformed-input
+  model has.
+
+  Args:
+    ov_model: the float raw-feature openvino.Model.
+    samples: batch-1 raw requests (openvino_feed), keyed by column.
+
+  Returns:
+    The quantized openvino.Model.
+
+  Raises:
+    ConfigError: `samples` is empty.
+  """
+  return openvino_export.quantize_int8(
+      ov_model, samples, ignored=preprocessing_op_names(ov_model))
+
+
+def _openvino_failure(error: Exception,
+                      vocabulary_columns: Sequence[str]) -> str:
+  text = str(error)
+  failed = [line.split(':', 1)[1].strip() for line in text.splitlines()
+            if line.strip().startswith('-- Conversion is failed for:')]
+  detail = (f'it has no conversion for {failed[0]}' if failed else
+            f'{type(error).__name__}: {text.strip().splitlines()[-1]}'
+            if text.strip() else type(error).__name__)
+  message = (f'OpenVINO cannot convert the raw-feature model: {detail}.')
+  if vocabulary_columns:
+    message += (
+        f' The vocabulary lookup of the categorical column(s) '
+        f'{list(vocabulary_columns)} is a TF hash table, which OpenVINO does '
+        'not run. Ship the transformed-input model for OpenVINO, or use ONNX '
+        'or TFLite for raw-feature inputs.')
+  return message
+
+
+def _convert_onnx(saved_model: str, output_path: str) -> str:
+  """tf2onnx of the SavedModel's serving signature, tables included."""
+  from tf2onnx import convert  # pylint: disable=g-import-not-at-top
+  from tf2onnx import tf_loader  # pylint: disable=g-import-not-at-top
+  try:
+    graph_def, inputs, outputs, tables, renames = tf_loader.from_saved_model(
+        saved_model, None, None, signatures=[tflite_export.SERVING_SIGNATURE],
+        return_initialized_tables=True, return_tensors_to_rename=True)
+    with tf.device('/cpu:0'):
+      # continue_on_error=False: an op tf2onnx cannot map raises here
+      # instead of leaving a TF op in the file that ONNX Runtime refuses.
+      convert._convert_common(  # pylint: disable=protected-access
+          graph_def, name=saved_model, continue_on_error=False,
+          opset=onnx_export.OPSET, input_names=inputs, output_names=outputs,
+          tensors_to_rename=renames, initialized_tables=tables,
+          output_path=output_path)
+  except Exception as e:  # pylint: disable=broad-except
+    lines = str(e).strip().splitlines()
+    raise ConfigError(
+        'tf2onnx cannot convert the raw-feature model: '
+        f'{type(e).__name__}: {lines[-1] if lines else ""}. Ship the '
+        'transformed-input model for ONNX, or TFLite for raw-feature '
+        'inputs.') from e
+  return output_path
+
+
+def _export_onnx(saved_model: str, mode: str,
+                 samples: List[Dict[str, np.ndarray]], output_dir: str,
+                 scratch: str) -> str:
+  os.makedirs(output_dir, exist_ok=True)
+  output_path = os.path.join(output_dir, onnx_export.MODEL_FILE)
+  if mode == FLOAT32:
+    return _convert_onnx(saved_model, output_path)
+  float_path = _convert_onnx(saved_model,
+                             os.path.join(scratch, onnx_export.MODEL_FILE))
+  return quantize_onnx_int8(float_path, output_path,
+                            [onnx_feed(s) for s in samples])
+
+
+# ONNX ops whose weights make them the model body's (Gather: an embedding
+# table, when its data is an initializer).
+_WEIGHTED_ONNX_OPS = frozenset(('Conv', 'ConvTranspose', 'MatMul', 'Gemm',
+                                'Gather'))
+
+
+def preprocessing_node_names(onnx_model) -> List[str]:
+  """Names of the ONNX nodes before the model body (the folded Transform).
+
+  As preprocessing_op_names: no weighted node (Conv, MatMul, Gemm, a Gather
+  on a constant) upstream, and not one itself.
+  """
+  graph = onnx_model.graph
+  constants = {i.name for i in graph.initializer}
+  constants.update(o for n in graph.node if n.op_type == 'Constant'
+                   for o in n.output)
+
+  def weighted(node) -> bool:
+    if node.op_type == 'Gather':
+      return bool(node.input) and node.input[0] in constants
+    return node.op_type in _WEIGHTED_ONNX_OPS
+
+  # Tensors computed by or behind a weighted node. ONNX lists a graph's
+  # nodes in topological order.
+  behind_body = set()
+  names = []
+  for node in graph.node:
+    behind = any(i in behind_body for i in node.input)
+    if behind or weighted(node):
+      behind_body.update(node.output)
+    elif node.name:
+      names.append(node.name)
+  return names
+
+
+def quantize_onnx_int8(float_path: str, output_path: str,
+                       samples: List[Dict[str, np.ndarray]]) -> str:
+  """Static QDQ int8 of the raw-feature model: the body, not the Transform.
+
+  onnx_export.quantize_int8's settings (QDQ, per-channel int8 weights,
+  uint8 activations) with the preprocessing nodes excluded, for the reason
+  quantize_openvino_int8 gives: quantizing them puts a Q/DQ pair on each
+  raw column with its calibration range, which clips values beyond it
+  (digits, 5 calibration rows: 0.043 max probability gap to the
+  transformed-input int8; none with the Transform excluded).
+
+  Args:
+    float_path: the float raw-feature model.onnx.
+    output_path: the int8 model.onnx to write.
+    samples: batch-1 raw requests (onnx_feed), keyed by column.
+
+  Returns:
+    output_path.
+
+  Raises:
+    ConfigError: `samples` is empty.
+  """
+  import onnx  # pylint: disable=g-import-not-at-top
+  return onnx_export.quantize_int8(
+      float_path, output_path, samples,
+      exclude=preprocessing_node_names(
+          onnx.load(float_path, load_external_data=False)))
+
+
+class RawPredictor:
+  """A raw-feature export in its runtime: raw requests in, one score out.
+
+  For the optimizer's checks and latency: the score is 'probabilities' (or
+  'predictions' for a regression), picked by name (measure.SCORE_OUTPUTS),
+  and strings are fed as each runtime reads them (onnx_feed,
+  openvino_feed).
+  """
+
+  def __init__(self, runtime: str, path: str, num_threads: int = 1):
+    if runtime not in RUNTIMES:
+      raise ConfigError(f'Unknown runtime {runtime!r}; use one of {RUNTIMES}.')
+    self.runtime = runtime
+    if runtime == ONNX:
+      self._session = onnx_runtime.open_session(path, num_threads)
+      names = [o.name for o in self._session.get_outputs()]
+      self._output = next((n for n in measure.SCORE_OUTPUTS if n in names),
+                          names[0])
+    else:
+      compiled = openvino_runtime.compile_model(path, num_threads)
+      self._request = compiled.create_infer_request()
+      ports = {openvino_runtime._port_name(p): p  # pylint: disable=protected-access
+               for p in compiled.outputs}
+      name = next((n for n in measure.SCORE_OUTPUTS if n in ports),
+                  sorted(ports)[0])
+      self._port = ports[name]
+      self._inputs = {p.get_any_name().split(':')[0]: p
+                      for p in compiled.inputs}
+
+  def predict(self, raw: Mapping[str, np.ndarray]) -> np.ndarray:
+    """The score for a batch of raw columns ({column: [n] array})."""
+    if self.runtime == ONNX:
+      return np.asarray(self._session.run([self._output], onnx_feed(raw))[0])
+    feed = openvino_feed(raw)
+    result = self._request.infer({self._inputs[c]: v for c, v in feed.items()})
+    return np.array(result[self._port])
+
+  def bind(self, raw: Mapping[str, np.ndarray]):
+    """Prepares ``raw`` once; returns the runtime's own call on it.
+
+    OpenVINO: the inputs set on the infer request, then ``infer()``. ONNX
+    Runtime: the feed converted once, then ``session.run`` (its IO binding
+    takes no string tensors).
+    """
+    if self.runtime == ONNX:
+      feed, run, output = onnx_feed(raw), self._session.run, [self._output]
+      return lambda: run(output, feed)
+    import openvino as ov  # pylint: disable=g-import-not-at-top
+    for column, value in openvino_feed(raw).items():
+      self._request.set_tensor(self._inputs[column], ov.Tensor(value))
+    return self._request.infer
+
+
+def measure_raw(runtime: str, path: str, data: measure.LabeledData, quality,
+                *, num_threads: int, latency_runs: int, warmup_runs: int
+               ) -> Dict[str, float]:
+  """Quality on ``data`` and batch-1 latency of a raw-feature export.
+
+  Quality: the whole split in one batch. Latency, as the other variants'
+  (measure.py): one eval row bound once, the runtime's own call timed
+  (RawPredictor.bind); the Python call path a client writes (inputs
+  converted and passed per call) is timed beside it, and the difference of
+  the medians is the per-call overhead.
+
+  Returns:
+    quality.scores(...) plus latency_p50_ms, latency_p99_ms and
+    call_overhead_ms.
+  """
+  predictor = RawPredictor(runtime, path, num_threads)
+  scores = quality.scores(predictor.predict(data.features), data.labels)
+  row = data.example(0)
+
+  def timed(call):
+    for _ in range(warmup_runs):
+      call()
+    durations = []
+    for _ in range(max(1, latency_runs)):
+      start = time.perf_counter()
+      call()
+      durations.append(time.perf_counter() - start)
+    return np.asarray(durations) * 1000.0
+
+  called = timed(lambda: predictor.predict(row))
+  bound = timed(predictor.bind(row))
+  return dict(scores, latency_p50_ms=float(np.percentile(bound, 50)),
+              latency_p99_ms=float(np.percentile(bound, 99)),
+              call_overhead_ms=float(np.percentile(called, 50) -
+                                     np.percentile(bound, 50)))
+
+
+def raw_dir(variant_dir: str) -> str:
+  """Where a runtime variant's raw-feature export goes: beside its folder."""
+  return variant_dir.rstrip('/') + '_raw'
+
+
+def export_checked(runtime: str, model, variant_dir: str, mode: str,
+                   name: str, raw: raw_features.RawInputs, reference: float,
+                   quality, tolerance: float, *, num_threads: int,
+                   latency_runs: int, warmup_runs: int,
+                   calibration_samples: int):
+  """Exports a runtime pick with raw-feature inputs, measures and checks it.
+
+  As raw_features.export_checked for TFLite: the export is scored on the
+  whole raw eval split through its runtime and refused when it scores worse
+  than ``reference`` (the transformed-input variant's score on the same
+  rows) by more than ``tolerance``.
+
+  Args:
+    runtime: 'openvino' or 'onnx'.
+    model: the variant's Keras model (transformed-feature inputs).
+    variant_dir: the transformed-input variant's folder.
+    mode: 'float32' or 'int8'.
+    name: the variant's name, for messages.
+    raw: the raw rows and the Transform.
+    reference: the transformed-input variant's quality on the eval split.
+    quality: the task's quality_lib.Quality.
+    tolerance: how much worse (quality.drop) the export may score.
+    num_threads: runtime threads.
+    latency_runs: timed batch-1 calls.
+    warmup_runs: untimed calls first.
+    calibration_samples: raw train rows calibrating int8.
+
+  Returns:
+    (the folder holding the export's files, facts for the manifest).
+
+  Raises:
+    raw_features.RawParityError: the export scores worse than allowed.
+    ConfigError: the runtime cannot convert the raw-feature graph.
+  """
+  out_dir = raw_dir(variant_dir)
+  path = export_raw(runtime, model, raw.tf_transform_output, raw.label,
+                    raw.classes, mode, raw.train.features, output_dir=out_dir,
+                    num_calibration_samples=calibration_samples)
+  measured = measure_raw(runtime, path, raw.eval, quality,
+                         num_threads=num_threads, latency_runs=latency_runs,
+                         warmup_runs=warmup_runs)
+  value = measured[quality.name]
+  gap = quality.drop(reference, value)
+  facts = {
+      'inputs': 'raw',
+      'eval_examples': len(raw.eval),
+      quality.name: value,
+      f'transformed_input_{quality.name}': reference,
+      'latency_p50_ms': measured['latency_p50_ms'],
+      'latency_p99_ms': measured['latency_p99_ms'],
+      'latency_includes_preprocessing': True,
+      'latency_method': 'batch 1, inputs bound once, the runtime\'s call '
+                        'timed (RawPredictor.bind)',
+      'call_overhead_ms': measured['call_overhead_ms'],
+  }
+  if gap > tolerance:
+    raise raw_features.RawParityError(
+        f'the raw-feature {_RUNTIME_LABELS[runtime]} export of {name} scores '
+        f'{quality.name} {value:.4f} on the {len(raw.eval)} raw eval rows '
+        f'against {reference:.4f} for the transformed-input variant on the '
+        f'same rows ({quality.label} {gap:.4f} > {tolerance})')
+  return out_dir, facts

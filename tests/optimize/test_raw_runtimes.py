@@ -1,0 +1,379 @@
+"""Raw-feature exports for OpenVINO and ONNX (components/optimize/raw_runtimes).
+
+The fixtures of test_raw_features.py (the real preprocessing_fn through
+tft_beam, a model trained on its output) are exported with the Transform
+folded in, for each runtime and mode. Each export that converts must match
+Transform-then-Keras on held-out raw rows (float32 to float rounding; int8
+within quantization error, and as close to the same runtime's
+transformed-input int8 as one quantization step) and answer a raw request
+through leantfx serve's servable for its runtime. What cannot convert
+(OpenVINO: vocabulary columns) must be a clear ConfigError.
+"""
+import logging
+import os
+
+import numpy as np
+import pytest
+
+from leantfx.components.optimize import onnx_export
+from leantfx.components.optimize import openvino_export
+from leantfx.components.optimize import raw_runtimes
+from leantfx.errors import ConfigError
+from leantfx.serving import dtypes
+# digits_fixture, penguins_fixture: tests/optimize/conftest.py (session).
+
+pytestmark = pytest.mark.unit
+
+_FLOAT_TOLERANCE = 1e-4
+# int8 against float: the body's accumulated rounding. The transformed-input
+# int8 of the same fixture model is off by as much (OpenVINO digits: 0.11),
+# so this bounds quantization, not the folded Transform.
+_INT8_VS_FLOAT_TOLERANCE = 0.15
+_INT8_MIN_AGREEMENT = 0.9
+# The raw-input int8 quantizes the body as the transformed-input int8 does
+# (the Transform stays float): at most a step of the probabilities' scale.
+_INT8_VS_INT8_TOLERANCE = 2 / 256
+_CALIBRATION_SAMPLES = 100
+
+
+def _runtime(name):
+  pytest.importorskip('openvino' if name == raw_runtimes.OPENVINO else
+                      'onnxruntime')
+  if name == raw_runtimes.OPENVINO:
+    pytest.importorskip('nncf')
+  else:
+    pytest.importorskip('tf2onnx')
+
+
+def _run_raw(runtime, path, raw):
+  """{output name: array} of a raw-feature export on raw columns."""
+  if runtime == raw_runtimes.ONNX:
+    import onnxruntime as ort  # pylint: disable=g-import-not-at-top
+    session = ort.InferenceSession(path, providers=['CPUExecutionProvider'])
+    names = [o.name for o in session.get_outputs()]
+    return dict(zip(names, session.run(names, raw_runtimes.onnx_feed(raw))))
+  import openvino as ov  # pylint: disable=g-import-not-at-top
+  compiled = ov.Core().compile_model(path, 'CPU')
+  feed = raw_runtimes.openvino_feed(raw)
+  result = compiled({p: feed[p.get_any_name().split(':')[0]]
+                     for p in compiled.inputs})
+  return {p.get_any_name(): np.array(v) for p, v in result.items()}
+
+
+def _transformed_int8(runtime, fx, tmp_path):
+  """The same runtime's int8 of the model on transformed features."""
+  out = str(tmp_path / 'transformed_int8')
+  if runtime == raw_runtimes.ONNX:
+    import onnxruntime as ort  # pylint: disable=g-import-not-at-top
+    path = onnx_export.export_onnx(
+        fx.model, 'int8', fx.transformed_train, output_dir=out,
+        num_calibration_samples=_CALIBRATION_SAMPLES)
+    session = ort.InferenceSession(path, providers=['CPUExecutionProvider'])
+    feed = {i.name: fx.transformed_eval[i.name]
+            for i in session.get_inputs()}
+    return session.run(['probabilities'], feed)[0]
+  import openvino as ov  # pylint: disable=g-import-not-at-top
+  path = openvino_export.export_openvino(
+      fx.model, 'int8', fx.transformed_train, output_dir=out,
+      num_calibration_samples=_CALIBRATION_SAMPLES)
+  compiled = ov.Core().compile_model(path, 'CPU')
+  result = compiled({p: fx.transformed_eval[p.get_any_name().split(':')[0]]
+                     for p in compiled.inputs})
+  values = {p.get_any_name(): np.array(v) for p, v in result.items()}
+  if len(values) == 1:
+    return next(iter(values.values()))
+  (probabilities,) = [v for k, v in values.items() if 'probabilities' in k]
+  return probabilities
+
+
+def _servable(runtime, name, version_dir):
+  from leantfx.serving import runtime_servables  # pylint: disable=g-import-not-at-top
+  if runtime == raw_runtimes.ONNX:
+    return runtime_servables.ONNXServable(name, 1, str(version_dir))
+  return runtime_servables.OpenVINOServable(name, 1, str(version_dir))
+
+
+def _check(fx, runtime, mode, tmp_path, name, request=None):
+  """Exports, checks parity on fx.raw_eval, and serves `request`."""
+  _runtime(runtime)
+  version_dir = tmp_path / name / '1'
+  path = raw_runtimes.export_raw(
+      runtime, fx.model, fx.tft_output, fx.spec.label, fx.spec.classes, mode,
+      fx.raw_train, output_dir=str(version_dir),
+      num_calibration_samples=_CALIBRATION_SAMPLES)
+  expected_file = (onnx_export.MODEL_FILE if runtime == raw_runtimes.ONNX
+                   else openvino_export.XML_FILE)
+  assert path == str(version_dir / expected_file)
+  if runtime == raw_runtimes.OPENVINO:
+    assert os.path.isfile(version_dir / openvino_export.BIN_FILE)
+
+  out = _run_raw(runtime, path, fx.raw_eval)
+  probabilities = out['probabilities']
+  assert probabilities.shape == fx.reference.shape
+  gap = float(np.abs(probabilities - fx.reference).max())
+  agreement = float(np.mean(np.argmax(probabilities, axis=1) ==
+                            np.argmax(fx.reference, axis=1)))
+  print(f'{name}: max |p - reference| {gap:.6f}, class agreement '
+        f'{agreement:.3f}')
+  if mode == raw_runtimes.FLOAT32:
+    np.testing.assert_allclose(probabilities, fx.reference,
+                               atol=_FLOAT_TOLERANCE)
+  else:
+    np.testing.assert_allclose(probabilities, fx.reference,
+                               atol=_INT8_VS_FLOAT_TOLERANCE)
+    assert agreement >= _INT8_MIN_AGREEMENT
+    twin = _transformed_int8(runtime, fx, tmp_path)
+    print(f'{name}: max |p - transformed-input int8| '
+          f'{float(np.abs(probabilities - twin).max()):.6f}')
+    np.testing.assert_allclose(probabilities, twin,
+                               atol=_INT8_VS_INT8_TOLERANCE)
+  np.testing.assert_array_equal(out['class_ids'],
+                                np.argmax(probabilities, axis=1))
+
+  # leantfx serve: the version folder, a raw request, the raw answer.
+  servable = _servable(runtime, name, version_dir)
+  try:
+    signature = servable.signatures['serving_default']
+    assert set(signature.inputs) == set(fx.raw_eval)
+    for column, value in fx.raw_eval.items():
+      want = dtypes.DT_STRING if value.dtype == object else dtypes.DT_FLOAT
+      assert signature.inputs[column].dtype == want, column
+    assert {'probabilities', 'class_ids', 'classes'} <= set(
+        signature.outputs)
+    assert signature.outputs['classes'].dtype == dtypes.DT_STRING
+    request = request if request is not None else {
+        k: v[:8].copy() for k, v in fx.raw_eval.items()}
+    answer = servable.run('serving_default', request,
+                          ['probabilities', 'class_ids', 'classes'])
+  finally:
+    servable.close()
+  direct = _run_raw(runtime, path, request)
+  np.testing.assert_allclose(answer['probabilities'], direct['probabilities'],
+                             atol=1e-6)
+  np.testing.assert_array_equal(answer['class_ids'],
+                                np.argmax(answer['probabilities'], axis=1))
+  assert answer['classes'].dtype == object
+  assert list(answer['classes']) == [
+      fx.spec.classes[i].encode() for i in answer['class_ids']]
+  return answer, request
+
+
+@pytest.mark.parametrize('runtime', raw_runtimes.RUNTIMES)
+@pytest.mark.parametrize('mode', raw_runtimes.MODES)
+def test_digits_raw_pixels_in_server_runtimes(digits_fixture, tmp_path,
+                                              runtime, mode):
+  _check(digits_fixture, runtime, mode, tmp_path, f'digits_{runtime}_{mode}')
+
+
+@pytest.mark.parametrize('mode', raw_runtimes.MODES)
+def test_penguins_onnx_folds_vocabularies_and_gaps(penguins_fixture,
+                                                   tmp_path, mode):
+  fx = penguins_fixture
+  request = {k: v[:8].copy() for k, v in fx.raw_eval.items()}
+  # An island the Transform never saw (the OOV id), a missing sex and a
+  # missing number (NaN: the Transform's mean).
+  request['island'][0] = b'Atlantis'
+  request['sex'][1] = b''
+  request['body_mass_g'][2] = np.nan
+  answer, _ = _check(fx, raw_runtimes.ONNX, mode, tmp_path,
+                     f'penguins_onnx_{mode}', request)
+  if mode == raw_runtimes.FLOAT32:
+    np.testing.assert_allclose(answer['probabilities'], fx.predict(request),
+                               atol=_FLOAT_TOLERANCE)
+
+
+@pytest.mark.parametrize('mode', raw_runtimes.MODES)
+def test_openvino_refuses_vocabulary_columns_clearly(penguins_fixture,
+                                                     tmp_path, mode):
+  """OpenVINO has no HashTableV2 / LookupTableFindV2: a ConfigError."""
+  _runtime(raw_runtimes.OPENVINO)
+  fx = penguins_fixture
+  out = tmp_path / 'penguins' / '1'
+  root = logging.getLogger()
+  level, filters = root.level, list(root.filters)
+  with pytest.raises(ConfigError) as raised:
+    raw_runtimes.export_raw(
+        raw_runtimes.OPENVINO, fx.model, fx.tft_output, fx.spec.label,
+        fx.spec.classes, mode, fx.raw_train, output_dir=str(out),
+        num_calibration_samples=_CALIBRATION_SAMPLES)
+  # convert_model set the root logger to ERROR and raised: the process's
+  # later INFO and WARNING lines are not silenced.
+  assert (root.level, root.filters) == (level, filters)
+  message = str(raised.value)
+  assert 'OpenVINO cannot convert the raw-feature model' in message
+  assert 'HashTableV2' in message and 'LookupTableFindV2' in message
+  assert "['island', 'sex']" in message
+  assert 'transformed-input model' in message
+  assert not (out / openvino_export.XML_FILE).exists()
+
+
+@pytest.mark.parametrize('runtime', raw_runtimes.RUNTIMES)
+def test_an_empty_int8_calibration_set_is_refused(penguins_fixture,
+                                                  tmp_path, runtime):
+  fx = penguins_fixture
+  empty = {k: v[:0] for k, v in fx.raw_train.items()}
+  with pytest.raises(ConfigError, match='calibration set is empty'):
+    raw_runtimes.export_raw(runtime, fx.model, fx.tft_output, fx.spec.label,
+                            fx.spec.classes, raw_runtimes.INT8, empty,
+                            output_dir=str(tmp_path / 'out'))
+  with pytest.raises(ConfigError, match='needs raw train rows'):
+    raw_runtimes.export_raw(runtime, fx.model, fx.tft_output, fx.spec.label,
+                            fx.spec.classes, raw_runtimes.INT8, None,
+                            output_dir=str(tmp_path / 'out'))
+  assert not (tmp_path / 'out').exists()
+
+
+def test_unknown_runtime_mode_or_columns_are_clear_errors(penguins_fixture,
+                                                          tmp_path):
+  fx = penguins_fixture
+  args = (fx.model, fx.tft_output, fx.spec.label, fx.spec.classes)
+  with pytest.raises(ConfigError, match='No raw-feature export'):
+    raw_runtimes.export_raw('tflite', *args, 'float32', None,
+                            output_dir=str(tmp_path))
+  with pytest.raises(ConfigError, match='Unknown ONNX mode'):
+    raw_runtimes.export_raw('onnx', *args, 'float16', None,
+                            output_dir=str(tmp_path))
+  partial = {k: v for k, v in fx.raw_train.items() if k != 'island'}
+  with pytest.raises(ConfigError, match=r"lack the column\(s\) \['island'\]"):
+    raw_runtimes.export_raw('onnx', *args, 'int8', partial,
+                            output_dir=str(tmp_path))
+
+
+def test_a_failed_onnx_conversion_is_a_config_error(digits_fixture, tmp_path,
+                                                    monkeypatch):
+  """Whatever tf2onnx raises reaches the caller as a ConfigError."""
+  _runtime(raw_runtimes.ONNX)
+  from tf2onnx import convert  # pylint: disable=g-import-not-at-top
+
+  def fail(*args, **kwargs):
+    raise ValueError('make_sure failure: no handler for op FancyOp')
+
+  monkeypatch.setattr(convert, '_convert_common', fail)
+  fx = digits_fixture
+  with pytest.raises(ConfigError, match='tf2onnx cannot convert.*FancyOp'):
+    raw_runtimes.export_raw('onnx', fx.model, fx.tft_output, fx.spec.label,
+                            fx.spec.classes, 'float32', None,
+                            output_dir=str(tmp_path / 'out'))
+
+
+# ------------------------------- the optimizer's runtime picks, raw ---
+
+
+def _runtime_variant(fx, runtime, mode, tmp_path):
+  """A transformed-input runtime variant, as build_variants records it."""
+  # pylint: disable=g-import-not-at-top
+  from leantfx.components.optimize import measure
+  from leantfx.components.optimize import runtime_variants
+  # pylint: enable=g-import-not-at-top
+  out_dir = str(tmp_path / 'cand' / runtime_variants.variant_dir_name(
+      runtime, mode))
+  scratch = tmp_path / 'scratch'
+  scratch.mkdir(exist_ok=True)
+  path = runtime_variants.export(runtime, fx.model, mode, fx.transformed_train,
+                                 out_dir, num_calibration_samples=50,
+                                 cache={'scratch': str(scratch)})
+  return measure.VariantMetrics(
+      name=f'cand/{runtime}_{mode}', technique='baseline', tflite_mode=mode,
+      runtime=runtime, path=runtime_variants.artifact_path(runtime, path), accuracy=None, num_examples=0,
+      size_bytes=0, gzipped_bytes=0, latency_p50_ms=0.0, latency_p99_ms=0.0,
+      latency_runs=0, num_threads=1)
+
+
+def _raw_inputs(fx, tmp_path):
+  # pylint: disable=g-import-not-at-top
+  from leantfx.components.optimize import measure
+  from leantfx.components.optimize import raw_features
+  # pylint: enable=g-import-not-at-top
+  labels = np.argmax(fx.reference, axis=1)
+  transformed = measure.LabeledData(fx.transformed_eval, labels)
+  raw = raw_features.RawInputs(
+      fx.tft_output, fx.spec.label, tuple(fx.spec.classes),
+      measure.LabeledData(fx.raw_train, np.zeros(len(labels))),
+      measure.LabeledData(fx.raw_eval, labels))
+  return raw, transformed
+
+
+@pytest.mark.parametrize('runtime', [raw_runtimes.ONNX, raw_runtimes.OPENVINO])
+def test_the_optimizer_pushes_a_runtime_pick_with_raw_inputs(
+    digits_fixture, tmp_path, runtime):
+  """executor._raw_export: the pick's raw export, scored as gated."""
+  # pylint: disable=g-import-not-at-top
+  from leantfx.components.optimize import config as config_lib
+  from leantfx.components.optimize import executor as executor_lib
+  from leantfx.components.optimize import push
+  # pylint: enable=g-import-not-at-top
+  _runtime(runtime)
+  fx = digits_fixture
+  raw, transformed = _raw_inputs(fx, tmp_path)
+  variant = _runtime_variant(fx, runtime, 'float32', tmp_path)
+  failures = []
+  folder, facts = executor_lib._raw_export(  # pylint: disable=protected-access
+      variant, {'cand': fx.model}, raw, transformed,
+      config_lib.OptimizationConfig(latency_runs=20, warmup_runs=2),
+      failures)
+  assert failures == []
+  variant_dir = (variant.path if os.path.isdir(variant.path) else
+                 os.path.dirname(variant.path))
+  assert folder == raw_runtimes.raw_dir(variant_dir)
+  assert sorted(os.listdir(folder)) == sorted(push.RUNTIME_FILES[runtime])
+  assert facts['inputs'] == 'raw' and facts['latency_p50_ms'] > 0
+  # Labels are the float model's classes: both score 1.0 up to rounding.
+  assert facts['accuracy'] == pytest.approx(
+      facts['transformed_input_accuracy'], abs=2 / len(transformed))
+
+
+def test_openvino_with_vocabularies_pushes_the_transformed_pick_and_says_why(
+    penguins_fixture, tmp_path):
+  # pylint: disable=g-import-not-at-top
+  from leantfx.components.optimize import config as config_lib
+  from leantfx.components.optimize import executor as executor_lib
+  # pylint: enable=g-import-not-at-top
+  _runtime(raw_runtimes.OPENVINO)
+  fx = penguins_fixture
+  raw, transformed = _raw_inputs(fx, tmp_path)
+  variant = _runtime_variant(fx, raw_runtimes.OPENVINO, 'float32', tmp_path)
+  failures = []
+  folder, facts = executor_lib._raw_export(  # pylint: disable=protected-access
+      variant, {'cand': fx.model}, raw, transformed,
+      config_lib.OptimizationConfig(latency_runs=20, warmup_runs=2),
+      failures)
+  assert folder is None and facts == {'inputs': 'transformed'}
+  (failure,) = failures
+  assert failure['stage'] == 'raw-feature export'
+  assert 'HashTableV2' in failure['error'] and 'island' in failure['error']
+
+
+def test_vocabulary_ids_reach_the_runtimes_as_int64(penguins_fixture,
+                                                    tmp_path):
+  """Penguins' transformed inputs include int64 vocabulary ids.
+
+  `leantfx run --dataset penguins --runtimes all` used to fail the
+  ModelOptimizer: the predictors and timers cast every input to float32,
+  and OpenVINO refused it ("the model input tensor precision is: i64").
+  """
+  # pylint: disable=g-import-not-at-top
+  from leantfx.components.optimize import measure
+  from leantfx.components.optimize import runtime_variants
+  # pylint: enable=g-import-not-at-top
+  _runtime(raw_runtimes.ONNX)
+  _runtime(raw_runtimes.OPENVINO)
+  fx = penguins_fixture
+  assert any(v.dtype == np.int64 for v in fx.transformed_eval.values())
+  labels = np.argmax(fx.reference, axis=1)
+  failures = []
+  built = runtime_variants.build_runtime_variants(
+      fx.model, candidate_name='cand', technique='baseline',
+      runtimes=(raw_runtimes.OPENVINO, raw_runtimes.ONNX),
+      representative_data=fx.transformed_train,
+      eval_data=measure.LabeledData(fx.transformed_eval, labels),
+      out_dir=str(tmp_path), num_threads=1, latency_runs=20, warmup_runs=2,
+      num_calibration_samples=50, details={},
+      on_failure=lambda stage, e: failures.append((stage, repr(e))))
+  assert failures == []
+  assert {v.name for v in built} == {
+      'cand/openvino_float32', 'cand/openvino_int8', 'cand/onnx_float32',
+      'cand/onnx_int8'}
+  for variant in built:
+    assert variant.latency_p50_ms > 0
+    if variant.tflite_mode == 'float32':
+      assert variant.accuracy == pytest.approx(1.0), variant.name
