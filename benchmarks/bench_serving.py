@@ -14,9 +14,11 @@ Servers, each in its own process on 127.0.0.1, one at a time:
   * `leantfx serve` on the pushed SavedModel (raw columns: what TF Serving
     users get) and on each pushed runtime (TFLite, OpenVINO, ONNX), batching
     off and on (default batching parameters).
-The runtimes' pushes take the transformed features (the Transform graph is
-not in them), so their rows are sent those: the request body differs, and the
-table says which input each row had.
+Each row is sent the inputs its push takes, as its manifest says
+(metrics.serving_inputs.inputs): the TFLite push takes the raw columns (the
+Transform folded in); the OpenVINO and ONNX pushes take the transformed
+features (the Transform graph is not in them yet). The table says which input
+each row had.
 
 Client: wrk (C, not Python: the figures do not depend on a Python client on
 these 2 cores), 1 thread, CONNECTIONS keep-alive connections, DURATION_S
@@ -163,6 +165,14 @@ def _newest(folder: str) -> str:
   return os.path.join(folder, max(versions, key=int))
 
 
+def _inputs_of(folder: str) -> str:
+  """'raw' or 'transformed': what the newest push in folder takes."""
+  with open(os.path.join(_newest(folder), 'manifest.json'),
+            encoding='utf-8') as f:
+    metrics = json.load(f).get('metrics') or {}
+  return (metrics.get('serving_inputs') or {}).get('inputs', 'transformed')
+
+
 def _summary(dataset: str, output: str):
   from leantfx.pipeline import run_summary  # pylint: disable=g-import-not-at-top
   return run_summary.summarize(os.path.join(output, 'metadata.sqlite'),
@@ -254,9 +264,10 @@ def _serve(model_dir: str, batching: bool, workers: int = 1,
          model_dir, '--model-name', os.path.basename(model_dir),
          '--rest-port', '0', '--grpc-port', '0',
          '--file-system-poll-wait-seconds', str(poll_s),
-         '--workers', str(workers)]
-  if batching:
-    cmd.append('--enable-batching')
+         '--workers', str(workers),
+         # Explicit both ways: serve's default (auto) batches a SavedModel in
+         # one process, which is this table's "batching" row.
+         '--batching', 'on' if batching else 'off']
   return _start(cmd, 'leantfx serve:')
 
 
@@ -377,8 +388,9 @@ def _dataset_rows(dataset: str, output: str, workdir: str, args
     folder = os.path.join(output, runtime, dataset)
     if not os.path.isdir(folder):
       continue
+    kind = _inputs_of(folder)
     for batching, workers in settings:
-      servers.append((label(runtime, batching, workers), 'transformed', [],
+      servers.append((label(runtime, batching, workers), kind, [],
                       (folder, batching, workers)))
   rows = []
   for label, kind, cmd, serve in servers:
@@ -518,8 +530,10 @@ def main(argv=None) -> int:
       '(workers included). The Flask baseline is one process (threaded); '
       f'"{WORKERS} workers" rows are `leantfx serve --workers {WORKERS}`.',
       "input raw: TF Serving's row format of the raw columns (the SavedModel's"
-      ' serving_default runs the Transform graph); transformed: the '
-      "transformed features (the runtimes' pushes hold the model alone).",
+      ' serving_default runs the Transform graph; the runtimes\' pushes hold '
+      'it folded in); transformed: the transformed features (a push whose '
+      'Transform could not be folded in, as its manifest says, and the '
+      'Keras history row).',
   ]
   for dataset in chosen:
     mine = [r for r in rows if r['dataset'] == dataset]

@@ -19,6 +19,9 @@ from leantfx.cli import beam as beam_commands
 from leantfx.cli import console
 from leantfx.errors import ConfigError, LeantfxError
 
+BATCHING_MODES = ('auto', 'on', 'off')
+
+
 def add_commands(subparsers) -> None:
   """Registers ``serve``, ``deploy`` (``tf-serving``) and ``predict``.
 
@@ -47,8 +50,16 @@ def add_commands(subparsers) -> None:
                             help='gRPC port (0 = any free port).')
   serve_parser.add_argument('--host', default='127.0.0.1',
                             help='Address to bind (default 127.0.0.1).')
-  serve_parser.add_argument('--enable-batching', action='store_true',
-                            help='Merge concurrent predict requests.')
+  serve_parser.add_argument(
+      '--batching', choices=BATCHING_MODES, default='auto',
+      help='Merge concurrent predict requests into one model call. auto '
+      '(default): for SavedModel versions in a one-process server, where '
+      'it was measured to pay; never for the TFLite, OpenVINO and ONNX '
+      'Runtime pushes or with --workers > 1, where it did not reliably '
+      'pay (docs/measurements.md). on: for every model; off: never.')
+  serve_parser.add_argument(
+      '--enable-batching', dest='batching', action='store_const', const='on',
+      help="TF Serving's flag: the same as --batching on.")
   serve_parser.add_argument(
       '--batching-parameters-file',
       help='A BatchingParameters text proto (TF Serving\'s format).')
@@ -145,6 +156,21 @@ def _configure_logging() -> None:
                         '%(message)s')
 
 
+def batching_mode(args: argparse.Namespace) -> str:
+  """'on', 'auto' or 'off': what ``serve``'s batching options come to.
+
+  A parameters file turns auto into on (TF Serving batches every model
+  when given one). auto with several workers is off: there batching did
+  not reliably pay in the measured runs (a SavedModel lost 13-23% on
+  digits and gained 1-19% on penguins; the runtimes mostly lost).
+  """
+  if args.batching == 'auto' and args.batching_parameters_file:
+    return 'on'
+  if args.batching == 'auto' and args.workers > 1:
+    return 'off'
+  return args.batching
+
+
 def build_server(args: argparse.Namespace, **overrides):
   """Returns the ModelServer that ``serve`` args describe (not started).
 
@@ -159,6 +185,15 @@ def build_server(args: argparse.Namespace, **overrides):
   from leantfx.serving import model_config  # pylint: disable=g-import-not-at-top
   from leantfx.serving import server as server_lib  # pylint: disable=g-import-not-at-top
   from leantfx.serving import server_config  # pylint: disable=g-import-not-at-top
+  batching = batching_parameters.BatchingConfig()
+  if args.batching_parameters_file:
+    if args.batching == 'off':
+      raise ConfigError(
+          '--batching off with --batching-parameters-file: the parameters '
+          'would be ignored. Drop one of them.')
+    batching = batching_parameters.read_batching_parameters_file(
+        args.batching_parameters_file)
+  mode = batching_mode(args)
   if args.model_config_file:
     if args.model_base_path or args.model_name:
       raise ConfigError('Pass --model-config-file or --model-base-path '
@@ -175,18 +210,13 @@ def build_server(args: argparse.Namespace, **overrides):
       source = lambda: model_config.models_from_base_path(base)
   else:
     raise ConfigError('serve needs --model-base-path or --model-config-file.')
-  batching = batching_parameters.BatchingConfig()
-  if args.batching_parameters_file:
-    batching = batching_parameters.read_batching_parameters_file(
-        args.batching_parameters_file)
   settings = dict(
       host=args.host, rest_port=args.rest_port, grpc_port=args.grpc_port,
       max_body_bytes=args.max_body_bytes,
       request_timeout_s=args.request_timeout_s,
       file_system_poll_wait_seconds=args.file_system_poll_wait_seconds,
       max_num_load_retries=args.max_num_load_retries,
-      enable_batching=args.enable_batching or bool(
-          args.batching_parameters_file),
+      enable_batching=mode == 'on', auto_batching=mode == 'auto',
       batching=batching)
   settings.update(overrides)
   config = server_config.ServerConfig(**settings)

@@ -2,10 +2,13 @@
 
 They work the same against ``leantfx serve`` and ``tensorflow_model_server``:
 
+  # Every push (SavedModel, TFLite, ONNX, OpenVINO) takes the raw columns.
+  row = {f'pixel_{i:02d}': 0.0 for i in range(64)}
   rest = RestClient('127.0.0.1', 8501)
-  rest.predict('digits', instances=[[0.0] * 64])        # {'predictions': ...}
+  rest.predict('digits', instances=[row])               # {'predictions': ...}
   with GrpcClient('127.0.0.1', 8500) as grpc_client:
-    result = grpc_client.predict('digits', {'image_xf': np.zeros((1, 64))})
+    result = grpc_client.predict(
+        'digits', {k: np.array([v], np.float32) for k, v in row.items()})
     result.outputs['probabilities'], result.version
 """
 import dataclasses

@@ -82,6 +82,9 @@ def from_numpy(dtype) -> DType:
   Raises:
     ValueError: the numpy dtype has no TensorFlow equivalent.
   """
+  found = _BY_NUMPY.get(dtype) if isinstance(dtype, np.dtype) else None
+  if found is not None:  # The request path's case: an array's dtype.
+    return found
   dtype = np.dtype(dtype)
   if dtype.kind in ('S', 'U', 'O'):
     return DT_STRING

@@ -48,9 +48,20 @@ class PredictionService:
   """Predict, Classify, Regress, metadata and status over loaded models."""
 
   def __init__(self, manager: model_manager_lib.ModelManager,
-               batcher: Optional[batch_scheduler_lib.BatchScheduler] = None):
+               batcher: Optional[batch_scheduler_lib.BatchScheduler] = None,
+               batch_all: bool = True):
+    """Serves the manager's models.
+
+    Args:
+      manager: the loaded models.
+      batcher: merges concurrent predict calls; None runs each at once.
+      batch_all: send every model's predict calls through the batcher;
+        False sends only those of models whose kind gains from it
+        (``Servable.batching_pays``).
+    """
     self.manager = manager
     self.batcher = batcher
+    self.batch_all = batch_all
 
   def acquire(self, spec: ModelSpec) -> model_manager_lib.ServableHandle:
     """Returns a handle on the servable `spec` names (use with ``with``)."""
@@ -96,7 +107,8 @@ class PredictionService:
     aliases = signature_lib.check_output_filter(signature, output_filter)
     if deadline is not None and time.monotonic() > deadline:
       raise status.deadline_exceeded('Request deadline passed before it ran.')
-    if self.batcher is not None:
+    if self.batcher is not None and (self.batch_all or
+                                     servable.batching_pays):
       outputs = self.batcher.run(servable, signature.name, inputs, aliases,
                                  deadline)
     else:

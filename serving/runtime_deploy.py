@@ -36,7 +36,8 @@ OPENVINO_FILENAME = 'model.xml'
 # ONNX TensorProto element types -> Triton DataType names.
 _TRITON_TYPES = {1: 'TYPE_FP32', 2: 'TYPE_UINT8', 3: 'TYPE_INT8',
                  5: 'TYPE_INT16', 6: 'TYPE_INT32', 7: 'TYPE_INT64',
-                 9: 'TYPE_BOOL', 10: 'TYPE_FP16', 11: 'TYPE_FP64'}
+                 8: 'TYPE_STRING', 9: 'TYPE_BOOL', 10: 'TYPE_FP16',
+                 11: 'TYPE_FP64'}
 
 
 def _model_dirs(base: str, filename: str) -> Dict[str, str]:

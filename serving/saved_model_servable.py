@@ -22,6 +22,7 @@ class SavedModelServable(servable_lib.Servable):
   """A SavedModel version, run through its signature functions."""
 
   platform = servable_lib.PLATFORM_TENSORFLOW
+  batching_pays = True
 
   def __init__(self, name: str, version: int, path: str):
     """Loads the SavedModel.

@@ -53,6 +53,14 @@ class Servable(abc.ABC):
   """
 
   platform = ''
+  # Whether merging concurrent requests into one call pays for this kind of
+  # model in a one-process server: what ``serve --batching auto`` (the
+  # default) batches. Measured (docs/measurements.md, serving): a
+  # SavedModel's call has a fixed cost that a batch shares, so it gains;
+  # the prepared runtimes (TFLite, OpenVINO, ONNX Runtime) lose throughput
+  # or break even, the hand-off to a batch thread costing what the shared
+  # call saves.
+  batching_pays = False
 
   def __init__(self, name: str, version: int, path: str):
     self.name = name

@@ -86,9 +86,10 @@ class ModelServer:
                      'NOT_FOUND until one is pushed.', name)
     if config.file_system_poll_wait_seconds > 0:
       self.manager.start(config.file_system_poll_wait_seconds)
-    if config.enable_batching:
+    if config.enable_batching or config.auto_batching:
       self.batcher = batch_scheduler.BatchScheduler(config.batching)
-    service = prediction_service.PredictionService(self.manager, self.batcher)
+    service = prediction_service.PredictionService(
+        self.manager, self.batcher, batch_all=config.enable_batching)
     if self._shared is not None:
       self._shared.start(self.metrics.snapshot)
     try:

@@ -29,8 +29,11 @@ class ServerConfig:
     max_concurrent_requests: REST requests handled at once; beyond it, 429.
     grpc_max_workers: gRPC handler threads.
     shutdown_grace_s: how long a graceful stop waits for in-flight requests.
-    enable_batching: merge concurrent predict requests.
-    batching: the batching knobs (used when enable_batching).
+    enable_batching: merge concurrent predict requests, for every model.
+    auto_batching: merge them only for the models whose kind gains from it
+      (``Servable.batching_pays``: SavedModels); the others run each
+      request at once. Exclusive with enable_batching.
+    batching: the batching knobs (used when either is on).
     reuse_port: bind the gRPC port with SO_REUSEPORT so that several worker
       processes share it (set by serving.workers, never by hand: a lone
       server must fail on a port in use).
@@ -51,6 +54,7 @@ class ServerConfig:
   grpc_max_workers: int = 16
   shutdown_grace_s: float = 30.0
   enable_batching: bool = False
+  auto_batching: bool = False
   batching: batching_parameters.BatchingConfig = (
       batching_parameters.BatchingConfig())
   reuse_port: bool = False
@@ -62,6 +66,9 @@ class ServerConfig:
       port = getattr(self, name)
       if port is not None and not 0 <= port <= 65535:
         raise ConfigError(f'{name} must be in 0..65535, got {port}.')
+    if self.enable_batching and self.auto_batching:
+      raise ConfigError('enable_batching batches every model and '
+                        'auto_batching only some: set one of them.')
     if self.rest_port is None and self.grpc_port is None:
       raise ConfigError('At least one of the REST and gRPC ports must be on.')
     if self.rest_port and self.rest_port == self.grpc_port:

@@ -91,7 +91,10 @@ def shape_is_compatible(actual: Sequence[int],
     return True
   if len(actual) != len(declared):
     return False
-  return all(d < 0 or d == a for a, d in zip(actual, declared))
+  for a, d in zip(actual, declared):
+    if d >= 0 and d != a:
+      return False
+  return True
 
 
 def check_predict_inputs(signature: Signature,
@@ -112,8 +115,8 @@ def check_predict_inputs(signature: Signature,
         'Expected prediction signature method_name to be one of '
         f'{{{PREDICT_METHOD}, {CLASSIFY_METHOD}, {REGRESS_METHOD}}}. Was: '
         f'{signature.method_name}')
-  sent, wanted = set(inputs), set(signature.inputs)
-  if len(sent) != len(wanted):
+  if len(inputs) != len(signature.inputs):
+    sent, wanted = set(inputs), set(signature.inputs)
     raise status.invalid_argument(
         f'input size does not match signature: {len(sent)}!={len(wanted)} '
         f'len({{{",".join(sorted(sent))}}}) != '
@@ -125,14 +128,19 @@ def check_predict_inputs(signature: Signature,
     if spec is None:
       raise status.invalid_argument(
           f'input tensor alias not found in signature: {alias}. Inputs '
-          f'expected to be in the set {{{",".join(sorted(wanted))}}}.')
+          f'expected to be in the set '
+          f'{{{",".join(sorted(signature.inputs))}}}.')
     array = inputs[alias]
-    got = dtypes.from_numpy(array.dtype)
-    if got.enum != spec.dtype.enum:
-      # The text of TensorFlow's executor when a feed has the wrong dtype.
-      raise status.invalid_argument(
-          f'Expects arg[{index}] to be {spec.dtype.short_name} but '
-          f'{got.short_name} is provided')
+    expected = spec.dtype.numpy
+    # Unequal numpy dtypes may still be one DType (strings: object, bytes or
+    # str); a DType without a numpy one (bfloat16) is always looked up.
+    if expected is None or array.dtype != expected:
+      got = dtypes.from_numpy(array.dtype)
+      if got.enum != spec.dtype.enum:
+        # The text of TensorFlow's executor when a feed has the wrong dtype.
+        raise status.invalid_argument(
+            f'Expects arg[{index}] to be {spec.dtype.short_name} but '
+            f'{got.short_name} is provided')
     if not shape_is_compatible(array.shape, spec.shape):
       raise status.invalid_argument(
           f'input tensor {alias} has shape {shape_text(array.shape)} but the '
