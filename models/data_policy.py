@@ -11,7 +11,7 @@
   analyses (after augmentation and oversampling), and the Trainer weighs the
   loss by inverse class frequency when asked ('auto').
 """
-from typing import Any, Dict, Mapping, Optional, Sequence
+from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
 
 import tensorflow as tf
 import tensorflow_transform as tft
@@ -20,38 +20,46 @@ import tensorflow_transform as tft
 LABEL_COUNTS_VOCABULARY = 'leantfx_label_counts'
 
 
-def _in_range(values: tf.Tensor, domain: Mapping[str, Any]) -> tf.Tensor:
-  keep = tf.logical_not(tf.math.is_nan(values))
-  if domain.get('min') is not None:
-    keep = tf.logical_and(keep, values >= float(domain['min']))
-  if domain.get('max') is not None:
-    keep = tf.logical_and(keep, values <= float(domain['max']))
-  return keep
+def _bound_rows(domains: Sequence[Optional[Mapping[str, Any]]]
+               ) -> Tuple[Optional[tf.Tensor], Optional[tf.Tensor]]:
+  """The columns' lower and upper bounds as [1, columns] float32 rows
+  (-inf/+inf where a column has none), or None where no column has one."""
+  usable = [d if d and 'values' not in d else {} for d in domains]
+  rows = []
+  for key, missing in (('min', float('-inf')), ('max', float('inf'))):
+    bounds = [d.get(key) for d in usable]
+    rows.append(None if all(v is None for v in bounds) else tf.constant(
+        [[missing if v is None else float(v) for v in bounds]], tf.float32))
+  return rows[0], rows[1]
 
 
-def numeric_in_domain(x: Any, domain: Optional[Mapping[str, Any]]) -> Any:
-  """Removes numeric values outside the domain (they become missing).
+def numeric_in_domain(block: tf.Tensor,
+                      domains: Sequence[Optional[Mapping[str, Any]]]
+                     ) -> tf.Tensor:
+  """Marks numeric values outside their column's domain as missing (NaN).
+
+  One comparison per bound over the whole [batch, columns] block, with a
+  bound per column (-inf/+inf where a column has none), like
+  clip_to_domain: the serving graph costs the same for 40 numeric columns
+  as for one.
 
   Args:
-    x: a feature as parsed by TFT (dense, sparse or ragged), numeric.
-    domain: {'min': .., 'max': ..} from the schema, or None (no change).
+    block: float32 [batch, len(domains)], NaN where a value is missing.
+    domains: each column's {'min': .., 'max': ..} from the schema, or None.
 
   Returns:
-    x unchanged without a domain, else a float32 SparseTensor [batch, 1]
-    holding only the in-domain values.
+    block, with out-of-domain values replaced by NaN (block itself when no
+    column has a bound).
   """
-  if not domain or 'values' in domain:
-    return x
-  if isinstance(x, tf.RaggedTensor):
-    x = x.to_sparse()
-  if isinstance(x, tf.SparseTensor):
-    values = tf.cast(x.values, tf.float32)
-    x = tf.SparseTensor(x.indices, values, x.dense_shape)
-    return tf.sparse.retain(x, _in_range(values, domain))
-  dense = tf.cast(tf.reshape(x, [-1, 1]), tf.float32)
-  indices = tf.where(_in_range(dense, domain))
-  return tf.SparseTensor(indices, tf.gather_nd(dense, indices),
-                         tf.shape(dense, out_type=tf.int64))
+  lows, highs = _bound_rows(domains)
+  if lows is None and highs is None:
+    return block
+  outside = None
+  for bound, beyond in ((lows, tf.less), (highs, tf.greater)):
+    if bound is not None:
+      test = beyond(block, bound)
+      outside = test if outside is None else tf.logical_or(outside, test)
+  return tf.where(outside, tf.constant(float('nan'), tf.float32), block)
 
 
 def categorical_in_domain(values: tf.Tensor,
@@ -67,14 +75,26 @@ def categorical_in_domain(values: tf.Tensor,
 
 
 def clip_to_domain(pixels: tf.Tensor,
-                   domain: Optional[Mapping[str, Any]]) -> tf.Tensor:
-  """Clips pixel values into their domain (an image keeps every pixel)."""
-  if not domain or 'values' in domain:
-    return pixels
-  if domain.get('min') is not None:
-    pixels = tf.maximum(pixels, float(domain['min']))
-  if domain.get('max') is not None:
-    pixels = tf.minimum(pixels, float(domain['max']))
+                   domains: Sequence[Optional[Mapping[str, Any]]]
+                  ) -> tf.Tensor:
+  """Clips each pixel column into its domain (an image keeps every pixel).
+
+  One maximum and one minimum over the whole [batch, columns] tensor, with a
+  bound per column (-inf/+inf where a column has none): the serving graph
+  costs the same for 64 pixel columns as for one.
+
+  Args:
+    pixels: float32 [batch, len(domains)].
+    domains: each column's {'min': .., 'max': ..} from the schema, or None.
+
+  Returns:
+    pixels, clipped.
+  """
+  lows, highs = _bound_rows(domains)
+  if lows is not None:
+    pixels = tf.maximum(pixels, lows)
+  if highs is not None:
+    pixels = tf.minimum(pixels, highs)
   return pixels
 
 

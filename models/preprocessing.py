@@ -1,7 +1,8 @@
 """The Transform step: the one preprocessing_fn TFX calls.
 
 What it does is driven by the DatasetSpec that arrives in ``custom_config``:
-numeric columns get mean imputation and z-scores, categorical columns get a
+numeric columns get mean imputation and z-scores (one block for all of
+them, statistics per column), categorical columns get a
 vocabulary (missing values and unseen values share one OOV bucket), pixel
 columns are stacked into one image vector scaled to [0, 1], and the label is
 mapped to its class id in the spec's class order, or, for a regression, kept
@@ -26,17 +27,42 @@ def _to_dense_column(x: Any, default_value) -> tf.Tensor:
     return tft.sparse_tensor_to_dense_with_shape(x, [None, 1], default_value)
   if isinstance(x, tf.RaggedTensor):
     return x.to_tensor(default_value=default_value, shape=[None, 1])
+  if x.shape.rank == 2 and x.shape[1] == 1:
+    return x  # Already [batch, 1] (a FixedLenFeature of shape [1]).
   return tf.reshape(x, [-1, 1])
 
 
-def _numeric(x: Any) -> tf.Tensor:
-  """Mean-imputes missing values, then scales to a z-score; [batch, 1]."""
-  x = tf.cast(x, tf.float32) if not isinstance(x, tf.SparseTensor) else (
-      tf.SparseTensor(x.indices, tf.cast(x.values, tf.float32), x.dense_shape))
-  mean = tft.mean(x)
-  dense = _to_dense_column(x, float('nan'))
-  imputed = tf.where(tf.math.is_nan(dense), mean, dense)
-  return tft.scale_to_z_score(imputed)
+def _as_float32(x: Any) -> Any:
+  """x with float32 values (dense, sparse or ragged as it came)."""
+  if x.dtype == tf.float32:
+    return x
+  if isinstance(x, tf.SparseTensor):
+    return tf.SparseTensor(x.indices, tf.cast(x.values, tf.float32),
+                           x.dense_shape)
+  if isinstance(x, tf.RaggedTensor):
+    return x.with_values(tf.cast(x.values, tf.float32))
+  return tf.cast(x, tf.float32)
+
+
+def _numeric_block(columns, domains) -> tf.Tensor:
+  """The numeric columns as one float32 [batch, k] tensor, z-scored.
+
+  Values outside a column's domain count as missing (the noisy-row
+  policy); a missing value takes its column's mean over the present
+  in-domain values; then every column is scaled to its own z-score. The
+  columns are concatenated first and each step is one op over the block,
+  with per-column statistics (elementwise analyzers), so the serving graph
+  does not grow by an imputation and a scaling per column.
+  """
+  dense = [_to_dense_column(_as_float32(c), float('nan')) for c in columns]
+  block = data_policy.numeric_in_domain(tf.concat(dense, axis=1), domains)
+  missing = tf.math.is_nan(block)
+  present = tf.where(tf.logical_not(missing))
+  observed = tf.SparseTensor(present, tf.gather_nd(block, present),
+                             tf.shape(block, out_type=tf.int64))
+  mean = tft.mean(observed, reduce_instance_dims=False)
+  imputed = tf.where(missing, tf.reshape(mean, [1, -1]), block)
+  return tft.scale_to_z_score(imputed, elementwise=True)
 
 
 def _regression_target(x: Any) -> tf.Tensor:
@@ -58,6 +84,20 @@ def _label_ids(x: Any, classes) -> tf.Tensor:
   return tf.reshape(table.lookup(dense), [-1])
 
 
+def _pixels(columns, domains) -> tf.Tensor:
+  """The pixel columns as one float32 [batch, n] tensor, clipped.
+
+  Concatenated first, then cast and clipped once (columns of one dtype, as
+  a schema's pixels are), so the graph does not grow by a cast and a clip
+  per column.
+  """
+  dense = [_to_dense_column(c, 0) for c in columns]
+  if len({d.dtype for d in dense}) > 1:
+    dense = [tf.cast(d, tf.float32) for d in dense]
+  return data_policy.clip_to_domain(
+      tf.cast(tf.concat(dense, axis=1), tf.float32), domains)
+
+
 # TFX Transform will call this function.
 def preprocessing_fn(inputs: Dict[str, Any],
                      custom_config: Dict[str, Any]) -> Dict[str, Any]:
@@ -77,9 +117,14 @@ def preprocessing_fn(inputs: Dict[str, Any],
   spec = config_lib.dataset_from_dict(custom_config['dataset'])
   domains = custom_config.get('domains', {})
   outputs = {}
-  for column in spec.numeric_features:
-    outputs[features.transformed_name(column)] = _numeric(
-        data_policy.numeric_in_domain(inputs[column], domains.get(column)))
+  if spec.numeric_features:
+    block = _numeric_block([inputs[c] for c in spec.numeric_features],
+                           [domains.get(c) for c in spec.numeric_features])
+    # One split hands each column its [batch, 1] slice of the block.
+    for column, scaled in zip(spec.numeric_features,
+                              tf.split(block, len(spec.numeric_features),
+                                       axis=1)):
+      outputs[features.transformed_name(column)] = scaled
   for column in spec.categorical_features:
     values = _to_dense_column(inputs[column], _MISSING_CATEGORY)
     if values.dtype != tf.string:
@@ -90,13 +135,10 @@ def preprocessing_fn(inputs: Dict[str, Any],
         tft.compute_and_apply_vocabulary(
             values, num_oov_buckets=1, vocab_filename=column))
   if spec.image_features:
-    pixels = [
-        data_policy.clip_to_domain(
-            tf.cast(_to_dense_column(inputs[c], 0), tf.float32),
-            domains.get(c)) for c in spec.image_features
-    ]
-    outputs[features.IMAGE_KEY] = tf.concat(pixels, axis=1) / float(
-        spec.image_max_value)
+    outputs[features.IMAGE_KEY] = _pixels(
+        [inputs[c] for c in spec.image_features],
+        [domains.get(c) for c in spec.image_features]) / float(
+            spec.image_max_value)
   if spec.image_key:
     outputs[features.IMAGE_KEY] = data_policy.decode_images(
         inputs[spec.image_key], spec.image_shape)

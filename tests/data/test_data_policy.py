@@ -13,16 +13,27 @@ pytestmark = pytest.mark.unit
 
 
 def test_numeric_values_outside_the_domain_become_missing():
-  dense = tf.constant([[10.0], [250.0], [999.0], [-5.0]])
-  kept = data_policy.numeric_in_domain(dense, {'min': 0, 'max': 300})
-  assert isinstance(kept, tf.SparseTensor)
-  np.testing.assert_array_equal(kept.indices.numpy(), [[0, 0], [1, 0]])
-  np.testing.assert_allclose(kept.values.numpy(), [10.0, 250.0])
-  sparse = tf.SparseTensor([[0, 0], [2, 0]], tf.constant([5, 500],
-                                                         tf.int64), [3, 1])
-  kept = data_policy.numeric_in_domain(sparse, {'min': 0, 'max': 100})
-  np.testing.assert_array_equal(kept.indices.numpy(), [[0, 0]])
-  assert data_policy.numeric_in_domain(dense, None) is dense
+  nan = float('nan')
+  block = tf.constant([[10.0, 5.0, 1e6], [250.0, -7.0, nan],
+                       [999.0, 3.0, -1e6], [-5.0, nan, 0.0]])
+  kept = data_policy.numeric_in_domain(
+      block, [{'min': 0, 'max': 300}, {'min': 0}, None])
+  np.testing.assert_array_equal(
+      kept.numpy(), [[10.0, 5.0, 1e6], [250.0, nan, nan],
+                     [nan, 3.0, -1e6], [nan, nan, 0.0]])
+  # A vocabulary domain bounds nothing; no bounds leave the block as is.
+  assert data_policy.numeric_in_domain(
+      block, [None, {'values': ['a']}, {}]) is block
+
+
+def test_numeric_domains_are_one_test_per_bound_whatever_the_columns():
+  domains = [{'min': 0, 'max': 300}] * 3 + [{'max': 9}] * 5
+  graph = tf.function(lambda b: data_policy.numeric_in_domain(b, domains)
+                     ).get_concrete_function(
+                         tf.TensorSpec([None, 8], tf.float32)).graph
+  ops = [op.type for op in graph.get_operations()]
+  assert ops.count('Less') == 1 and ops.count('Greater') == 1
+  assert ops.count('SelectV2') == 1
 
 
 def test_categories_outside_the_domain_become_missing():
@@ -34,8 +45,24 @@ def test_categories_outside_the_domain_become_missing():
 
 def test_pixels_are_clipped_into_the_domain():
   out = data_policy.clip_to_domain(tf.constant([[-1.0], [20.0], [5.0]]),
-                                   {'min': 0, 'max': 16})
+                                   [{'min': 0, 'max': 16}])
   np.testing.assert_allclose(out.numpy().ravel(), [0.0, 16.0, 5.0])
+
+
+def test_each_pixel_column_is_clipped_into_its_own_domain_in_one_op():
+  pixels = tf.constant([[-1.0, 20.0, 9.0, 3.0], [7.0, 5.0, -4.0, 99.0]])
+  domains = [{'min': 0, 'max': 16}, {'min': 0, 'max': 8}, None,
+             {'max': 50}]
+  out = data_policy.clip_to_domain(pixels, domains)
+  np.testing.assert_allclose(out.numpy(), [[0.0, 8.0, 9.0, 3.0],
+                                           [7.0, 5.0, -4.0, 50.0]])
+  # One Maximum and one Minimum whatever the column count.
+  graph = tf.function(lambda p: data_policy.clip_to_domain(p, domains)
+                     ).get_concrete_function(
+                         tf.TensorSpec([None, 4], tf.float32)).graph
+  ops = [op.type for op in graph.get_operations()]
+  assert ops.count('Maximum') == 1 and ops.count('Minimum') == 1
+  assert data_policy.clip_to_domain(pixels, [None] * 4) is pixels
 
 
 def test_png_bytes_decode_to_the_pixel_vector():
