@@ -157,3 +157,38 @@ def test_full_queue_is_unavailable():
   scheduler.stop()
   codes = [e.code for e in errors if e is not None]
   assert codes and set(codes) == {status.Code.UNAVAILABLE}
+
+
+@pytest.mark.e2e
+def test_auto_batching_batches_savedmodels_and_runs_runtimes_at_once(
+    model_base):
+  # serve's default: a SavedModel's predict calls go through the scheduler,
+  # a TFLite model's run at once (Servable.batching_pays).
+  import json  # pylint: disable=g-import-not-at-top
+  from leantfx.serving import client
+  from leantfx.serving import model_config
+  from leantfx.serving import server as server_lib
+  from leantfx.serving import server_config
+  models = [model_config.ModelConfig(name, f'{model_base}/{name}')
+            for name in ('digits', 'digits_float_lite')]
+  server = server_lib.ModelServer(models, server_config.ServerConfig(
+      rest_port=0, grpc_port=None, file_system_poll_wait_seconds=-1,
+      auto_batching=True)).start()
+  try:
+    rest = client.RestClient('127.0.0.1', server.rest_port, timeout_s=20)
+    body = json.dumps({'instances': [[0.5] * 64]}).encode()
+    seen = []
+    for name in ('digits_float_lite', 'digits', 'digits_float_lite'):
+      code, raw = rest.request('POST', f'/v1/models/{name}:predict', body)
+      assert code == 200, raw
+      assert len(json.loads(raw)['predictions'][0]) == 10
+      seen.append(server.batcher.batches_run)
+    assert seen == [0, 1, 1]
+  finally:
+    server.stop(grace_s=5)
+
+
+def test_batching_everything_and_some_models_are_exclusive():
+  from leantfx.serving import server_config  # pylint: disable=g-import-not-at-top
+  with pytest.raises(ConfigError, match='set one of them'):
+    server_config.ServerConfig(enable_batching=True, auto_batching=True)

@@ -44,6 +44,32 @@ def test_parsers_set_handlers_and_defaults():
 
 
 @pytest.mark.unit
+@pytest.mark.parametrize('argv, mode', [
+    ([], 'auto'),
+    (['--workers', '2'], 'off'),
+    (['--batching', 'on', '--workers', '2'], 'on'),
+    (['--enable-batching'], 'on'),
+    (['--batching', 'off'], 'off'),
+    (['--batching-parameters-file', 'b.txt'], 'on'),
+    (['--batching-parameters-file', 'b.txt', '--workers', '2'], 'on'),
+])
+def test_batching_is_auto_by_default_and_off_with_workers(argv, mode):
+  args = _parse(['serve', '--model-base-path', '/tmp/x'] + argv)
+  assert cli.batching_mode(args) == mode
+
+
+@pytest.mark.unit
+def test_batching_off_with_a_parameters_file_is_refused(tmp_path, capsys):
+  (tmp_path / 'm' / '1').mkdir(parents=True)
+  code = cli.serve(_parse(['serve', '--model-base-path', str(tmp_path / 'm'),
+                           '--batching', 'off', '--batching-parameters-file',
+                           str(tmp_path / 'b.txt')]))
+  assert code == 2
+  assert '--batching off with --batching-parameters-file' in (
+      capsys.readouterr().err)
+
+
+@pytest.mark.unit
 def test_serve_reports_config_errors(tmp_path, capsys):
   code = cli.serve(_parse(['serve', '--model-base-path',
                            str(tmp_path / 'missing')]))

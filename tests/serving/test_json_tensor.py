@@ -75,6 +75,35 @@ def test_named_row_format_and_b64():
   assert list(arrays['b']) == [b'hello', b'plain']
 
 
+def test_scalar_columns_of_the_row_format_match_one_by_one_conversion():
+  """Scalar columns are built together (one array per dtype); each column
+  must still hold its own values, dtype and shape, as value_to_array gives."""
+  input_dtypes = {f'f{i}': dtypes.DT_FLOAT for i in range(5)}
+  input_dtypes.update({'n0': dtypes.DT_INT64, 'n1': dtypes.DT_INT64,
+                       'd': dtypes.DT_DOUBLE, 's': dtypes.DT_STRING,
+                       'v': dtypes.DT_FLOAT, 'one': dtypes.DT_INT32})
+  rows = []
+  for r in range(3):
+    row = {f'f{i}': (float(10 * r + i) if i % 2 else 10 * r + i)
+           for i in range(5)}
+    row.update({'n0': -r, 'n1': 2**40 + r, 'd': 1e300 * r, 's': f'é{r}',
+                'v': [float(r), 0.5], 'one': r})
+    rows.append(row)
+  rows[1]['f0'] = float('nan')
+  arrays, _ = _inputs({'instances': rows}, input_dtypes)
+  assert sorted(arrays) == sorted(input_dtypes)
+  for name, dtype in input_dtypes.items():
+    expected = json_tensor.value_to_array([row[name] for row in rows], dtype)
+    got = arrays[name]
+    assert got.dtype == expected.dtype and got.shape == expected.shape, name
+    if dtype == dtypes.DT_STRING:
+      assert list(got) == list(expected)
+    else:
+      np.testing.assert_array_equal(got, expected)
+  assert np.isnan(arrays['f0'][1])
+  assert list(arrays['s']) == ['é0'.encode(), 'é1'.encode(), 'é2'.encode()]
+
+
 def test_unpadded_b64_is_accepted():
   arrays, _ = _inputs({'inputs': {'b64': 'aGVsbG8'}},
                       {'s': dtypes.DT_STRING})
@@ -96,6 +125,27 @@ def test_unpadded_b64_is_accepted():
     ({'inputs': [1.0]}, {'a': dtypes.DT_FLOAT, 'b': dtypes.DT_FLOAT},
      'inputs is a plain value/list, but expecting an object as multiple input '
      'tensors required as per tensorinfo_map'),
+    ({'instances': [{'x': 1.0}, {'x': [2.0]}]}, None,
+     "Failed to process element: 1 key: x of 'instances' list. Error: "
+     'INVALID_ARGUMENT: Expecting shape [] but got: [1]'),
+    ({'instances': [{'x': [1.0]}, {'x': 2.0}]}, None,
+     "Failed to process element: 1 key: x of 'instances' list. Error: "
+     'INVALID_ARGUMENT: Expecting shape [1] but got: []'),
+    ({'instances': [{'x': [1.0, 2.0]}, {'x': 2.0}]}, None,
+     "Failed to process element: 1 key: x of 'instances' list. Error: "
+     'INVALID_ARGUMENT: Expecting tensor size: 2 but got: 1'),
+    ({'instances': [{'x': 2**24}]}, None,
+     'Cannot convert JSON value: 16777216 to float without loss of '
+     'precision.'),
+    ({'instances': [{'x': 3.5e38}]}, None,
+     'Cannot convert JSON value: 3.5e+38 to float without loss of '
+     'precision.'),
+    ({'instances': [{'x': True}]}, None,
+     'JSON Value: true Type: True is not of expected type: float'),
+    ({'instances': [{'x': 1}]}, {'x': dtypes.DT_STRING},
+     'JSON Value: 1 Type: Number is not of expected type: string'),
+    ({'instances': [{'x': 1.0}]}, {'x': dtypes.DT_INT64},
+     'JSON Value: 1.0 Type: Number is not of expected type: int64'),
     ({'instances': [{'x': 1.0}, [2.0]]}, None,
      'Expecting object but got list at item 1 of input list'),
     ({'instances': [{'y': 1.0}]}, None,

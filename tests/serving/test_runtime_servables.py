@@ -53,15 +53,20 @@ def test_serves_a_pushed_version_and_refuses_a_truncated_one(
                                        max_num_load_retries=0,
                                        enable_warmup=False)
   manager.poll_once()
-  features = np.random.default_rng(0).random((2, 4), dtype=np.float32)
-  expected = model.predict({'x': features}, verbose=0)
+  rng = np.random.default_rng(0)
   with manager.acquire('m') as servable:
     assert servable.version == 1 and servable.platform == runtime
     signature = servable.signatures['serving_default']
     assert list(signature.inputs) == ['x']
     (output,) = signature.outputs
-    got = servable.run('serving_default', {'x': features}, [output])[output]
-  np.testing.assert_allclose(got, expected, atol=1e-5)
+    # New values at a batch size seen before, a smaller one, a larger one:
+    # the OpenVINO servable writes into the tensors a same-shape request
+    # left set, and sets new ones when the shape changes.
+    for batch in (2, 2, 1, 3, 2):
+      features = rng.random((batch, 4), dtype=np.float32)
+      expected = model.predict({'x': features}, verbose=0)
+      got = servable.run('serving_default', {'x': features}, [output])[output]
+      np.testing.assert_allclose(got, expected, atol=1e-5)
 
   pushed = push_version(2)
   path = os.path.join(pushed.directory, truncated)
@@ -118,3 +123,23 @@ def test_deploy_writes_a_triton_config_that_parses_and_an_ovms_config(
                     str(tmp_path / 'x')]) == 2
   captured = capfd.readouterr()
   assert 'No model under' in captured.err + captured.out
+
+
+def test_a_raw_feature_onnx_model_gets_string_tensors_in_its_triton_config(
+    tmp_path):
+  """Raw-feature pushes take categories as strings (Triton's TYPE_STRING)."""
+  import onnx  # pylint: disable=g-import-not-at-top
+  from onnx import helper  # pylint: disable=g-import-not-at-top
+  from leantfx.serving import runtime_deploy  # pylint: disable=g-import-not-at-top
+  graph = helper.make_graph(
+      [helper.make_node('Identity', ['island'], ['classes'])], 'raw',
+      [helper.make_tensor_value_info('island', onnx.TensorProto.STRING,
+                                     [None])],
+      [helper.make_tensor_value_info('classes', onnx.TensorProto.STRING,
+                                     [None])])
+  path = str(tmp_path / 'model.onnx')
+  onnx.save(helper.make_model(graph), path)
+  config = runtime_deploy.parse_triton_config(
+      runtime_deploy.triton_config_text('penguins', path))
+  assert [(i.name, i.data_type) for i in config.input] == [('island', 13)]
+  assert config.output[0].data_type == 13  # TYPE_STRING
