@@ -324,13 +324,21 @@ def deploy_tf_serving(args: argparse.Namespace) -> int:
 
 def deploy_ovms(args: argparse.Namespace) -> int:
   """Writes OVMS's config.json. Returns the exit code."""
+  from leantfx.models import raw_serving  # pylint: disable=g-import-not-at-top
   from leantfx.serving import runtime_deploy  # pylint: disable=g-import-not-at-top
   try:
     path = runtime_deploy.write_ovms_config(args.model_base_path, args.out,
                                             args.num_threads)
+    id_inputs = runtime_deploy.ovms_id_inputs(args.model_base_path)
   except LeantfxError as e:
     return _fail(e)
   print(f'wrote {path}')
+  for name, columns in id_inputs.items():
+    print(f'note: OVMS serves {name} with {columns} as int64 vocabulary ids '
+          f'(OpenVINO runs no lookup table; the vocabularies are in each '
+          f'version\'s {raw_serving.STRING_LOOKUPS_FILE}, which `leantfx '
+          'serve` applies itself): send ids to OVMS, or the raw strings to '
+          '`leantfx serve`')
   print(f'run: docker run -p 9000:9000 -p 8000:8000 -v '
         f'{os.path.abspath(args.model_base_path)}:/models:ro -v '
         f'{os.path.abspath(args.out)}:/config:ro openvino/model_server '

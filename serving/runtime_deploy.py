@@ -27,6 +27,7 @@ from google.protobuf import text_format
 
 from leantfx.components import versioned_push
 from leantfx.errors import ConfigError
+from leantfx.models import raw_serving
 
 OVMS_CONFIG = 'config.json'
 TRITON_CONFIG = 'config.pbtxt'
@@ -66,9 +67,30 @@ def ovms_config(base: str, num_threads: int = 1) -> Dict:
           'name': name,
           'base_path': f'{CONTAINER_MODELS_DIR}/{name}',
           'target_device': 'CPU',
+          # f32: what the optimizer gated and timed (a CPU with bfloat16
+          # instructions would otherwise run a float32 IR in bfloat16).
           'plugin_config': {'INFERENCE_NUM_THREADS': num_threads,
-                            'PERFORMANCE_HINT': 'LATENCY'},
+                            'PERFORMANCE_HINT': 'LATENCY',
+                            'INFERENCE_PRECISION_HINT': 'f32'},
       }} for name in _model_dirs(base, OPENVINO_FILENAME)]}
+
+
+def ovms_id_inputs(base: str) -> Dict[str, List[str]]:
+  """{model: its vocabulary columns} for OpenVINO models that take ids.
+
+  Such a version carries raw_serving.STRING_LOOKUPS_FILE, which
+  ``leantfx serve`` applies and OVMS does not read: OVMS clients send those
+  columns as int64 vocabulary ids.
+  """
+  found = {}
+  for name, path in _model_dirs(base, OPENVINO_FILENAME).items():
+    try:
+      lookups = raw_serving.read_string_lookups(path)
+    except ValueError as e:
+      raise ConfigError(f'{path}: {e}') from e
+    if lookups:
+      found[name] = sorted(lookups)
+  return found
 
 
 def write_ovms_config(base: str, out_dir: str, num_threads: int = 1) -> str:

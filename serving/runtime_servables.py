@@ -25,6 +25,13 @@ string ports take a numpy bytes ('S') array and return a str ('U') one;
 ONNX Runtime's 'tensor(string)' takes and returns ``str`` objects (an object
 array of bytes would be read as "b'...'", which looks up as unseen). The
 conversions happen here, so clients see one contract.
+
+A raw-feature OpenVINO version of a model with vocabulary columns takes
+those columns as int64 vocabulary ids (OpenVINO runs no lookup table) and
+carries the vocabularies (models/raw_serving.STRING_LOOKUPS_FILE, listed in
+its manifest): the servable shows those inputs as strings, as the
+SavedModel's serving_default takes them, and maps each request's strings to
+ids before the model.
 """
 import os
 import queue
@@ -36,6 +43,7 @@ from leantfx.components.optimize import onnx_runtime
 from leantfx.components.optimize import openvino_runtime
 from leantfx.components.optimize import push
 from leantfx.errors import ConfigError
+from leantfx.models import raw_serving
 from leantfx.serving import dtypes
 from leantfx.serving import servable as servable_lib
 from leantfx.serving import signature as signature_lib
@@ -155,7 +163,17 @@ class OpenVINOServable(_RuntimeServable):
           f'{xml} is not a loadable OpenVINO model: {type(e).__name__}: {e}',
           status.Code.DATA_LOSS) from e
     self._compiled = compiled
+    try:
+      self._lookups = raw_serving.read_string_lookups(path)
+    except ValueError as e:
+      raise servable_lib.LoadError(str(e), status.Code.DATA_LOSS) from e
     self._inputs = {p.get_any_name().split(':')[0]: p for p in compiled.inputs}
+    unknown = sorted(set(self._lookups) - set(self._inputs))
+    if unknown:
+      raise servable_lib.LoadError(
+          f'{path}: {raw_serving.STRING_LOOKUPS_FILE} names {unknown}, which '
+          f'{xml} does not take (it takes {sorted(self._inputs)}).',
+          status.Code.DATA_LOSS)
     self._outputs = {
         openvino_runtime._port_name(p): p for p in compiled.outputs}  # pylint: disable=protected-access
     self._string_inputs = {
@@ -171,8 +189,9 @@ class OpenVINOServable(_RuntimeServable):
     def spec(port, alias):
       shape = tuple(-1 if d.is_dynamic else d.get_length()
                     for d in port.get_partial_shape())
-      return signature_lib.TensorSpec(
-          dtypes.from_numpy(port.get_element_type().to_dtype()), shape, alias)
+      dtype = (dtypes.DT_STRING if alias in self._lookups else
+               dtypes.from_numpy(port.get_element_type().to_dtype()))
+      return signature_lib.TensorSpec(dtype, shape, alias)
 
     self._signature = signature_lib.Signature(
         name=SIGNATURE, method_name=signature_lib.PREDICT_METHOD,
@@ -185,7 +204,9 @@ class OpenVINOServable(_RuntimeServable):
     bound = self._pool.get()
     try:
       for a, v in inputs.items():
-        if a in self._string_inputs:
+        if a in self._lookups:
+          bound.write(a, self._inputs[a], self._lookups[a](v))
+        elif a in self._string_inputs:
           bound.set_new(a, self._inputs[a], _openvino_strings(v))
         else:
           bound.write(a, self._inputs[a], v)

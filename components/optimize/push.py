@@ -39,6 +39,7 @@ from tfx.dsl.io import fileio
 
 from leantfx.components import versioned_push
 from leantfx.errors import ConfigError
+from leantfx.models import raw_serving
 
 MODEL_FILE = 'model.tflite'
 MANIFEST_FILE = 'manifest.json'
@@ -146,6 +147,13 @@ RUNTIME_FILES = {
     'openvino': ('model.xml', 'model.bin'),
     'onnx': ('model.onnx',),
 }
+# Pushed (listed and hashed in the manifest) when the export wrote them: an
+# OpenVINO model that takes vocabulary ids carries the vocabularies that map
+# a request's strings to them (models/raw_serving.py).
+RUNTIME_OPTIONAL_FILES = {
+    'openvino': (raw_serving.STRING_LOOKUPS_FILE,),
+    'onnx': (),
+}
 
 
 def push_runtime_model(runtime: str,
@@ -166,7 +174,7 @@ def push_runtime_model(runtime: str,
   size) is written last, as the commit file.
 
   Layout: <base_dir>/<model_name>/<version>/{model.xml,model.bin | model.onnx,
-  manifest.json}.
+  manifest.json}, and RUNTIME_OPTIONAL_FILES[runtime] found in source_dir.
 
   Args:
     runtime: 'openvino' or 'onnx'.
@@ -194,6 +202,9 @@ def push_runtime_model(runtime: str,
     if not fileio.exists(path) or fileio.isdir(path):
       raise ConfigError(f'Cannot push the {runtime} model in {source_dir}: '
                         f'{name} is missing.')
+  names = tuple(names) + tuple(
+      name for name in RUNTIME_OPTIONAL_FILES[runtime]
+      if fileio.exists(os.path.join(source_dir, name)))
   _check_name(model_name)
   files = {name: {'sha256': sha256_of(os.path.join(source_dir, name)),
                   'size_bytes': fileio.stat(os.path.join(source_dir,

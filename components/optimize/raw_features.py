@@ -26,13 +26,16 @@ Where the raw -> transformed step lives, per runtime:
            int8 the model body is quantized as before; inputs and outputs
            stay float32 numbers and strings (tflite_export ``float_io``), so
            no client scales anything.
-  OpenVINO / ONNX: not done yet. The plan: export the same wrapper
-           SavedModel (openvino.convert_model and tf2onnx both read a
-           SavedModel) for numeric columns; the string vocabulary lookup has
-           no OpenVINO op and needs ONNX's ai.onnx.ml LabelEncoder, so for
-           vocabulary columns the preprocessing spec (vocabulary per column,
-           OOV id) would travel in the manifest and serving/
-           runtime_servables.py would apply it before the model.
+  ONNX     the same wrapper SavedModel through tf2onnx: the constant tables
+           become ai.onnx.ml CategoryMapper nodes (raw_runtimes.py).
+  OpenVINO the same wrapper for numeric and pixel columns. OpenVINO has no
+           hash-table op, so a vocabulary column cannot be looked up in its
+           graph: for such a model the wrapper takes that column as its
+           int64 vocabulary ids (``lookups_outside``), the vocabularies
+           travel in the pushed version's manifest
+           (raw_serving.STRING_LOOKUPS) and serving/runtime_servables.py maps
+           a request's strings to ids with them (raw_serving.StringLookup,
+           the table's mapping in numpy) before the model.
 
 Parity (tests/optimize/test_raw_features.py): on eval rows the raw-input
 variant's probabilities match the transformed-input variant's and the
@@ -92,8 +95,18 @@ def _vocabularies(tf_transform_output, serving_spec, model_specs
   return vocabularies
 
 
+def categorical_vocabularies(model, tf_transform_output, label: str
+                            ) -> Dict[str, List[bytes]]:
+  """{column: its vocabulary, in file order} for the model's categories."""
+  serving_spec = raw_serving.serving_feature_spec(
+      tf_transform_output.raw_feature_spec(), label)
+  return _vocabularies(tf_transform_output, serving_spec,
+                       tflite_export.serving_input_specs(model))
+
+
 def save_raw_serving_model(model, tf_transform_output, label: str,
-                           classes: Sequence[str], export_dir: str) -> str:
+                           classes: Sequence[str], export_dir: str, *,
+                           lookups_outside: bool = False) -> str:
   """Saves ``model`` behind the Transform, with the raw serving signature.
 
   Args:
@@ -104,6 +117,9 @@ def save_raw_serving_model(model, tf_transform_output, label: str,
     classes: class names in class-id order; empty for a regression (the
       signature then answers 'predictions', as the Trainer's does).
     export_dir: the SavedModel directory to write.
+    lookups_outside: each vocabulary column comes in as its int64 ids
+      ([batch], raw_serving.StringLookup's output) instead of strings, so
+      the graph holds no lookup table (for OpenVINO, which runs none).
 
   Returns:
     export_dir.
@@ -123,29 +139,39 @@ def save_raw_serving_model(model, tf_transform_output, label: str,
       tf_transform_output.raw_feature_spec(), label)
   tft_layer = tf_transform_output.transform_features_layer()
   call = _model_call(model, specs)
-  tables = {
+  vocabularies = _vocabularies(tf_transform_output, serving_spec, specs)
+  tables = {} if lookups_outside else {
       column: raw_serving.vocabulary_table(vocabulary)
-      for column, vocabulary in _vocabularies(
-          tf_transform_output, serving_spec, specs).items()
+      for column, vocabulary in vocabularies.items()
   }
+  input_specs = raw_serving.raw_input_specs(serving_spec)
+  if lookups_outside:
+    for column in vocabularies:
+      input_specs[column] = tf.TensorSpec([None], tf.int64, name=column)
 
-  @tf.function(input_signature=[raw_serving.raw_input_specs(serving_spec)])
+  @tf.function(input_signature=[input_specs])
   def serve(raw):
-    parsed = raw_serving.raw_to_parsed(raw, serving_spec)
-    for column in tables:
-      # Its ids come from the vocabulary table below; the Transform sees the
-      # column as absent (empty: a gap in every row), and the converter
-      # drops the Transform's unused string ops for it.
-      if isinstance(parsed[column], tf.SparseTensor):
+    parsed = raw_serving.raw_to_parsed(
+        {c: v for c, v in raw.items() if c not in vocabularies},
+        serving_spec)
+    for column in vocabularies:
+      # Its ids come from the vocabulary table (or the request) below; the
+      # Transform sees the column as absent (empty: a gap in every row), and
+      # the converters drop the Transform's unused string ops for it.
+      rows = tf.shape(raw[column], out_type=tf.int64)[0]
+      feature = serving_spec[column]
+      if isinstance(feature, tf.io.FixedLenFeature):
+        parsed[column] = tf.fill(
+            tf.concat([[rows], tf.constant(feature.shape, tf.int64)], 0), '')
+      else:
         parsed[column] = tf.SparseTensor(
             tf.zeros([0, 2], tf.int64), tf.zeros([0], tf.string),
-            parsed[column].dense_shape)
-      else:
-        parsed[column] = tf.fill(tf.shape(parsed[column]), '')
+            tf.stack([rows, 1]))
     out = dict(tft_layer(parsed))
-    for column, table in tables.items():
-      out[features.transformed_name(column)] = raw_serving.vocabulary_ids(
-          raw[column], table)
+    for column in vocabularies:
+      out[features.transformed_name(column)] = (
+          tf.reshape(raw[column], [-1, 1]) if lookups_outside else
+          raw_serving.vocabulary_ids(raw[column], tables[column]))
     named = {n: tf.cast(out[n], specs[n].dtype) for n in specs}
     if not classes:
       # A regression: the Trainer's serving_default answers 'predictions'.

@@ -13,9 +13,15 @@ vocabulary column), read by each runtime's converter:
             and, for int8, NNCF calibrated on raw train rows, the folded
             Transform left in float (quantize_openvino_int8). Numeric
             columns convert; string outputs become OpenVINO string ports.
-            Vocabulary columns do not: the converter has no HashTableV2 /
-            LookupTableFindV2, and the export is refused with a ConfigError
-            naming them.
+            Vocabulary columns cannot be looked up in the IR (the
+            converter has no HashTableV2 / LookupTableFindV2): such a model
+            takes each vocabulary column as its int64 ids
+            (save_raw_serving_model's ``lookups_outside``) and the export
+            writes the vocabularies beside model.xml
+            (raw_serving.STRING_LOOKUPS_FILE, pushed with it); whoever calls
+            the IR maps strings to ids with them first (openvino_feed here,
+            serving/runtime_servables.py in ``leantfx serve``). OpenVINO
+            Model Server, which does not read that file, takes the ids.
   ONNX      tf2onnx of the wrapper's serving signature (opset
             onnx_export.OPSET). The vocabulary tables become ai.onnx.ml
             CategoryMapper nodes (keys and ids read from the tables, the OOV
@@ -31,7 +37,8 @@ String tensors per runtime (what a client or the servable must pass):
   as "b'...'" and silently looks up as out-of-vocabulary. Its string outputs
   come back as ``str`` objects. OpenVINO takes numpy 'S' / 'U' arrays (not
   object arrays) and returns 'U' arrays. ``onnx_feed`` and ``openvino_feed``
-  shape a raw request ({column: [n] array}) for each.
+  shape a raw request ({column: [n] array}) for each; ``openvino_feed`` also
+  turns a vocabulary column into its ids when given the export's lookups.
 
 Files: model.xml + model.bin (OpenVINO) or model.onnx in ``output_dir``, the
 names openvino_export / onnx_export write and push.RUNTIME_FILES lists.
@@ -84,12 +91,21 @@ def onnx_feed(raw: Mapping[str, np.ndarray]) -> Dict[str, np.ndarray]:
   return feed
 
 
-def openvino_feed(raw: Mapping[str, np.ndarray]) -> Dict[str, np.ndarray]:
-  """A raw request as OpenVINO reads it: strings as a numpy 'S' array."""
+def openvino_feed(raw: Mapping[str, np.ndarray],
+                  lookups: Optional[Mapping[str, raw_serving.StringLookup]]
+                  = None) -> Dict[str, np.ndarray]:
+  """A raw request as OpenVINO reads it: strings as a numpy 'S' array.
+
+  A column in ``lookups`` (raw_serving.read_string_lookups of the export's
+  folder) becomes its int64 vocabulary ids, which such an export takes.
+  """
   feed = {}
+  lookups = lookups or {}
   for name, value in raw.items():
     value = np.asarray(value)
-    if _is_string(value):
+    if name in lookups:
+      feed[name] = lookups[name](value)
+    elif _is_string(value):
       feed[name] = np.array([
           v if isinstance(v, bytes) else str(v).encode('utf-8')
           for v in value.ravel()], dtype=np.bytes_).reshape(value.shape)
@@ -118,12 +134,6 @@ def _check_columns(raw: Mapping[str, np.ndarray], tf_transform_output,
         f'The raw calibration rows lack the column(s) {missing}; they have '
         f'{sorted(raw)}. Pass the raw train split (raw_features.'
         'read_raw_split), one [n] array per raw column but the label.')
-
-
-def _vocabulary_columns(tf_transform_output, label: str) -> List[str]:
-  serving_spec = raw_serving.serving_feature_spec(
-      tf_transform_output.raw_feature_spec(), label)
-  return sorted(c for c, f in serving_spec.items() if f.dtype == tf.string)
 
 
 def export_raw(runtime: str, model, tf_transform_output, label: str,
@@ -173,29 +183,41 @@ def export_raw(runtime: str, model, tf_transform_output, label: str,
         samples, _RUNTIME_LABELS[runtime], mode)
     _check_columns(raw_train_features, tf_transform_output, label)
   with tempfile.TemporaryDirectory(prefix='leantfx-raw-runtime-') as tmp:
+    if runtime == OPENVINO:
+      return _export_openvino(model, tf_transform_output, label, classes,
+                              mode, samples, output_dir, tmp)
     saved_model = raw_features.save_raw_serving_model(
         model, tf_transform_output, label, classes,
         os.path.join(tmp, 'saved_model'))
-    if runtime == OPENVINO:
-      return _export_openvino(saved_model, mode, samples, output_dir,
-                              _vocabulary_columns(tf_transform_output, label))
     return _export_onnx(saved_model, mode, samples, output_dir, tmp)
 
 
-def _export_openvino(saved_model: str, mode: str,
+def _export_openvino(model, tf_transform_output, label: str,
+                     classes: Sequence[str], mode: str,
                      samples: List[Dict[str, np.ndarray]], output_dir: str,
-                     vocabulary_columns: Sequence[str]) -> str:
+                     scratch: str) -> str:
   import openvino as ov  # pylint: disable=g-import-not-at-top
+  vocabularies = raw_features.categorical_vocabularies(
+      model, tf_transform_output, label)
+  saved_model = raw_features.save_raw_serving_model(
+      model, tf_transform_output, label, classes,
+      os.path.join(scratch, 'saved_model'), lookups_outside=True)
+  lookups = {c: raw_serving.StringLookup(v) for c, v in vocabularies.items()}
   try:
     ov_model = openvino_export.convert(saved_model)
   except Exception as e:  # pylint: disable=broad-except
-    raise ConfigError(_openvino_failure(e, vocabulary_columns)) from e
+    raise ConfigError(_openvino_failure(e)) from e
   if mode == INT8:
-    ov_model = quantize_openvino_int8(ov_model,
-                                      [openvino_feed(s) for s in samples])
+    ov_model = quantize_openvino_int8(
+        ov_model, [openvino_feed(s, lookups) for s in samples])
   os.makedirs(output_dir, exist_ok=True)
+  stale = os.path.join(output_dir, raw_serving.STRING_LOOKUPS_FILE)
+  if os.path.exists(stale):
+    os.remove(stale)
   xml_path = os.path.join(output_dir, openvino_export.XML_FILE)
   ov.save_model(ov_model, xml_path, compress_to_fp16=False)
+  if vocabularies:
+    raw_serving.write_string_lookups(output_dir, vocabularies)
   return xml_path
 
 
@@ -259,22 +281,16 @@ def quantize_openvino_int8(ov_model, samples: List[Dict[str, np.ndarray]]):
       ov_model, samples, ignored=preprocessing_op_names(ov_model))
 
 
-def _openvino_failure(error: Exception,
-                      vocabulary_columns: Sequence[str]) -> str:
+def _openvino_failure(error: Exception) -> str:
   text = str(error)
   failed = [line.split(':', 1)[1].strip() for line in text.splitlines()
             if line.strip().startswith('-- Conversion is failed for:')]
   detail = (f'it has no conversion for {failed[0]}' if failed else
             f'{type(error).__name__}: {text.strip().splitlines()[-1]}'
             if text.strip() else type(error).__name__)
-  message = (f'OpenVINO cannot convert the raw-feature model: {detail}.')
-  if vocabulary_columns:
-    message += (
-        f' The vocabulary lookup of the categorical column(s) '
-        f'{list(vocabulary_columns)} is a TF hash table, which OpenVINO does '
-        'not run. Ship the transformed-input model for OpenVINO, or use ONNX '
-        'or TFLite for raw-feature inputs.')
-  return message
+  return (f'OpenVINO cannot convert the raw-feature model: {detail}. Ship the '
+          'transformed-input model for OpenVINO, or use ONNX or TFLite for '
+          'raw-feature inputs.')
 
 
 def _convert_onnx(saved_model: str, output_path: str) -> str:
@@ -400,6 +416,7 @@ class RawPredictor:
                           names[0])
     else:
       compiled = openvino_runtime.compile_model(path, num_threads)
+      self._lookups = raw_serving.read_string_lookups(os.path.dirname(path))
       self._request = compiled.create_infer_request()
       ports = {openvino_runtime._port_name(p): p  # pylint: disable=protected-access
                for p in compiled.outputs}
@@ -413,7 +430,7 @@ class RawPredictor:
     """The score for a batch of raw columns ({column: [n] array})."""
     if self.runtime == ONNX:
       return np.asarray(self._session.run([self._output], onnx_feed(raw))[0])
-    feed = openvino_feed(raw)
+    feed = openvino_feed(raw, self._lookups)
     result = self._request.infer({self._inputs[c]: v for c, v in feed.items()})
     return np.array(result[self._port])
 
@@ -428,7 +445,7 @@ class RawPredictor:
       feed, run, output = onnx_feed(raw), self._session.run, [self._output]
       return lambda: run(output, feed)
     import openvino as ov  # pylint: disable=g-import-not-at-top
-    for column, value in openvino_feed(raw).items():
+    for column, value in openvino_feed(raw, self._lookups).items():
       self._request.set_tensor(self._inputs[column], ov.Tensor(value))
     return self._request.infer
 

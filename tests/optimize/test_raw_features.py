@@ -103,16 +103,19 @@ def test_digits_raw_wrapper_runs_in_openvino_float32(digits_fixture,
                                                      tmp_path):
   """OpenVINO reads the same raw-input SavedModel (numeric columns only).
 
-  Vocabulary columns do not convert: OpenVINO has no HashTableV2 /
-  LookupTableFindV2 (see raw_features' module docstring).
+  Vocabulary columns are looked up outside the IR (OpenVINO has no
+  HashTableV2 / LookupTableFindV2): tests/optimize/test_raw_runtimes.py.
   """
   ov = pytest.importorskip('openvino')
   fx = digits_fixture
   saved_model = raw_features.save_raw_serving_model(
       fx.model, fx.tft_output, fx.spec.label, fx.spec.classes,
       str(tmp_path / 'wrapper'))
-  compiled = ov.Core().compile_model(openvino_export.convert(saved_model),
-                                     'CPU')
+  # In float32, as openvino_runtime.compile_model runs every IR (a CPU with
+  # bfloat16 instructions would otherwise run it in bfloat16).
+  compiled = ov.Core().compile_model(
+      openvino_export.convert(saved_model), 'CPU',
+      {'INFERENCE_PRECISION_HINT': 'f32'})
   feed = {}
   for port in compiled.inputs:
     # convert_model names a SavedModel input after its signature argument.

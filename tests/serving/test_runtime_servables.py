@@ -115,7 +115,16 @@ def test_deploy_writes_a_triton_config_that_parses_and_an_ovms_config(
   assert ovms == {'model_config_list': [{'config': {
       'name': 'm', 'base_path': '/models/m', 'target_device': 'CPU',
       'plugin_config': {'INFERENCE_NUM_THREADS': 1,
-                        'PERFORMANCE_HINT': 'LATENCY'}}}]}
+                        'PERFORMANCE_HINT': 'LATENCY',
+                        'INFERENCE_PRECISION_HINT': 'f32'}}}]}
+  assert 'note: OVMS serves' not in capfd.readouterr().out
+  # A version that takes vocabulary ids: the command says what OVMS takes.
+  (version / 'string_lookups.json').write_text('{"island": ["Biscoe"]}')
+  assert main.main(['deploy', 'ovms', '--model-base-path',
+                    str(tmp_path / 'openvino'), '--out',
+                    str(tmp_path / 'ovms')]) == 0
+  out = capfd.readouterr().out
+  assert "note: OVMS serves m with ['island'] as int64 vocabulary ids" in out
   # An empty base is a clear error, exit 2.
   (tmp_path / 'empty').mkdir()
   assert main.main(['deploy', 'ovms', '--model-base-path',
