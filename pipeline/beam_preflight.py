@@ -21,7 +21,10 @@ apache_beam hangs the run at its first component with no error shown.
 While the run goes on, ``watch_worker_pool`` polls a pool this machine
 contacts; when it stops answering (killed, its machine gone), the run is
 interrupted with BeamEnvironmentError instead of waiting for ever on the
-workers the pool took with it.
+workers the pool took with it. When the run fails first (Beam noticed the
+lost workers before the polls did: "Pipeline job-... failed"), the pool is
+checked once more and, if it does not answer, the failure is reported as
+the lost pool, which is what the user can act on.
 
 Any failure raises ``BeamEnvironmentError`` (exit 3, nothing pushed), with
 the address and what to start.
@@ -59,6 +62,8 @@ PROBE_TIMEOUT_S = 120.0
 # this many consecutive misses (a busy machine can delay one accept).
 WATCH_INTERVAL_S = 2.0
 WATCH_MISSES = 3
+# After a failed run, the pool is asked WATCH_MISSES times this far apart.
+FAILURE_RECHECK_S = 0.5
 _PROBE_MARK = 'LEANTFX_PROBE '
 
 
@@ -355,6 +360,13 @@ def watch_worker_pool(beam_args: Sequence[str]) -> Iterator[None]:
   done = threading.Event()
   lost = []
 
+  def lost_message(misses: int, interval_s: float) -> str:
+    return (f'The Beam worker pool at {host}:{port} stopped answering during '
+            f'the run (missed {misses} polls, {interval_s:g}s apart); '
+            'its SDK workers are gone, so this run cannot finish. Start the '
+            f'pool again (`leantfx beam worker-pool --port {port}`) and '
+            're-run: components that finished come from the cache.')
+
   def on_signal(signum, frame):
     del signum, frame
     if lost:
@@ -365,12 +377,7 @@ def watch_worker_pool(beam_args: Sequence[str]) -> Iterator[None]:
     while not done.wait(WATCH_INTERVAL_S):
       misses = 0 if beam_worker_pool.port_answers(host, port) else misses + 1
       if misses >= WATCH_MISSES:
-        lost.append(
-            f'The Beam worker pool at {host}:{port} stopped answering during '
-            f'the run (missed {misses} polls, {WATCH_INTERVAL_S:.0f}s apart); '
-            'its SDK workers are gone, so this run cannot finish. Start the '
-            f'pool again (`leantfx beam worker-pool --port {port}`) and '
-            're-run: components that finished come from the cache.')
+        lost.append(lost_message(misses, WATCH_INTERVAL_S))
         _LOGGER.error(lost[0])
         # A real signal: it interrupts the main thread's wait inside Beam
         # (gRPC and lock waits return to Python on EINTR), where on_signal
@@ -384,6 +391,22 @@ def watch_worker_pool(beam_args: Sequence[str]) -> Iterator[None]:
   watcher.start()
   try:
     yield
+  except WorkerPoolLost:
+    raise
+  except Exception as e:  # pylint: disable=broad-except
+    # The run failed before the polls counted WATCH_MISSES: if the pool is
+    # gone now too, that is the cause to report.
+    done.set()
+    if not lost:
+      misses = 0
+      for _ in range(WATCH_MISSES):
+        if beam_worker_pool.port_answers(host, port):
+          raise
+        misses += 1
+        time.sleep(FAILURE_RECHECK_S)
+      lost.append(lost_message(misses, FAILURE_RECHECK_S))
+      _LOGGER.error(lost[0])
+    raise WorkerPoolLost(lost[0]) from e
   finally:
     done.set()
     watcher.join()

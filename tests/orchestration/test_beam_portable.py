@@ -285,3 +285,43 @@ def test_preflight_names_a_docker_environment_without_docker(tmp_path):
   assert ('The preflight probe failed on --environment '
           'docker:registry.example.com/leantfx:1.0') in message, message
   assert 'docker' in message.split(':', 2)[-1]
+
+
+def _listening_socket():
+  listener = socket.socket()
+  listener.bind(('127.0.0.1', 0))
+  listener.listen(8)
+  return listener
+
+
+def test_a_run_that_fails_after_its_pool_died_names_the_lost_pool():
+  """Beam noticed the lost workers before the polls: still the pool's error.
+
+  (CI saw a killed pool fail Transform with "Pipeline job-... failed"
+  before the watcher's WATCH_MISSES polls, and the user was told only
+  that.) A real listening socket stands in for the pool's port.
+  """
+  listener = _listening_socket()
+  port = listener.getsockname()[1]
+  args = _args(f'external:127.0.0.1:{port}')
+  with pytest.raises(beam_preflight.WorkerPoolLost) as raised:
+    with beam_preflight.watch_worker_pool(args):
+      listener.close()  # The pool is gone...
+      raise RuntimeError('Pipeline job-1 failed in state FAILED')  # ...and Beam says so.
+  message = str(raised.value)
+  assert f'The Beam worker pool at 127.0.0.1:{port} stopped answering' in (
+      message)
+  assert f'leantfx beam worker-pool --port {port}' in message
+  assert isinstance(raised.value.__cause__, RuntimeError)
+
+
+def test_a_run_that_fails_while_its_pool_answers_keeps_its_own_error():
+  listener = _listening_socket()
+  port = listener.getsockname()[1]
+  try:
+    with pytest.raises(RuntimeError, match='a bad DoFn'):
+      with beam_preflight.watch_worker_pool(
+          _args(f'external:127.0.0.1:{port}')):
+        raise RuntimeError('a bad DoFn')
+  finally:
+    listener.close()
