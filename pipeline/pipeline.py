@@ -40,13 +40,16 @@ RMSE_METRIC = 'root_mean_squared_error'
 R2_METRIC = regression_metrics.R2_NAME
 # TFX caches by inputs and parameters, not by the code behind a dotted path:
 # a fingerprint of that code in custom_config makes a code change a cache miss.
-_CODE_MODULES = (preprocessing_module, model_module, data_policy_module
-                ) + training_stages.CODE_MODULES
+# The Transform's covers the preprocessing_fn's code only, so a change to the
+# model or training code does not re-run it.
+_TRANSFORM_CODE_MODULES = (preprocessing_module, data_policy_module, features)
+_CODE_MODULES = _TRANSFORM_CODE_MODULES + (
+    model_module,) + training_stages.CODE_MODULES
 
 
-def _code_fingerprint() -> str:
+def _code_fingerprint(modules=_CODE_MODULES) -> str:
   digest = hashlib.sha256()
-  for module in _CODE_MODULES:
+  for module in modules:
     digest.update(inspect.getsource(module).encode('utf-8'))
   return digest.hexdigest()[:16]
 
@@ -206,13 +209,22 @@ def _train(config: config_lib.PipelineConfig, examples: tfx.types.BaseChannel,
       'code_fingerprint': _code_fingerprint(),
   }
   custom_config.update(data_stages.training_custom_config(config))
+  # The Transform gets what preprocessing_fn reads (the dataset and the
+  # schema's domains): a training option (--train-steps, class weights)
+  # changed between runs leaves it a cache hit instead of re-analyzing the
+  # data.
+  transform_config = {
+      'dataset': custom_config['dataset'],
+      'domains': custom_config['domains'],
+      'code_fingerprint': _code_fingerprint(_TRANSFORM_CODE_MODULES),
+  }
   # The newest K spans (orchestration.span_window); the newest one if K == 1.
   examples = retraining.span_window_examples(config, examples, nodes)
   transform = tfx.components.Transform(
       examples=examples,
       schema=schema,
       preprocessing_fn=PREPROCESSING_FN,
-      custom_config=custom_config)
+      custom_config=transform_config)
   # With training.tune, a Tuner whose best hyperparameters feed the Trainer.
   hyperparameters = training_stages.add_tuner(config, transform, schema,
                                               custom_config, nodes)

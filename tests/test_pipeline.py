@@ -79,3 +79,29 @@ def test_window_in_example_gen_needs_csv(tmp_path):
       config.ingestion, data_format='tfrecord'))
   with pytest.raises(ConfigError, match='reads CSV spans only'):
     pipeline.create_pipeline(config)
+
+
+def _exec_custom_config(built, component_id):
+  import json  # pylint: disable=g-import-not-at-top
+  component = next(c for c in built.components if c.id == component_id)
+  return json.loads(component.exec_properties['custom_config'])
+
+
+def test_training_options_leave_the_transform_a_cache_hit(tmp_path):
+  """TFX caches on exec properties: Transform's must not hold training's.
+
+  --train-steps (or class weights) changed between two runs used to re-run
+  Transform (55 s of the e2e's second penguins run); only what
+  preprocessing_fn reads may be there.
+  """
+  config = _config(tmp_path, schema_file=schemas.bundled_schema('penguins'))
+  other = dataclasses.replace(
+      config, class_weights='none',
+      training=dataclasses.replace(config.training, train_steps=2, epochs=1))
+  first, second = (pipeline.create_pipeline(c) for c in (config, other))
+  assert (_exec_custom_config(first, 'Transform') ==
+          _exec_custom_config(second, 'Transform'))
+  assert set(_exec_custom_config(first, 'Transform')) == {
+      'dataset', 'domains', 'code_fingerprint'}
+  assert (_exec_custom_config(first, 'Trainer') !=
+          _exec_custom_config(second, 'Trainer'))
