@@ -23,10 +23,12 @@ run: $(STAMP)
 	$(VENV)/bin/leantfx run $(RUN_ARGS)
 
 # Two pytest-xdist workers, one test file at a time each (module fixtures such
-# as a shared pipeline run stay in one process); the slowest tests are listed.
+# as a shared pipeline run stay in one process), handed out in collection
+# order: tests/conftest.py collects the slow files first, longest first; the
+# slowest tests are listed.
 TEST_WORKERS ?= 2
 test: $(STAMP)
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=15 $(PYTEST_ARGS)
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=15 $(PYTEST_ARGS)
 
 test-unit: $(STAMP)
 	$(PY) -m pytest -q -m unit $(PYTEST_ARGS)
