@@ -134,9 +134,12 @@ def serving_inputs_line(inputs: Dict[str, Any],
   overhead = inputs.get('call_overhead_ms')
   call = (f', +{overhead:.3f} ms for the Python call' if overhead is not None
           else '')
+  lookups = inputs.get('vocabulary_ids_in')
+  outside = (f"; {', '.join(lookups)} looked up by leantfx serve (ids in "
+             'the model; OVMS clients send the ids)' if lookups else '')
   return (f'  {runtime}: takes the raw columns, as serving_default does (the '
           f"Transform folded in): {scored}p50 {inputs['latency_p50_ms']:.3f} "
-          f'ms at batch 1, preprocessing included{call}')
+          f'ms at batch 1, preprocessing included{call}{outside}')
 
 
 def _failure_line(failure: Dict[str, str]) -> str:

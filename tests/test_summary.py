@@ -59,6 +59,11 @@ def test_what_the_pushed_tflite_takes_is_said():
           'preprocessing included, +1.900 ms for the Python call')
   assert 'takes the transformed features' in summary.serving_inputs_line(
       {'inputs': 'transformed'})
+  # Penguins' OpenVINO push: its vocabulary columns are looked up by serve.
+  assert summary.serving_inputs_line(
+      dict(raw, vocabulary_ids_in=['island', 'sex']), 'openvino').endswith(
+          'preprocessing included; island, sex looked up by leantfx serve '
+          '(ids in the model; OVMS clients send the ids)')
 
 
 def test_skipped_candidates_are_listed():

@@ -32,10 +32,11 @@ Where the raw -> transformed step lives, per runtime:
            hash-table op, so a vocabulary column cannot be looked up in its
            graph: for such a model the wrapper takes that column as its
            int64 vocabulary ids (``lookups_outside``), the vocabularies
-           travel in the pushed version's manifest
-           (raw_serving.STRING_LOOKUPS) and serving/runtime_servables.py maps
-           a request's strings to ids with them (raw_serving.StringLookup,
-           the table's mapping in numpy) before the model.
+           travel beside the IR (raw_serving.STRING_LOOKUPS_FILE, pushed and
+           hashed in the version's manifest) and serving/
+           runtime_servables.py maps a request's strings to ids with them
+           (raw_serving.StringLookup, the table's mapping in numpy) before
+           the model.
 
 Parity (tests/optimize/test_raw_features.py): on eval rows the raw-input
 variant's probabilities match the transformed-input variant's and the

@@ -547,6 +547,11 @@ def export_checked(runtime: str, model, variant_dir: str, mode: str,
                         'timed (RawPredictor.bind)',
       'call_overhead_ms': measured['call_overhead_ms'],
   }
+  looked_up = sorted(raw_serving.read_string_lookups(out_dir))
+  if looked_up:
+    # OpenVINO: these columns' strings become ids before the IR (in
+    # leantfx serve; in the timed call's Python part, not in the IR's p50).
+    facts['vocabulary_ids_in'] = looked_up
   if gap > tolerance:
     raise raw_features.RawParityError(
         f'the raw-feature {_RUNTIME_LABELS[runtime]} export of {name} scores '

@@ -422,6 +422,7 @@ def test_the_optimizer_pushes_a_runtime_pick_with_raw_inputs(
   assert folder == raw_runtimes.raw_dir(variant_dir)
   assert sorted(os.listdir(folder)) == sorted(push.RUNTIME_FILES[runtime])
   assert facts['inputs'] == 'raw' and facts['latency_p50_ms'] > 0
+  assert 'vocabulary_ids_in' not in facts  # Digits: pixels only.
   # Labels are the float model's classes: both score 1.0 up to rounding.
   assert facts['accuracy'] == pytest.approx(
       facts['transformed_input_accuracy'], abs=2 / len(transformed))
@@ -446,6 +447,7 @@ def test_openvino_with_vocabularies_pushes_raw_with_its_lookups(
       config_lib.OptimizationConfig(latency_runs=20, warmup_runs=2),
       failures)
   assert failures == [] and facts['inputs'] == 'raw'
+  assert facts['vocabulary_ids_in'] == ['island', 'sex']
   assert facts['accuracy'] == pytest.approx(
       facts['transformed_input_accuracy'], abs=2 / len(transformed))
   pushed = push.push_runtime_model(
