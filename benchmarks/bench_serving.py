@@ -15,10 +15,11 @@ Servers, each in its own process on 127.0.0.1, one at a time:
     users get) and on each pushed runtime (TFLite, OpenVINO, ONNX), batching
     off and on (default batching parameters).
 Each row is sent the inputs its push takes, as its manifest says
-(metrics.serving_inputs.inputs): the TFLite push takes the raw columns (the
-Transform folded in); the OpenVINO and ONNX pushes take the transformed
-features (the Transform graph is not in them yet). The table says which input
-each row had.
+(metrics.serving_inputs.inputs): every push the optimizer could fold the
+Transform into takes the raw columns (an OpenVINO push with vocabulary
+columns takes their ids, which `leantfx serve` looks up from the strings);
+one whose fold failed takes the transformed features. The table says which
+input each row had.
 
 Client: wrk (C, not Python: the figures do not depend on a Python client on
 these 2 cores), 1 thread, CONNECTIONS keep-alive connections, DURATION_S
