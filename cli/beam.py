@@ -63,7 +63,9 @@ def cmd_worker_pool(args: argparse.Namespace) -> int:
   _log_to_stderr()
   options = beam_worker_pool.PoolOptions(
       host=args.host, port=args.port,
-      max_workers=args.workers or beam_worker_pool.PoolOptions().max_workers)
+      max_workers=args.workers or beam_worker_pool.PoolOptions().max_workers,
+      slot_wait_s=(beam_worker_pool.SLOT_WAIT_S if args.slot_wait is None
+                   else args.slot_wait))
   beam_worker_pool.serve(options, _stop_on_signals(),
                          _ready(f'worker-pool ({options.max_workers} '
                                 'workers max)'))
@@ -156,6 +158,12 @@ def add_commands(subparsers) -> None:
   pool.add_argument('--workers', type=argtypes.positive_int,
                     help='SDK worker processes that may run at once '
                     '(default: the CPU count)')
+  pool.add_argument('--slot-wait', type=argtypes.non_negative_float,
+                    metavar='SECONDS',
+                    help='how long a request for a worker waits for a '
+                    "running one to exit when all are busy (an earlier "
+                    "stage's workers may still be exiting); then it is "
+                    'refused (default 30)')
   pool.set_defaults(func=cmd_worker_pool)
   job = beam.add_parser(
       'job-server', help='serve the Beam Job API for --job-endpoint HOST:PORT',

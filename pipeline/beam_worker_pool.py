@@ -15,8 +15,11 @@ This pool differs from it in what a cluster and a laptop need:
   as the pool does;
 * it binds 127.0.0.1 unless told otherwise (a pool runs whatever code a
   caller sends it; a cluster sidecar binds 0.0.0.0 inside its pod);
-* at most ``max_workers`` workers run at once; one more is refused with a
-  message, not queued behind a busy machine;
+* at most ``max_workers`` workers run at once. A request while every slot is
+  taken waits up to ``slot_wait_s`` for one to free (Beam asks for the next
+  stage's workers while the last stage's may still be exiting: a run failed
+  on exactly that, "2 SDK workers already run", when the pool answered at
+  once), then is refused with a message, not queued behind a busy machine;
 * workers die with the pool: on SIGTERM it stops them, and each worker asks
   the kernel (PR_SET_PDEATHSIG) to kill it when the pool's serving thread
   dies, so a killed pool leaves no worker that a runner waits on;
@@ -38,6 +41,9 @@ from leantfx.errors import ConfigError
 _LOGGER = logging.getLogger(__name__)
 # How long a stopped worker gets to exit before SIGKILL (Beam's pool: 10 s).
 STOP_GRACE_S = 10.0
+# How long a StartWorker request waits for a free slot before it is refused.
+SLOT_WAIT_S = 30.0
+_SLOT_POLL_S = 0.1
 # The pool is "ready" when its port accepts a TCP connection; binding is
 # immediate, so a few seconds only cover a loaded machine.
 READY_TIMEOUT_S = 30.0
@@ -103,8 +109,9 @@ class WorkerPoolServicer:
   """BeamFnExternalWorkerPool: StartWorker and StopWorker over gRPC."""
 
   def __init__(self, max_workers: int, spawner: _Spawner,
-               state_cache_size: int):
+               state_cache_size: int, slot_wait_s: float = SLOT_WAIT_S):
     self._max_workers = max_workers
+    self._slot_wait_s = slot_wait_s
     self._spawner = spawner
     self._state_cache_size = state_cache_size
     self._lock = threading.Lock()
@@ -125,12 +132,17 @@ class WorkerPoolServicer:
     """Starts one SDK worker for the runner that asks."""
     del context
     from apache_beam.portability.api import beam_fn_api_pb2  # pylint: disable=g-import-not-at-top
+    deadline = time.monotonic() + self._slot_wait_s
     running = self.running()
+    while len(running) >= self._max_workers and time.monotonic() < deadline:
+      time.sleep(_SLOT_POLL_S)  # A worker of an earlier stage may be exiting.
+      running = self.running()
     if len(running) >= self._max_workers:
       return beam_fn_api_pb2.StartWorkerResponse(error=(
           f'leantfx worker pool: {len(running)} SDK workers already run '
-          f'(--workers {self._max_workers}); start the pool with more '
-          '--workers or lower the pipeline\'s --beam-workers.'))
+          f'(--workers {self._max_workers}) and none exited within '
+          f'{self._slot_wait_s:g}s; start the pool with more --workers or '
+          'lower the pipeline\'s --beam-workers.'))
     command = worker_command(request.control_endpoint.url, request.worker_id,
                              self._state_cache_size, os.getpid())
     try:
@@ -190,14 +202,18 @@ class PoolOptions:
     host: the address to bind (127.0.0.1: this machine only).
     port: the port (0: any free one).
     max_workers: SDK workers that may run at once.
+    slot_wait_s: how long a request for a worker waits for a free slot.
   """
   host: str = '127.0.0.1'
   port: int = 50000
   max_workers: int = os.cpu_count() or 1
+  slot_wait_s: float = SLOT_WAIT_S
 
   def __post_init__(self):
     if self.max_workers < 1:
       raise ConfigError(f'--workers must be >= 1, got {self.max_workers}.')
+    if self.slot_wait_s < 0:
+      raise ConfigError(f'--slot-wait must be >= 0, got {self.slot_wait_s}.')
     if not 0 <= self.port <= 65535:
       raise ConfigError(f'--port {self.port} is not in 0..65535.')
 
@@ -227,7 +243,8 @@ def serve(options: PoolOptions, stop: threading.Event,
   cache_bytes = pipeline_options.PipelineOptions([]).view_as(
       pipeline_options.WorkerOptions).max_cache_memory_usage_mb << 20
   spawner = _Spawner()
-  servicer = WorkerPoolServicer(options.max_workers, spawner, cache_bytes)
+  servicer = WorkerPoolServicer(options.max_workers, spawner, cache_bytes,
+                                options.slot_wait_s)
   server = grpc.server(
       futures.ThreadPoolExecutor(max_workers=4 * options.max_workers + 4),
       options=[('grpc.so_reuseport', 0)])

@@ -131,12 +131,16 @@ def test_the_pool_caps_its_workers_and_takes_them_down_with_it(tmp_path):
   server, control, connected, release = _hold_control_server()
   try:
     # SIGTERM: the pool stops its workers, then exits 0.
-    pool = BeamServer(['worker-pool', '--port', '0', '--workers', '2'],
-                      str(tmp_path / 'pool.log'))
+    pool = BeamServer(['worker-pool', '--port', '0', '--workers', '2',
+                       '--slot-wait', '1'], str(tmp_path / 'pool.log'))
     assert _start_worker(pool.address, control, 'w1') == ''
     assert _start_worker(pool.address, control, 'w2') == ''
+    asked = time.monotonic()
     error = _start_worker(pool.address, control, 'w3')
-    assert '2 SDK workers already run (--workers 2)' in error, error
+    # Refused after waiting --slot-wait for one of the two to exit.
+    assert time.monotonic() - asked >= 1.0
+    assert ('2 SDK workers already run (--workers 2) and none exited within '
+            '1s') in error, error
     for _ in range(2):
       assert connected.acquire(timeout=CONNECT_TIMEOUT_S), pool.log()
     workers = child_pids(pool.process.pid)
@@ -325,3 +329,40 @@ def test_a_run_that_fails_while_its_pool_answers_keeps_its_own_error():
         raise RuntimeError('a bad DoFn')
   finally:
     listener.close()
+
+
+def test_a_worker_request_waits_for_an_exiting_worker_slot():
+  """Beam asks for the next stage's workers while the last one's exit.
+
+  A full pool whose worker exits within --slot-wait starts the new one
+  instead of refusing it (CI: StatisticsGen failed with "2 SDK workers
+  already run" right after CsvExampleGen's workers were told to stop).
+  Real processes: `sleep 1` holds the only slot.
+  """
+  # pylint: disable=g-import-not-at-top
+  from apache_beam.portability.api import beam_fn_api_pb2
+  from apache_beam.portability.api import endpoints_pb2
+  from leantfx.pipeline import beam_worker_pool
+  # pylint: enable=g-import-not-at-top
+  started = []
+
+  class Spawner:
+
+    def spawn(self, command):
+      del command
+      started.append(subprocess.Popen(['sleep', '0']))
+      return started[-1]
+
+  servicer = beam_worker_pool.WorkerPoolServicer(1, Spawner(), 0,
+                                                 slot_wait_s=20)
+  servicer._workers['earlier-stage'] = subprocess.Popen(['sleep', '1'])  # pylint: disable=protected-access
+  request = beam_fn_api_pb2.StartWorkerRequest(
+      worker_id='next-stage',
+      control_endpoint=endpoints_pb2.ApiServiceDescriptor(url='127.0.0.1:1'))
+  asked = time.monotonic()
+  response = servicer.StartWorker(request, None)
+  assert response.error == ''
+  assert 0.5 <= time.monotonic() - asked < 20
+  assert len(started) == 1 and list(servicer.running()) in (
+      ['next-stage'], [])
+  servicer.stop_all()
