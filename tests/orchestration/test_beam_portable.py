@@ -292,10 +292,32 @@ def test_preflight_names_a_docker_environment_without_docker(tmp_path):
 
 
 def _listening_socket():
-  listener = socket.socket()
-  listener.bind(('127.0.0.1', 0))
-  listener.listen(8)
-  return listener
+  """A socket listening on 127.0.0.1, bound to its port by number.
+
+  Bound by number (not port 0), so that ``shutdown`` stops it listening and
+  keeps the port: a connection is then refused for sure, where after
+  ``close`` another process (CI runs two test workers) could take the port,
+  or a connect pick it as its own source port, and answer for the pool.
+  """
+  for _ in range(20):
+    probe = socket.socket()
+    probe.bind(('127.0.0.1', 0))
+    port = probe.getsockname()[1]
+    probe.close()
+    listener = socket.socket()
+    try:
+      listener.bind(('127.0.0.1', port))
+    except OSError:  # Taken in between: draw another.
+      listener.close()
+      continue
+    listener.listen(8)
+    return listener
+  raise RuntimeError('no free port on 127.0.0.1 in 20 draws')
+
+
+def _stop_listening(listener):
+  """The pool is gone: connections are refused, the port stays held."""
+  listener.shutdown(socket.SHUT_RDWR)
 
 
 def test_a_run_that_fails_after_its_pool_died_names_the_lost_pool():
@@ -308,10 +330,13 @@ def test_a_run_that_fails_after_its_pool_died_names_the_lost_pool():
   listener = _listening_socket()
   port = listener.getsockname()[1]
   args = _args(f'external:127.0.0.1:{port}')
-  with pytest.raises(beam_preflight.WorkerPoolLost) as raised:
-    with beam_preflight.watch_worker_pool(args):
-      listener.close()  # The pool is gone...
-      raise RuntimeError('Pipeline job-1 failed in state FAILED')  # ...and Beam says so.
+  try:
+    with pytest.raises(beam_preflight.WorkerPoolLost) as raised:
+      with beam_preflight.watch_worker_pool(args):
+        _stop_listening(listener)  # The pool is gone...
+        raise RuntimeError('Pipeline job-1 failed in state FAILED')  # ...and Beam says so.
+  finally:
+    listener.close()
   message = str(raised.value)
   assert f'The Beam worker pool at 127.0.0.1:{port} stopped answering' in (
       message)
