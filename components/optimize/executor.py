@@ -50,6 +50,10 @@ VARIANTS_DIR = 'variants'
 BLESSED_FILE = 'BLESSED'
 NOT_BLESSED_FILE = 'NOT_BLESSED'
 _SHUFFLE_SEED = 0
+# Train examples the techniques measure on (low-rank's rank search, their
+# before/after figures): a fixed sample, so that no decision a technique
+# makes is scored on the selection split the gate then judges it on.
+TECHNIQUE_EXAMPLES = 1024
 
 
 @dataclasses.dataclass
@@ -282,8 +286,10 @@ def build_variants(model: tf_keras.Model,
   Args:
     model: the trained Keras model (never modified).
     train_ds: train batches for fine-tuning and calibration.
-    eval_ds: eval batches the techniques report accuracy on.
-    eval_data: the same eval set in memory, for measuring.
+    eval_ds: batches the techniques search and report accuracy on
+      (optimize passes technique_sample's train rows, never the gate's).
+    eval_data: the selection split in memory, which every variant is
+      measured on (and gated on, by the caller).
     config: candidates and measurement settings.
     variants_dir: where <candidate>/<mode>.tflite files go.
     failures: a list the skipped candidates and modes are appended to, as
@@ -363,13 +369,15 @@ def _server_runtime_variants(model, candidate_name, chain, details,
                              record) -> List[measure.VariantMetrics]:
   """The candidate's OpenVINO/ONNX variants, when it can still win."""
   quality = config.quality
-  # The gate's quality terms (the drop, and a classifier's agreement), not
-  # size or latency: another runtime's file and speed differ from TFLite's.
+  # The gate's quality terms (the drop, and a classifier's lost examples),
+  # not size or latency: another runtime's file and speed differ from
+  # TFLite's.
   quality_only = dataclasses.replace(config.budget, max_size_bytes=None,
                                      max_p99_ms=None)
   if baseline is not None and not any(
       d.blessed for d in selection.gate(baseline, tflite_variants,
-                                        quality_only, quality)):
+                                        quality_only, quality,
+                                        labels=eval_data.labels)):
     logging.info('Candidate %s: no TFLite variant within the %s budget; not '
                  'built in %s.', candidate_name, quality.label,
                  ', '.join(server_runtimes))
@@ -459,6 +467,18 @@ def runtime_push_base(tflite_push_base: str, runtime: str) -> str:
   return os.path.join(parent, runtime)
 
 
+def technique_sample(train_ds: tf.data.Dataset,
+                     batch_size: int) -> measure.LabeledData:
+  """A fixed sample of TECHNIQUE_EXAMPLES train rows (all, when fewer).
+
+  Taken once from the shuffled train batches, so every trial of a search
+  is scored on the same rows.
+  """
+  batches = -(-TECHNIQUE_EXAMPLES // batch_size)
+  data = measure.LabeledData.from_dataset(train_ds.take(batches))
+  return raw_features.sample_rows(data, TECHNIQUE_EXAMPLES)
+
+
 def _batched(data: measure.LabeledData,
              batch_size: int) -> tf.data.Dataset:
   return tf.data.Dataset.from_tensor_slices(
@@ -535,7 +555,8 @@ def optimize(model: tf_keras.Model,
     source_model_uri: the Model artifact's uri (recorded in the manifest).
     train_ds: train batches.
     eval_ds: eval batches; split by selection.split_eval into the selection
-      split (gate, policy, the techniques' eval_ds) and the report split.
+      split (gate, policy) and the report split. The techniques (their
+      eval_ds: low-rank's rank search) get technique_sample's train rows.
     config: the optimization config.
     report_dir: where the report, variants.json and variant files go.
     push_base: push base directory.
@@ -551,12 +572,17 @@ def optimize(model: tf_keras.Model,
   Returns:
     The Outcome; nothing is pushed when no variant is blessed.
   """
-  # The gate, the policy and the techniques see the selection split only;
-  # every variant is re-measured on the report split for the report.
+  # The gate and the policy see the selection split only; every variant is
+  # re-measured on the report split for the report.
   all_eval = measure.LabeledData.from_dataset(eval_ds)
   selection_data, report_data = selection.split_eval(
       all_eval, config.selection_fraction)
-  eval_ds = _batched(selection_data, config.batch_size)
+  # A search scored on the selection split keeps what happens to pass on
+  # those examples, and the gate would then certify it on the same ones: a
+  # low-rank search with a 0.005 budget on 174 examples keeps the lowest
+  # ranks that lose no example there. The techniques see train rows.
+  technique_ds = _batched(technique_sample(train_ds, config.batch_size),
+                          config.batch_size)
   quality = config.quality
   baseline = measure.measure_saved_model(
       model_dir, selection_data, name=f'{config_lib.BASELINE}/savedmodel',
@@ -571,7 +597,8 @@ def optimize(model: tf_keras.Model,
                      'error': message})
   server_runtimes = [r for r in built_runtimes
                      if r in runtime_variants.SERVER_RUNTIMES]
-  variants = build_variants(model, train_ds, eval_ds, selection_data, config,
+  variants = build_variants(model, train_ds, technique_ds, selection_data,
+                            config,
                             os.path.join(report_dir, VARIANTS_DIR), failures,
                             server_runtimes=server_runtimes,
                             baseline=baseline, models=models)
@@ -582,7 +609,8 @@ def optimize(model: tf_keras.Model,
             f"{f['candidate']} at {f['stage']}: {f['error']}"
             for f in failures) +
         '. Fix or remove these candidates, or run with --no-optimize.')
-  decisions = selection.gate(baseline, variants, config.budget, quality)
+  decisions = selection.gate(baseline, variants, config.budget, quality,
+                             labels=selection_data.labels)
   # Per runtime, the policy's pick among that runtime's blessed variants; the
   # TFLite pick is the component's blessing and its Format-TFLite output.
   picks = {runtime: selection.select(

@@ -13,7 +13,9 @@ The rank r of each layer is chosen one of three ways:
     ``search_energies`` are bisected for the lowest whose rank keeps the
     model (with the layers already chosen split too, before fine-tuning)
     within ``max_accuracy_drop`` of the original's accuracy on ``eval_ds``
-    (the ModelOptimizer passes its selection split). A layer no threshold
+    (the ModelOptimizer passes a fixed sample of train rows, never the
+    split its gate judges on: ranks kept because they pass on the gate's
+    own examples would be certified by luck). A layer no threshold
     keeps within the budget is not split. Each trial is recorded.
   * ``energy``: the smallest rank keeping that fraction of the squared
     singular values, the same for every layer (``max_accuracy_drop=None``).
@@ -484,8 +486,9 @@ def factorize(model: tf_keras.Model,
     if eval_ds is None:
       raise ConfigError(
           'LowRankConfig.max_accuracy_drop chooses ranks by accuracy, which '
-          'needs eval_ds (held-out batches; the ModelOptimizer passes its '
-          'selection split). Pass eval_ds, or set max_accuracy_drop=None to '
+          'needs eval_ds (batches to score the trials on; the ModelOptimizer '
+          'passes a sample of train rows). Pass eval_ds, or set '
+          'max_accuracy_drop=None to '
           'use a fixed energy.')
     plans, search = _search_ranks(model, eligible, config, eval_ds, svds)
   else:

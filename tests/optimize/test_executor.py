@@ -9,6 +9,7 @@ The inputs are built the way the pipeline builds them, only smaller:
     preprocessing_fn (pixels / 16, label as is) through tft_beam on 20 rows.
 The config keeps runs short: baseline float32 + int8 and one pruning epoch.
 """
+import functools
 import glob
 import json
 import os
@@ -130,12 +131,36 @@ def _properties(config, push_base):
 
 
 def test_blessed_variant_is_pushed_with_manifest_and_report(
-    inputs_root, tmp_path):
+    inputs_root, tmp_path, digits, monkeypatch):
   input_dict, output_dict = _dicts(inputs_root, tmp_path)
   push_base = tmp_path / 'tflite_serving'
+  # What each technique gets to search and measure on.
+  technique_rows = []
+  technique_function = config_lib.technique_function
+
+  def recording(technique):
+    function = technique_function(technique)
+
+    @functools.wraps(function)  # Its config annotation, as config.py reads.
+    def run(model, train_ds, config, eval_ds):
+      technique_rows.append(np.concatenate(
+          [f[conftest.FEATURE] for f, _ in eval_ds.as_numpy_iterator()]))
+      return function(model, train_ds, config, eval_ds)
+    return run
+
+  monkeypatch.setattr(config_lib, 'technique_function', recording)
   executor_lib.Executor().Do(
       input_dict, output_dict,
       _properties(_config(Budget(max_accuracy_drop=0.03)), push_base))
+
+  # The pruning step searched and measured on TECHNIQUE_EXAMPLES train rows,
+  # none of them an eval row (the gate's selection split is eval rows).
+  rows, = technique_rows
+  assert len(rows) == executor_lib.TECHNIQUE_EXAMPLES
+  as_bytes = lambda x: {r.tobytes() for r in np.asarray(x, np.float32)}  # pylint: disable=unnecessary-lambda-assignment
+  train_rows = as_bytes(digits.x[:conftest.NUM_TRAIN])
+  eval_rows = as_bytes(digits.x[conftest.NUM_TRAIN:])
+  assert as_bytes(rows) <= train_rows and not as_bytes(rows) & eval_rows
 
   blessing = output_dict[spec.BLESSING_KEY][0]
   assert blessing.get_int_custom_property('blessed') == 1
