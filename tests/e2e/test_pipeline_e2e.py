@@ -260,7 +260,13 @@ def test_digits_default_run_reaches_the_accuracy_bar(tmp_path):
 
 
 def _check_pushed_tflite(output, summary, stdout):
-  """The default digits run pushes a blessed int8 TFLite model + report."""
+  """The default digits run pushes its policy's TFLite pick + report.
+
+  Which variant wins changes from run to run (training is not bit
+  reproducible: two runs of this code pushed baseline/dynamic_range, 45472
+  B, and low_rank/int8, 32904 B), so the test checks the policy: the push
+  is the smallest blessed TFLite variant of the report, a quantized one.
+  """
   import hashlib  # pylint: disable=g-import-not-at-top
   import json  # pylint: disable=g-import-not-at-top
   optimizer = summary.executions['ModelOptimizer']
@@ -276,7 +282,17 @@ def _check_pushed_tflite(output, summary, stdout):
     manifest = json.load(f)
   with open(os.path.join(version_dir, 'model.tflite'), 'rb') as f:
     assert hashlib.sha256(f.read()).hexdigest() == manifest['sha256']
-  assert manifest['tflite_mode'] == 'int8', manifest
+  with open(os.path.join(report_uri, 'variants.json'), encoding='utf-8') as f:
+    report = json.load(f)
+  assert report['policy'] == 'smallest' and report['policy_size'] == (
+      'size_bytes'), report['policy']
+  blessed = [d['variant'] for d in report['decisions']
+             if d['blessed'] and d['variant']['runtime'] == 'tflite']
+  smallest = min(blessed, key=lambda v: (v['size_bytes'], -v['accuracy']))
+  assert report['selected'] == smallest['name'], (report['selected'],
+                                                  smallest['name'])
+  assert manifest['tflite_mode'] == smallest['tflite_mode'], manifest
+  assert manifest['tflite_mode'] in ('dynamic_range', 'int8'), manifest
   assert f'pushed to {version_dir}' in stdout
   # The summary names the fastest blessed variant and its speed-ups.
   assert re.search(r'fastest blessed variant: \S+ \(tflite \w+\), p50 '
@@ -297,7 +313,7 @@ def _check_pushed_tflite(output, summary, stdout):
   raw = _raw_columns(serialized, input_specs)
   got = runner(**{k: v.numpy() for k, v in raw.items()})
   expected = saved(**raw)['class_ids'].numpy()
-  # int8 against float: the classes agree on all but a few examples.
+  # Quantized against float: the classes agree on all but a few examples.
   agreement = float((got['class_ids'] == expected).mean())
   assert agreement >= 0.97, agreement
   served = manifest['metrics']['serving_inputs']
@@ -309,7 +325,7 @@ def _check_pushed_tflite(output, summary, stdout):
       float((got['class_ids'] == labels).mean()), abs=1e-6), served
   # The manifest's accuracy is measured on the report half of the eval split,
   # which the selection never saw; the Evaluator's figure is on the whole
-  # split, so the int8 model is compared with the float model on the same
+  # split, so the pushed model is compared with the float model on the same
   # half. The gate's 1-point budget held on the selection half; on the other
   # half sampling adds up to two examples either way.
   metrics = manifest['metrics']
