@@ -9,7 +9,8 @@ every accuracy below is on the report half unless a row says otherwise.
 
 1. Distillation: the product's digits CNN (``models.model.build_model``,
    default TrainingConfig) is the teacher; the default student is its
-   architecture with widths divided until it has >= 4x fewer parameters.
+   architecture with widths divided until it has the default candidate's
+   min_compression (>= 3x) fewer parameters: 3.9x on digits.
    The student distilled with the ModelOptimizer's default distillation
    step (``config.default_candidates()``) vs the same
    student trained from scratch with the same budget (seed, initial

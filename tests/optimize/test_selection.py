@@ -276,3 +276,7 @@ def test_a_variant_may_lose_at_most_the_budget_of_the_examples():
                              labels=truth)
   assert decision.agreement is None and decision.lost is None
   assert len(decision.reasons) == 1
+  # Labels of another split: an error, not a silently missing term.
+  with pytest.raises(ValueError, match='got 199 labels for the 200'):
+    selection.gate(base, [own_errors], selection.Budget(max_accuracy_drop=0.01),
+                   labels=truth[:-1])
