@@ -12,6 +12,7 @@ import urllib.request
 import pytest
 
 from leantfx.cli import serving as cli
+from tests import helpers
 
 _RUN_CLI = ('import sys, argparse\n'
             'from leantfx.cli import serving as cli\n'
@@ -141,7 +142,7 @@ def test_sigterm_finishes_in_flight_request_and_exits_0(model_base, tmp_path):
     time.sleep(0.5)  # The request now waits in the batch queue.
     process.send_signal(signal.SIGTERM)
     thread.join(30)
-    assert process.wait(timeout=30) == 0
+    assert process.wait(timeout=helpers.EXIT_TIMEOUT_S) == 0
     assert answer.get('status') == 200, answer
     assert len(answer['body']['predictions'][0]) == 10
     with pytest.raises(OSError):

@@ -201,7 +201,7 @@ def test_sigterm_stops_every_worker_gracefully(model_base, tmp_path):
     time.sleep(0.5)
     process.send_signal(signal.SIGTERM)
     thread.join(30)
-    assert process.wait(timeout=60) == 0
+    assert process.wait(timeout=helpers.EXIT_TIMEOUT_S) == 0
     assert answer['result'][0] == 200
     assert not any(helpers.pid_alive(pid) for pid in workers)
     with pytest.raises(OSError):
