@@ -13,8 +13,10 @@ examples and transform graph are read by TensorFlow (which reads those
 stores), the Keras model is copied to a local scratch folder to be loaded and
 measured, and the report is written there and copied to its artifact.
 """
+import concurrent.futures
 import dataclasses
 import json
+import multiprocessing
 import os
 import tempfile
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
@@ -297,7 +299,9 @@ def build_variants(model: tf_keras.Model,
     server_runtimes: runtimes beside TFLite (openvino, onnx) to build
       float32 and int8 variants in, for the candidates that can still win:
       those with a TFLite variant inside the quality budget (point 8 of
-      issue 12: the other runtimes cost conversion time).
+      issue 12: the other runtimes cost conversion time). Their exports run
+      in a background thread beside the next candidate; then every variant,
+      TFLite's too, is timed in one interleaved run (``_time_together``).
     baseline: the baseline's metrics, for that budget check.
     models: if given, candidate name -> its Keras model (after its chain)
       is put in it, for the raw-feature export of the pick.
@@ -314,60 +318,132 @@ def build_variants(model: tf_keras.Model,
     failures.append({'candidate': candidate_name, 'stage': stage,
                      'error': f'{type(error).__name__}: {error}'})
 
-  variants = []
-  for candidate in config.candidates:
-    current, results, stage = model, [], None
-    try:
-      for step in candidate.steps:
-        stage = step.technique
-        logging.info('Candidate %s: running %s', candidate.name,
-                     step.technique)
-        result = config_lib.technique_function(step.technique)(
-            current, train_ds, step.config, eval_ds)
-        results.append(result)
-        current = result.model
-    except Exception as e:  # pylint: disable=broad-except
-      record(candidate.name, stage, e)
-      continue
-    chain = '+'.join(r.technique for r in results) or config_lib.BASELINE
-    details = _chain_details(results)
-    if models is not None:
-      models[candidate.name] = current
-    out_dir = os.path.join(variants_dir, candidate.name)
-    os.makedirs(out_dir, exist_ok=True)
-    for mode in candidate.tflite_modes:
-      path = os.path.join(out_dir, f'{mode}.tflite')
+  by_candidate: Dict[str, List[measure.VariantMetrics]] = {}
+  background: List[Tuple[str, Any]] = []
+  # The server-runtime exports of one candidate (conversion, calibration,
+  # accuracy; no timing) run in a worker process while the next candidate
+  # trains: the training step and tf2onnx/NNCF are both bound to one core
+  # (Python), so a thread would wait for the GIL; a process uses the other
+  # core (point 8 of issue 12). The process starts with the first candidate
+  # and imports the runtimes while the baseline's TFLite modes convert.
+  pool = _runtime_pool() if server_runtimes else None
+  scratch = tempfile.TemporaryDirectory(prefix='leantfx-variants-')
+  try:
+    for candidate in config.candidates:
+      current, results, stage = model, [], None
       try:
-        tflite_export.export_tflite(
-            current, mode, train_ds, output_path=path,
-            num_calibration_samples=config.calibration_samples)
-        metrics = measure.measure_tflite(
-            path, eval_data, name=f'{candidate.name}/{mode}', technique=chain,
-            tflite_mode=mode, num_threads=config.num_threads,
-            latency_runs=config.latency_runs, warmup_runs=config.warmup_runs,
-            keras_model=current, details=details, quality=config.quality)
+        for step in candidate.steps:
+          stage = step.technique
+          logging.info('Candidate %s: running %s', candidate.name,
+                       step.technique)
+          result = config_lib.technique_function(step.technique)(
+              current, train_ds, step.config, eval_ds)
+          results.append(result)
+          current = result.model
       except Exception as e:  # pylint: disable=broad-except
-        record(candidate.name, f'tflite {mode}', e)
+        record(candidate.name, stage, e)
         continue
-      logging.info('Variant %s: %s %.4f, %d bytes, p99 %.3f ms',
-                   metrics.name, config.quality.name,
-                   config.quality.value(metrics), metrics.size_bytes,
-                   metrics.latency_p99_ms)
-      variants.append(metrics)
-    if server_runtimes:
-      variants.extend(_server_runtime_variants(
-          current, candidate.name, chain, details,
-          [v for v in variants if v.name.startswith(candidate.name + '/')],
-          train_ds, eval_data, config, out_dir, server_runtimes,
-          baseline, record))
-  return variants
+      chain = '+'.join(r.technique for r in results) or config_lib.BASELINE
+      details = _chain_details(results)
+      if models is not None:
+        models[candidate.name] = current
+      out_dir = os.path.join(variants_dir, candidate.name)
+      os.makedirs(out_dir, exist_ok=True)
+      tflite_variants = by_candidate.setdefault(candidate.name, [])
+      for mode in candidate.tflite_modes:
+        path = os.path.join(out_dir, f'{mode}.tflite')
+        try:
+          tflite_export.export_tflite(
+              current, mode, train_ds, output_path=path,
+              num_calibration_samples=config.calibration_samples)
+          metrics = measure.measure_tflite(
+              path, eval_data, name=f'{candidate.name}/{mode}',
+              technique=chain, tflite_mode=mode,
+              num_threads=config.num_threads,
+              latency_runs=config.latency_runs,
+              warmup_runs=config.warmup_runs, keras_model=current,
+              details=details, quality=config.quality)
+        except Exception as e:  # pylint: disable=broad-except
+          record(candidate.name, f'tflite {mode}', e)
+          continue
+        if pool is None:
+          _log_variant(metrics, config.quality)
+        tflite_variants.append(metrics)
+      if pool is not None and _can_still_win(
+          current, candidate.name, tflite_variants, eval_data, config,
+          server_runtimes, baseline):
+        try:
+          background.append((candidate.name, pool.submit(
+              runtime_variants.export_in_worker, _worker_job(
+                  current, candidate.name, chain, details, train_ds,
+                  eval_data, config, out_dir, server_runtimes,
+                  os.path.join(scratch.name, candidate.name)))))
+        except Exception as e:  # pylint: disable=broad-except
+          record(candidate.name, ', '.join(server_runtimes), e)
+    built = {}
+    for name, future in background:
+      try:
+        built[name], worker_failures = future.result()
+      except Exception as e:  # pylint: disable=broad-except
+        # Raised outside a (runtime, mode) pair, or the worker died.
+        record(name, ', '.join(server_runtimes), e)
+        continue
+      for stage, error, trace in worker_failures:
+        logging.warning('Candidate %s failed at %s; skipped.\n%s', name,
+                        stage, trace)
+        failures.append({'candidate': name, 'stage': stage, 'error': error})
+  finally:
+    if pool is not None:
+      # Every job is done (or the loop raised): the worker's own exit
+      # (TensorFlow's finalization takes seconds) is not waited for.
+      pool.shutdown(wait=False, cancel_futures=True)
+    scratch.cleanup()
+  if pool is None:
+    return [v for found in by_candidate.values() for v in found]
+  return _time_together(by_candidate, built, eval_data, config, record)
 
 
-def _server_runtime_variants(model, candidate_name, chain, details,
-                             tflite_variants, train_ds, eval_data, config,
-                             out_dir, server_runtimes, baseline,
-                             record) -> List[measure.VariantMetrics]:
-  """The candidate's OpenVINO/ONNX variants, when it can still win."""
+def _runtime_pool() -> concurrent.futures.ProcessPoolExecutor:
+  """One worker process for the server-runtime exports, started now.
+
+  Spawned, not forked: a fork of a process running TensorFlow's threads
+  can deadlock. It inherits the environment (TF_USE_LEGACY_KERAS).
+  """
+  pool = concurrent.futures.ProcessPoolExecutor(
+      max_workers=1, mp_context=multiprocessing.get_context('spawn'),
+      initializer=runtime_variants.worker_init)
+  pool.submit(runtime_variants.warm_up)
+  return pool
+
+
+def _worker_job(model, candidate_name, chain, details, train_ds, eval_data,
+                config, out_dir, server_runtimes, saved_model_dir
+               ) -> Dict[str, Any]:
+  """What the worker needs: the serving SavedModel and data in memory."""
+  tflite_export.save_serving_model(model, saved_model_dir)
+  params, sparsity, facts = measure._model_facts(model, details)  # pylint: disable=protected-access
+  return dict(
+      saved_model_dir=saved_model_dir, candidate_name=candidate_name,
+      technique=chain, runtimes=list(server_runtimes),
+      samples=tflite_export.calibration_samples(
+          train_ds, tflite_export.serving_input_specs(model),
+          config.calibration_samples),
+      eval_data=measure.LabeledData(dict(eval_data.features),
+                                    eval_data.labels),
+      out_dir=out_dir, num_threads=config.num_threads,
+      quality=config.quality, params=params, sparsity=sparsity, facts=facts)
+
+
+def _log_variant(metrics: measure.VariantMetrics,
+                 quality: quality_lib.Quality) -> None:
+  logging.info('Variant %s: %s %.4f, %d bytes, p99 %.3f ms', metrics.name,
+               quality.name, quality.value(metrics), metrics.size_bytes,
+               metrics.latency_p99_ms)
+
+
+def _can_still_win(model, candidate_name, tflite_variants, eval_data, config,
+                   server_runtimes, baseline) -> bool:
+  """Whether a candidate's OpenVINO/ONNX variants are worth building."""
   quality = config.quality
   # The gate's quality terms (the drop, and a classifier's lost examples),
   # not size or latency: another runtime's file and speed differ from
@@ -381,26 +457,68 @@ def _server_runtime_variants(model, candidate_name, chain, details,
     logging.info('Candidate %s: no TFLite variant within the %s budget; not '
                  'built in %s.', candidate_name, quality.label,
                  ', '.join(server_runtimes))
-    return []
+    return False
   if tflite_export.is_quantization_aware(model):
     # A QAT model's fake-quant ranges are TFLite's; the server runtimes
     # quantize the float candidates with their own calibration instead.
     logging.info('Candidate %s is quantization-aware; built for TFLite only.',
                  candidate_name)
+    return False
+  return True
+
+
+def _time_together(by_candidate: Mapping[str, List[measure.VariantMetrics]],
+                   built: Mapping[str, Sequence[runtime_variants.Built]],
+                   eval_data: measure.LabeledData,
+                   config: config_lib.OptimizationConfig,
+                   record) -> List[measure.VariantMetrics]:
+  """Every variant timed in one interleaved run, once nothing else runs.
+
+  The TFLite variants were timed as they were built, beside the background
+  exports; their figures are replaced by this run's, which also times the
+  server-runtime variants, so every runtime's figures come from the same
+  rounds on a quiet process. Returns the variants in config order, each
+  candidate's TFLite variants then its server-runtime ones.
+  """
+  example = eval_data.example(0)
+  tflite = [v for found in by_candidate.values() for v in found]
+  timers = [measure.LatencyVariant(v.name, v.path, config.num_threads,
+                                   example) for v in tflite]
+  server_timers, timed = [], {}
+  for name, entries in built.items():
+    found_timers, timed[name] = runtime_variants.timers_for(
+        entries, config.num_threads, example,
+        lambda stage, e, name=name: record(name, stage, e))
+    server_timers.extend(found_timers)
+  if not timers and not server_timers:
     return []
-  built = runtime_variants.build_runtime_variants(
-      model, candidate_name=candidate_name, technique=chain,
-      runtimes=server_runtimes, representative_data=train_ds,
-      eval_data=eval_data, out_dir=out_dir, num_threads=config.num_threads,
-      latency_runs=config.latency_runs, warmup_runs=config.warmup_runs,
-      num_calibration_samples=config.calibration_samples, details=details,
-      on_failure=lambda stage, e: record(candidate_name, stage, e),
-      quality=quality)
-  for metrics in built:
-    logging.info('Variant %s: %s %.4f, %d bytes, p99 %.3f ms', metrics.name,
-                 quality.name, quality.value(metrics), metrics.size_bytes,
-                 metrics.latency_p99_ms)
-  return built
+  latency = measure.measure_latency_interleaved(
+      timers + server_timers, runs=config.latency_runs,
+      warmup_runs=config.warmup_runs)
+  del timers, server_timers
+  retimed = {}
+  for v in tflite:
+    stats = latency.variants[v.name]
+    facts = dict(v.details)
+    facts['latency'] = dict(
+        facts.get('latency', {}), rounds=latency.rounds,
+        attempts=latency.attempts, stable=latency.stable,
+        max_round_spread=latency.max_round_spread, round_spread=stats.spread,
+        interleaved_with=sorted(latency.variants))
+    retimed[v.name] = dataclasses.replace(
+        v, latency_p50_ms=stats.p50_ms, latency_p99_ms=stats.p99_ms,
+        latency_runs=stats.runs, call_overhead_ms=stats.call_overhead_ms,
+        latency_round_p50_ms=list(stats.round_p50_ms), details=facts)
+  variants = []
+  for name, found in by_candidate.items():
+    variants.extend(retimed[v.name] for v in found)
+    variants.extend(
+        runtime_variants.variant_metrics(entry, latency, len(eval_data),
+                                         config.num_threads)
+        for entry in timed.get(name, ()))
+  for metrics in variants:
+    _log_variant(metrics, config.quality)
+  return variants
 
 
 def _raw_export(variant: measure.VariantMetrics, models: Mapping[str, Any],

@@ -1,7 +1,8 @@
 """Exports a tf_keras model to ONNX: float32 (tf2onnx), or int8 static QDQ.
 
-'float32' is tf2onnx's conversion of the model's serving function (the
-inputs keep their Keras names, opset 17). 'int8' is ONNX Runtime's static
+'float32' is tf2onnx's conversion of the model's serving SavedModel (the
+signature tflite_export.save_serving_model writes; the inputs keep their
+Keras names, opset 17). 'int8' is ONNX Runtime's static
 quantization of that file in the QDQ format (QuantizeLinear/DequantizeLinear
 pairs, which ONNX Runtime fuses into integer kernels), weights per channel,
 calibrated on train-split examples. The file is ``model.onnx``, the layout
@@ -24,33 +25,34 @@ MODEL_FILE = 'model.onnx'
 OPSET = 17
 
 
-def convert_float(model, output_path: str) -> str:
-  """tf2onnx conversion of a tf_keras model's serving function."""
-  import tf2onnx  # pylint: disable=g-import-not-at-top
-  specs = tflite_export.serving_input_specs(model)
-  names = list(specs)
-  inputs = model.input
-  output_names = list(model.output_names)
+def convert_saved_model(saved_model_dir: str, output_path: str) -> str:
+  """tf2onnx of a SavedModel's serving signature (lookup tables included).
 
-  def serve(*args):
-    features = dict(zip(names, args))
-    if isinstance(inputs, dict):
-      outputs = model(features, training=False)
-    elif isinstance(inputs, (list, tuple)):
-      outputs = model([features[n] for n in names], training=False)
-    else:
-      outputs = model(args[0], training=False)
-    if isinstance(outputs, dict):
-      return dict(outputs)
-    if isinstance(outputs, (list, tuple)):
-      return dict(zip(output_names, outputs))
-    return {output_names[0]: outputs}
-
-  signature = [specs[n] for n in names]
-  function = tf.function(serve, input_signature=signature)
-  tf2onnx.convert.from_function(function, input_signature=signature,
-                                opset=OPSET, output_path=output_path)
+  The inputs and outputs keep the signature's names (opset 17). An op
+  tf2onnx cannot map raises here (continue_on_error=False) instead of
+  leaving a TF op in the file that ONNX Runtime refuses.
+  """
+  from tf2onnx import convert  # pylint: disable=g-import-not-at-top
+  from tf2onnx import tf_loader  # pylint: disable=g-import-not-at-top
+  graph_def, inputs, outputs, tables, renames = tf_loader.from_saved_model(
+      saved_model_dir, None, None,
+      signatures=[tflite_export.SERVING_SIGNATURE],
+      return_initialized_tables=True, return_tensors_to_rename=True)
+  with tf.device('/cpu:0'):
+    convert._convert_common(  # pylint: disable=protected-access
+        graph_def, name=saved_model_dir, continue_on_error=False,
+        opset=OPSET, input_names=inputs, output_names=outputs,
+        tensors_to_rename=renames, initialized_tables=tables,
+        output_path=output_path)
   return output_path
+
+
+def convert_float(model, output_path: str) -> str:
+  """tf2onnx of a tf_keras model's serving SavedModel."""
+  with tempfile.TemporaryDirectory(prefix='leantfx-onnx-') as tmp:
+    saved_model = tflite_export.save_serving_model(
+        model, os.path.join(tmp, 'saved_model'))
+    return convert_saved_model(saved_model, output_path)
 
 
 def quantize_int8(float_path: str, output_path: str,
@@ -132,4 +134,28 @@ def export_onnx(model,
   with tempfile.TemporaryDirectory(prefix='leantfx-onnx-') as tmp:
     if float_path is None:
       float_path = convert_float(model, os.path.join(tmp, MODEL_FILE))
+    return quantize_int8(float_path, output_path, samples)
+
+
+def export_saved_model(saved_model_dir: str, mode: str,
+                       samples: Optional[List[Dict[str, np.ndarray]]],
+                       output_dir: str,
+                       float_path: Optional[str] = None) -> str:
+  """Writes model.onnx for a serving SavedModel (what export_onnx saves).
+
+  ``samples``: batch-1 calibration feature dicts (int8); ``float_path``: an
+  existing float32 conversion of the same SavedModel to quantize.
+  """
+  if mode not in MODES:
+    raise ConfigError(f'Unknown ONNX mode {mode!r}; use one of {MODES}.')
+  if mode == INT8:
+    tflite_export.require_calibration_samples(samples or [], 'ONNX', mode)
+  os.makedirs(output_dir, exist_ok=True)
+  output_path = os.path.join(output_dir, MODEL_FILE)
+  if mode == FLOAT32:
+    return convert_saved_model(saved_model_dir, output_path)
+  with tempfile.TemporaryDirectory(prefix='leantfx-onnx-') as tmp:
+    if float_path is None:
+      float_path = convert_saved_model(saved_model_dir,
+                                       os.path.join(tmp, MODEL_FILE))
     return quantize_int8(float_path, output_path, samples)

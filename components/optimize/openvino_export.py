@@ -125,14 +125,29 @@ def export_openvino(model,
         representative_data, tflite_export.serving_input_specs(model),
         num_calibration_samples)
     tflite_export.require_calibration_samples(samples, 'OpenVINO', mode)
-  import openvino as ov  # pylint: disable=g-import-not-at-top
   with tempfile.TemporaryDirectory(prefix='leantfx-openvino-') as tmp:
     if saved_model_dir is None:
       saved_model_dir = tflite_export.save_serving_model(
           model, os.path.join(tmp, 'saved_model'))
-    ov_model = convert(saved_model_dir)
-    if mode == INT8:
-      ov_model = quantize_int8(ov_model, samples)
+    return export_saved_model(saved_model_dir, mode, samples, output_dir)
+
+
+def export_saved_model(saved_model_dir: str, mode: str,
+                       samples: Optional[List[Dict[str, np.ndarray]]],
+                       output_dir: str) -> str:
+  """Writes model.xml and model.bin for a serving SavedModel.
+
+  ``samples``: batch-1 calibration feature dicts (int8). Returns the path
+  of model.xml.
+  """
+  if mode not in MODES:
+    raise ConfigError(f'Unknown OpenVINO mode {mode!r}; use one of {MODES}.')
+  if mode == INT8:
+    tflite_export.require_calibration_samples(samples or [], 'OpenVINO', mode)
+  import openvino as ov  # pylint: disable=g-import-not-at-top
+  ov_model = convert(saved_model_dir)
+  if mode == INT8:
+    ov_model = quantize_int8(ov_model, samples)
   os.makedirs(output_dir, exist_ok=True)
   xml_path = os.path.join(output_dir, XML_FILE)
   ov.save_model(ov_model, xml_path, compress_to_fp16=False)

@@ -49,7 +49,6 @@ import time
 from typing import Dict, List, Mapping, Optional, Sequence
 
 import numpy as np
-import tensorflow as tf
 
 from leantfx.components.optimize import measure
 from leantfx.components.optimize import onnx_export
@@ -295,20 +294,8 @@ def _openvino_failure(error: Exception) -> str:
 
 def _convert_onnx(saved_model: str, output_path: str) -> str:
   """tf2onnx of the SavedModel's serving signature, tables included."""
-  from tf2onnx import convert  # pylint: disable=g-import-not-at-top
-  from tf2onnx import tf_loader  # pylint: disable=g-import-not-at-top
   try:
-    graph_def, inputs, outputs, tables, renames = tf_loader.from_saved_model(
-        saved_model, None, None, signatures=[tflite_export.SERVING_SIGNATURE],
-        return_initialized_tables=True, return_tensors_to_rename=True)
-    with tf.device('/cpu:0'):
-      # continue_on_error=False: an op tf2onnx cannot map raises here
-      # instead of leaving a TF op in the file that ONNX Runtime refuses.
-      convert._convert_common(  # pylint: disable=protected-access
-          graph_def, name=saved_model, continue_on_error=False,
-          opset=onnx_export.OPSET, input_names=inputs, output_names=outputs,
-          tensors_to_rename=renames, initialized_tables=tables,
-          output_path=output_path)
+    return onnx_export.convert_saved_model(saved_model, output_path)
   except Exception as e:  # pylint: disable=broad-except
     lines = str(e).strip().splitlines()
     raise ConfigError(
@@ -316,7 +303,6 @@ def _convert_onnx(saved_model: str, output_path: str) -> str:
         f'{type(e).__name__}: {lines[-1] if lines else ""}. Ship the '
         'transformed-input model for ONNX, or TFLite for raw-feature '
         'inputs.') from e
-  return output_path
 
 
 def _export_onnx(saved_model: str, mode: str,

@@ -1,18 +1,23 @@
 """A candidate's variants in the server runtimes: OpenVINO and ONNX Runtime.
 
-For one optimized tf_keras model, ``build_runtime_variants`` exports each
-(runtime, mode) pair (openvino_export.py, onnx_export.py), measures its
-accuracy on the eval set through its own runtime at batch 1, and times all
-of them in the same interleaved rounds (measure.measure_latency_interleaved,
+For one optimized tf_keras model, ``export_and_score`` exports each
+(runtime, mode) pair (openvino_export.py, onnx_export.py) and measures its
+accuracy on the eval set through its own runtime at batch 1; ``time_built``
+times pairs in the same interleaved rounds (measure.measure_latency_interleaved,
 the runtime's own call on inputs bound once; the one-line Python call path
-for the per-call overhead). A pair whose export or measurement raises is
-reported through ``on_failure`` and skipped; the others go on.
+for the per-call overhead). ``build_runtime_variants`` does both for one
+model. A pair whose export or measurement raises is reported through
+``on_failure`` and skipped; the others go on.
 """
+import importlib
 import os
 import tempfile
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
+import traceback
+from typing import (Any, Callable, Dict, List, Mapping, NamedTuple,
+                    Optional, Sequence, Tuple)
 
 import numpy as np
+import tensorflow as tf
 
 from leantfx.components.optimize import measure
 from leantfx.components.optimize import onnx_export
@@ -22,6 +27,7 @@ from leantfx.components.optimize import openvino_runtime
 from leantfx.components.optimize import quality as quality_lib
 from leantfx.components.optimize import runtimes as runtimes_lib
 from leantfx.components.optimize import tflite_export
+from leantfx.errors import ConfigError
 
 FLOAT32 = 'float32'
 INT8 = 'int8'
@@ -34,25 +40,37 @@ def variant_dir_name(runtime: str, mode: str) -> str:
 
 
 def export(runtime: str, model, mode: str, representative_data, out_dir: str,
-           num_calibration_samples: int, cache: Dict[str, str]) -> str:
-  """Exports one (runtime, mode) pair; returns the model file's path.
+           num_calibration_samples: int, cache: Dict[str, Any]) -> str:
+  """Exports one (runtime, mode) pair of a tf_keras model; the file's path.
 
-  `cache` keeps the intermediate files the int8 exports start from (the
-  serving SavedModel, the float ONNX file) so they are made once per model;
+  `cache` keeps what the pairs of one model share (its serving SavedModel,
+  its calibration samples, the float ONNX file) so each is made once;
   cache['scratch'] is a folder for them that the caller removes.
   """
+  if 'saved_model' not in cache:
+    cache['saved_model'] = tflite_export.save_serving_model(
+        model, os.path.join(cache['scratch'], 'saved_model'))
+  if mode == INT8 and 'samples' not in cache:
+    if representative_data is None:
+      raise ConfigError(f'{runtime} int8 needs representative data (the '
+                        'train split) to calibrate; none was given.')
+    cache['samples'] = tflite_export.calibration_samples(
+        representative_data, tflite_export.serving_input_specs(model),
+        num_calibration_samples)
+  return export_saved_model(runtime, cache['saved_model'], mode,
+                            cache.get('samples'), out_dir, cache)
+
+
+def export_saved_model(runtime: str, saved_model_dir: str, mode: str,
+                       samples: Optional[List[Dict[str, np.ndarray]]],
+                       out_dir: str, cache: Dict[str, Any]) -> str:
+  """Exports one (runtime, mode) pair of a serving SavedModel."""
   if runtime == runtimes_lib.OPENVINO:
-    if 'saved_model' not in cache:
-      cache['saved_model'] = tflite_export.save_serving_model(
-          model, os.path.join(cache['scratch'], 'saved_model'))
-    return openvino_export.export_openvino(
-        model, mode, representative_data, output_dir=out_dir,
-        num_calibration_samples=num_calibration_samples,
-        saved_model_dir=cache['saved_model'])
+    return openvino_export.export_saved_model(saved_model_dir, mode, samples,
+                                              out_dir)
   if runtime == runtimes_lib.ONNX:
-    path = onnx_export.export_onnx(
-        model, mode, representative_data, output_dir=out_dir,
-        num_calibration_samples=num_calibration_samples,
+    path = onnx_export.export_saved_model(
+        saved_model_dir, mode, samples, out_dir,
         float_path=cache.get('onnx_float32'))
     if mode == FLOAT32:
       cache['onnx_float32'] = path
@@ -108,6 +126,31 @@ def artifact_path(runtime: str, model_path: str) -> str:
   return model_path
 
 
+class Built(NamedTuple):
+  """A (runtime, mode) pair exported and scored, not yet timed.
+
+  Attributes:
+    runtime: 'openvino' or 'onnx'.
+    mode: 'float32' or 'int8'.
+    label: the variant's name, '<candidate>/<runtime>_<mode>'.
+    path: the model file the runtime loads (model.xml, model.onnx).
+    quality_fields: the VariantMetrics quality fields (accuracy, ...).
+    technique: the technique chain that produced the model.
+    params: the Keras model's parameter count, when known.
+    sparsity: its fraction of zero kernel weights, when known.
+    facts: the technique's details and per-layer facts.
+  """
+  runtime: str
+  mode: str
+  label: str
+  path: str
+  quality_fields: Dict[str, Any]
+  technique: str
+  params: Optional[int]
+  sparsity: Optional[float]
+  facts: Dict[str, Any]
+
+
 def build_runtime_variants(
     model,
     *,
@@ -127,6 +170,10 @@ def build_runtime_variants(
     quality: quality_lib.Quality = quality_lib.ACCURACY
 ) -> List[measure.VariantMetrics]:
   """Exports and measures one model in each server runtime and mode.
+
+  ``export_and_score`` then ``time_built`` (the ModelOptimizer calls them
+  apart: exports in the background, every variant timed together at the
+  end).
 
   Args:
     model: the optimized tf_keras model.
@@ -151,22 +198,81 @@ def build_runtime_variants(
   Returns:
     One VariantMetrics per pair built and measured.
   """
+  built = export_and_score(
+      model, candidate_name=candidate_name, technique=technique,
+      runtimes=runtimes, representative_data=representative_data,
+      eval_data=eval_data, out_dir=out_dir, num_threads=num_threads,
+      num_calibration_samples=num_calibration_samples, modes=modes,
+      details=details, on_failure=on_failure, quality=quality)
+  return time_built(built, eval_data, num_threads, latency_runs,
+                    warmup_runs, on_failure)
+
+
+def export_and_score(
+    model,
+    *,
+    candidate_name: str,
+    technique: str,
+    runtimes: Sequence[str],
+    representative_data,
+    eval_data: measure.LabeledData,
+    out_dir: str,
+    num_threads: int = measure.DEFAULT_NUM_THREADS,
+    num_calibration_samples: int = tflite_export.DEFAULT_CALIBRATION_SAMPLES,
+    modes: Sequence[str] = MODES,
+    details: Optional[Mapping[str, Any]] = None,
+    on_failure: Optional[Callable[[str, Exception], None]] = None,
+    quality: quality_lib.Quality = quality_lib.ACCURACY) -> List[Built]:
+  """Exports each (runtime, mode) pair of a tf_keras model and scores it.
+
+  Nothing is timed here (``time_built`` does). The model is saved once as
+  its serving SavedModel and ``export_and_score_saved_model`` does the rest,
+  as the ModelOptimizer's background process does. Arguments as
+  build_runtime_variants.
+  """
+  params, sparsity, facts = measure._model_facts(model, details)  # pylint: disable=protected-access
   with tempfile.TemporaryDirectory(prefix='leantfx-runtimes-') as scratch:
-    built = _export_and_score(model, candidate_name, runtimes, modes,
-                              representative_data, eval_data, out_dir,
-                              num_threads, num_calibration_samples,
-                              {'scratch': scratch}, on_failure, quality)
-  if not built:
-    return []
-  return _timed_variants(model, built, technique, eval_data, num_threads,
-                         latency_runs, warmup_runs, details, on_failure)
+    saved_model = tflite_export.save_serving_model(
+        model, os.path.join(scratch, 'saved_model'))
+    samples = None
+    if INT8 in modes and representative_data is not None:
+      samples = tflite_export.calibration_samples(
+          representative_data, tflite_export.serving_input_specs(model),
+          num_calibration_samples)
+    return export_and_score_saved_model(
+        saved_model, candidate_name=candidate_name, technique=technique,
+        runtimes=runtimes, samples=samples, eval_data=eval_data,
+        out_dir=out_dir, num_threads=num_threads, modes=modes,
+        on_failure=on_failure, quality=quality, params=params,
+        sparsity=sparsity, facts=facts)
 
 
-def _export_and_score(model, candidate_name, runtimes, modes,
-                      representative_data, eval_data, out_dir, num_threads,
-                      num_calibration_samples, cache, on_failure, quality):
-  """Exports each pair and scores it; [(runtime, mode, label, path, scores)]."""
+def export_and_score_saved_model(
+    saved_model_dir: str,
+    *,
+    candidate_name: str,
+    technique: str,
+    runtimes: Sequence[str],
+    samples: Optional[List[Dict[str, np.ndarray]]],
+    eval_data: measure.LabeledData,
+    out_dir: str,
+    num_threads: int,
+    modes: Sequence[str] = MODES,
+    on_failure: Optional[Callable[[str, Exception], None]] = None,
+    quality: quality_lib.Quality = quality_lib.ACCURACY,
+    params: Optional[int] = None,
+    sparsity: Optional[float] = None,
+    facts: Optional[Mapping[str, Any]] = None) -> List[Built]:
+  """Exports and scores each pair of a serving SavedModel.
+
+  Needs no Keras model, so it runs in another process
+  (``export_in_worker``). ``samples``: batch-1 calibration feature dicts
+  for int8 (None or empty: each int8 pair fails with the empty-calibration
+  error, through on_failure). ``params``, ``sparsity``, ``facts``: the Keras
+  model's, kept with each variant.
+  """
   built = []
+  cache: Dict[str, Any] = {}
   for runtime in runtimes:
     if runtime not in SERVER_RUNTIMES:
       continue
@@ -174,9 +280,9 @@ def _export_and_score(model, candidate_name, runtimes, modes,
       stage = f'{runtime} {mode}'
       label = f'{candidate_name}/{variant_dir_name(runtime, mode)}'
       try:
-        path = export(runtime, model, mode, representative_data,
-                      os.path.join(out_dir, variant_dir_name(runtime, mode)),
-                      num_calibration_samples, cache)
+        path = export_saved_model(
+            runtime, saved_model_dir, mode, samples,
+            os.path.join(out_dir, variant_dir_name(runtime, mode)), cache)
         score = scores(predictor(runtime, path, num_threads), eval_data,
                        quality)
       except Exception as e:  # pylint: disable=broad-except
@@ -184,60 +290,120 @@ def _export_and_score(model, candidate_name, runtimes, modes,
           raise
         on_failure(stage, e)
         continue
-      built.append((runtime, mode, label, path, score))
+      built.append(Built(runtime, mode, label, path, score, technique,
+                         params, sparsity, dict(facts or {})))
   return built
 
 
-def _timed_variants(model, built, technique, eval_data, num_threads,
-                    latency_runs, warmup_runs, details, on_failure=None):
-  """Times the built pairs in one interleaved run; their VariantMetrics.
+WORKER_NICENESS = 19
+
+
+def worker_init() -> None:
+  """Makes a worker process yield the CPU to the process that started it.
+
+  The ModelOptimizer's critical path (training the next candidate) runs in
+  the parent; the worker's exports should use only the CPU time the parent
+  leaves idle, so it runs at the lowest priority, with one TensorFlow
+  thread of each kind.
+  """
+  os.nice(WORKER_NICENESS)
+  tf.config.threading.set_intra_op_parallelism_threads(1)
+  tf.config.threading.set_inter_op_parallelism_threads(1)
+
+
+def warm_up() -> None:
+  """Imports what a worker's exports need (run first in a new worker)."""
+  for runtime in SERVER_RUNTIMES:
+    for module in runtimes_lib.REQUIRED_MODULES[runtime]:
+      if runtimes_lib.module_installed(module):
+        importlib.import_module(module)
+  importlib.import_module('onnxruntime.quantization')
+
+
+def export_in_worker(kwargs: Dict[str, Any]
+                    ) -> Tuple[List[Built], List[Tuple[str, str, str]]]:
+  """``export_and_score_saved_model`` in a worker process.
+
+  Returns the built pairs and, for each pair that raised, (stage, error,
+  traceback): exceptions and callbacks do not cross the process boundary.
+  """
+  failures = []
+
+  def failed(stage, error):
+    failures.append((stage, f'{type(error).__name__}: {error}',
+                     traceback.format_exc()))
+
+  built = export_and_score_saved_model(on_failure=failed, **kwargs)
+  return built, failures
+
+
+def timers_for(built: Sequence[Built], num_threads: int,
+               features: Mapping[str, np.ndarray],
+               on_failure: Optional[Callable[[str, Exception], None]] = None
+              ) -> Tuple[List[measure.RuntimeTimer], List[Built]]:
+  """A prepared timer per pair, and the pairs that got one.
 
   A pair that cannot be prepared for timing is left out (and passed to
   on_failure, as an export that raised is), not the whole candidate.
   """
   timers, timed = [], []
   for entry in built:
-    runtime, mode, label, path, _ = entry
     try:
-      timers.append(timer(runtime, label, path, num_threads,
-                          eval_data.example(0)))
+      timers.append(timer(entry.runtime, entry.label, entry.path, num_threads,
+                          features))
     except Exception as e:  # pylint: disable=broad-except
       if on_failure is None:
         raise
-      on_failure(f'{runtime} {mode} timing', e)
+      on_failure(f'{entry.runtime} {entry.mode} timing', e)
       continue
     timed.append(entry)
-  built = timed
+  return timers, timed
+
+
+def variant_metrics(entry: Built, latency: measure.InterleavedLatency,
+                    num_examples: int, num_threads: int
+                   ) -> measure.VariantMetrics:
+  """The VariantMetrics of a pair timed in ``latency``."""
+  stats = latency.variants[entry.label]
+  artifact = artifact_path(entry.runtime, entry.path)
+  variant_facts = dict(entry.facts)
+  variant_facts['latency'] = {
+      'method': RUNTIME_CALLS[entry.runtime],
+      'rounds': latency.rounds, 'attempts': latency.attempts,
+      'stable': latency.stable,
+      'max_round_spread': latency.max_round_spread,
+      'round_spread': stats.spread,
+      'interleaved_with': sorted(latency.variants),
+  }
+  return measure.VariantMetrics(
+      name=entry.label, technique=entry.technique, tflite_mode=entry.mode,
+      runtime=entry.runtime, path=artifact, num_examples=num_examples,
+      **entry.quality_fields,
+      size_bytes=measure.size_on_disk(artifact),
+      gzipped_bytes=measure.gzipped_size(artifact),
+      latency_p50_ms=stats.p50_ms, latency_p99_ms=stats.p99_ms,
+      latency_runs=stats.runs, num_threads=num_threads, params=entry.params,
+      sparsity=entry.sparsity, call_overhead_ms=stats.call_overhead_ms,
+      latency_round_p50_ms=list(stats.round_p50_ms),
+      details=variant_facts)
+
+
+def time_built(built: Sequence[Built], eval_data: measure.LabeledData,
+               num_threads: int, latency_runs: int, warmup_runs: int,
+               on_failure: Optional[Callable[[str, Exception], None]] = None
+              ) -> List[measure.VariantMetrics]:
+  """Times the built pairs in one interleaved run; their VariantMetrics."""
+  if not built:
+    return []
+  timers, built = timers_for(built, num_threads, eval_data.example(0),
+                             on_failure)
   if not built:
     return []
   latency = measure.measure_latency_interleaved(
       timers, runs=latency_runs, warmup_runs=warmup_runs)
   del timers
-  params, sparsity, facts = measure._model_facts(model, details)  # pylint: disable=protected-access
-  variants = []
-  for runtime, mode, label, path, quality_fields in built:
-    stats = latency.variants[label]
-    artifact = artifact_path(runtime, path)
-    variant_facts = dict(facts)
-    variant_facts['latency'] = {
-        'method': RUNTIME_CALLS[runtime],
-        'rounds': latency.rounds, 'attempts': latency.attempts,
-        'stable': latency.stable,
-        'max_round_spread': latency.max_round_spread,
-        'round_spread': stats.spread,
-        'interleaved_with': sorted(latency.variants),
-    }
-    variants.append(measure.VariantMetrics(
-        name=label, technique=technique, tflite_mode=mode, runtime=runtime,
-        path=artifact, num_examples=len(eval_data), **quality_fields,
-        size_bytes=measure.size_on_disk(artifact),
-        gzipped_bytes=measure.gzipped_size(artifact),
-        latency_p50_ms=stats.p50_ms, latency_p99_ms=stats.p99_ms,
-        latency_runs=stats.runs, num_threads=num_threads, params=params,
-        sparsity=sparsity, call_overhead_ms=stats.call_overhead_ms,
-        latency_round_p50_ms=list(stats.round_p50_ms),
-        details=variant_facts))
-  return variants
+  return [variant_metrics(entry, latency, len(eval_data), num_threads)
+          for entry in built]
 
 
 RUNTIME_CALLS = {

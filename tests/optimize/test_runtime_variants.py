@@ -176,9 +176,10 @@ def test_a_variant_that_cannot_be_timed_is_listed_not_fatal(monkeypatch):
   failures = []
   data = measure.LabeledData({'x': np.zeros((2, 3), np.float32)},
                              np.zeros(2))
-  timed = runtime_variants._timed_variants(  # pylint: disable=protected-access
-      None, [('openvino', 'float32', 'c/openvino_float32', '/x/model.xml',
-              {'accuracy': 1.0})], 'baseline', data, 1, 5, 1, {},
+  timed = runtime_variants.time_built(
+      [runtime_variants.Built('openvino', 'float32', 'c/openvino_float32',
+                              '/x/model.xml', {'accuracy': 1.0}, 'baseline',
+                              None, None, {})], data, 1, 5, 1,
       lambda stage, e: failures.append((stage, str(e))))
   assert timed == []
   assert failures == [('openvino float32 timing',

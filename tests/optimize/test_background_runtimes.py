@@ -1,0 +1,108 @@
+"""The ModelOptimizer's server-runtime exports in a worker process.
+
+build_variants exports each candidate's OpenVINO and ONNX variants in a
+spawned, low-priority worker process while the next candidate trains, then
+times every variant (TFLite's too) in one interleaved run. Real tfmot,
+TFLite, OpenVINO and ONNX Runtime; the digits CNN of conftest.
+"""
+import os
+
+import pytest
+
+from leantfx.components.optimize import config as config_lib
+from leantfx.components.optimize import executor as executor_lib
+from leantfx.components.optimize import measure
+from leantfx.components.optimize import runtime_variants
+from leantfx.components.optimize.selection import Budget
+
+RUNS = 20
+WARMUP = 2
+CALIBRATION = 20
+
+
+def _config():
+  return config_lib.OptimizationConfig(
+      candidates=(
+          config_lib.Candidate((), ('float32', 'int8')),
+          config_lib.Candidate(
+              (config_lib.TechniqueStep('clustering', {'epochs': 1}),),
+              ('int8',)),
+      ),
+      budget=Budget(max_accuracy_drop=0.05), latency_runs=RUNS,
+      warmup_runs=WARMUP, calibration_samples=CALIBRATION,
+      runtimes=('tflite', 'openvino', 'onnx'))
+
+
+def _build(teacher, digits, tmp_path, failures):
+  eval_data = measure.LabeledData.from_dataset(digits.eval_ds())
+  config = _config()
+  return executor_lib.build_variants(
+      teacher, digits.train_ds(), digits.eval_ds(), eval_data, config,
+      str(tmp_path / 'variants'), failures,
+      server_runtimes=('openvino', 'onnx'))
+
+
+def test_every_variant_is_built_and_timed_in_one_interleaved_run(
+    teacher, digits, tmp_path):
+  failures = []
+  variants = _build(teacher, digits, tmp_path, failures)
+  assert failures == []
+  names = [v.name for v in variants]
+  # Config order: each candidate's TFLite variants, then its server ones.
+  assert names == [
+      'baseline/float32', 'baseline/int8',
+      'baseline/openvino_float32', 'baseline/openvino_int8',
+      'baseline/onnx_float32', 'baseline/onnx_int8',
+      'clustering/int8',
+      'clustering/openvino_float32', 'clustering/openvino_int8',
+      'clustering/onnx_float32', 'clustering/onnx_int8']
+  for v in variants:
+    # One run timed all of them, so their figures compare.
+    assert v.details['latency']['interleaved_with'] == sorted(names), v.name
+    assert v.latency_runs >= RUNS and v.latency_p50_ms > 0, v.name
+    assert v.accuracy > 0.85, (v.name, v.accuracy)
+    assert os.path.exists(v.path), v.path
+  by_name = {v.name: v for v in variants}
+  # The worker scored the server variants on the same examples: the float
+  # IR and the float ONNX file are the model TFLite float32 converts.
+  for name in ('baseline/openvino_float32', 'baseline/onnx_float32'):
+    assert by_name[name].accuracy == pytest.approx(
+        by_name['baseline/float32'].accuracy, abs=0.01)
+  # What the worker computed from the Keras model travels with each one.
+  assert by_name['clustering/onnx_int8'].technique == 'clustering'
+  assert by_name['clustering/onnx_int8'].params == by_name[
+      'clustering/int8'].params
+
+
+def test_a_pair_failing_in_the_worker_is_listed_and_the_rest_go_on(
+    teacher, digits, tmp_path, monkeypatch):
+  """An empty int8 calibration set fails the int8 pairs, by name."""
+  real_job = executor_lib._worker_job  # pylint: disable=protected-access
+
+  def without_samples(*args, **kwargs):
+    job = real_job(*args, **kwargs)
+    job['samples'] = []
+    return job
+
+  monkeypatch.setattr(executor_lib, '_worker_job', without_samples)
+  failures = []
+  variants = _build(teacher, digits, tmp_path, failures)
+  names = {v.name for v in variants}
+  assert 'baseline/openvino_float32' in names
+  assert 'baseline/onnx_float32' in names
+  assert not any(n.endswith(('openvino_int8', 'onnx_int8')) for n in names)
+  failed = {(f['candidate'], f['stage']) for f in failures}
+  assert failed == {(c, f'{r} int8') for c in ('baseline', 'clustering')
+                    for r in ('openvino', 'onnx')}
+  assert all('calibration set is empty' in f['error'] for f in failures)
+
+
+def test_the_worker_process_runs_at_the_lowest_priority():
+  pool = executor_lib._runtime_pool()  # pylint: disable=protected-access
+  try:
+    worker_pid = pool.submit(os.getpid).result(timeout=300)
+    niceness = pool.submit(os.nice, 0).result(timeout=60)
+  finally:
+    pool.shutdown(wait=True)
+  assert worker_pid != os.getpid()
+  assert niceness >= runtime_variants.WORKER_NICENESS
