@@ -154,58 +154,30 @@ class Built(NamedTuple):
 def build_runtime_variants(
     model,
     *,
-    candidate_name: str,
-    technique: str,
-    runtimes: Sequence[str],
-    representative_data,
-    eval_data: measure.LabeledData,
-    out_dir: str,
-    num_threads: int = measure.DEFAULT_NUM_THREADS,
     latency_runs: int = measure.DEFAULT_LATENCY_RUNS,
     warmup_runs: int = measure.DEFAULT_WARMUP_RUNS,
-    num_calibration_samples: int = tflite_export.DEFAULT_CALIBRATION_SAMPLES,
-    modes: Sequence[str] = MODES,
-    details: Optional[Mapping[str, Any]] = None,
-    on_failure: Optional[Callable[[str, Exception], None]] = None,
-    quality: quality_lib.Quality = quality_lib.ACCURACY
-) -> List[measure.VariantMetrics]:
+    **export_args) -> List[measure.VariantMetrics]:
   """Exports and measures one model in each server runtime and mode.
 
   ``export_and_score`` then ``time_built`` (the ModelOptimizer calls them
-  apart: exports in the background, every variant timed together at the
+  apart: exports in a worker process, every variant timed together at the
   end).
 
   Args:
     model: the optimized tf_keras model.
-    candidate_name: the candidate's name (variant names are
-      '<candidate>/<runtime>_<mode>').
-    technique: the technique chain that produced the model.
-    runtimes: server runtimes to build (of SERVER_RUNTIMES; 'tflite' is
-      ignored, the caller builds it).
-    representative_data: train-split features/dataset for int8 calibration.
-    eval_data: the eval set.
-    out_dir: the candidate's folder; each variant goes in
-      <out_dir>/<runtime>_<mode>/.
-    num_threads: runtime threads for accuracy and latency.
     latency_runs: timed runs per variant.
     warmup_runs: untimed runs first.
-    num_calibration_samples: int8 calibration examples.
-    modes: the modes to build.
-    details: facts to keep with each variant (the technique's details).
-    on_failure: called with (stage, error) for a pair that raised.
-    quality: what the variants are scored by (accuracy; RMSE and MAE).
+    **export_args: export_and_score's keyword arguments (candidate_name,
+      technique, runtimes, representative_data, eval_data, out_dir, ...).
 
   Returns:
     One VariantMetrics per pair built and measured.
   """
-  built = export_and_score(
-      model, candidate_name=candidate_name, technique=technique,
-      runtimes=runtimes, representative_data=representative_data,
-      eval_data=eval_data, out_dir=out_dir, num_threads=num_threads,
-      num_calibration_samples=num_calibration_samples, modes=modes,
-      details=details, on_failure=on_failure, quality=quality)
-  return time_built(built, eval_data, num_threads, latency_runs,
-                    warmup_runs, on_failure)
+  built = export_and_score(model, **export_args)
+  return time_built(
+      built, export_args['eval_data'],
+      export_args.get('num_threads', measure.DEFAULT_NUM_THREADS),
+      latency_runs, warmup_runs, export_args.get('on_failure'))
 
 
 def export_and_score(
@@ -227,8 +199,28 @@ def export_and_score(
 
   Nothing is timed here (``time_built`` does). The model is saved once as
   its serving SavedModel and ``export_and_score_saved_model`` does the rest,
-  as the ModelOptimizer's background process does. Arguments as
-  build_runtime_variants.
+  as the ModelOptimizer's background process does.
+
+  Args:
+    model: the optimized tf_keras model.
+    candidate_name: the candidate's name (variant names are
+      '<candidate>/<runtime>_<mode>').
+    technique: the technique chain that produced the model.
+    runtimes: server runtimes to build (of SERVER_RUNTIMES; 'tflite' is
+      ignored, the caller builds it).
+    representative_data: train-split features/dataset for int8 calibration.
+    eval_data: the eval set.
+    out_dir: the candidate's folder; each variant goes in
+      <out_dir>/<runtime>_<mode>/.
+    num_threads: runtime threads for accuracy (and, later, latency).
+    num_calibration_samples: int8 calibration examples.
+    modes: the modes to build.
+    details: facts to keep with each variant (the technique's details).
+    on_failure: called with (stage, error) for a pair that raised.
+    quality: what the variants are scored by (accuracy; RMSE and MAE).
+
+  Returns:
+    One Built per pair exported and scored.
   """
   params, sparsity, facts = measure._model_facts(model, details)  # pylint: disable=protected-access
   with tempfile.TemporaryDirectory(prefix='leantfx-runtimes-') as scratch:
