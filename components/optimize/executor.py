@@ -300,7 +300,7 @@ def build_variants(model: tf_keras.Model,
       float32 and int8 variants in, for the candidates that can still win:
       those with a TFLite variant inside the quality budget (point 8 of
       issue 12: the other runtimes cost conversion time). Their exports run
-      in a background thread beside the next candidate; then every variant,
+      in a worker process beside the next candidate; then every variant,
       TFLite's too, is timed in one interleaved run (``_time_together``).
     baseline: the baseline's metrics, for that budget check.
     models: if given, candidate name -> its Keras model (after its chain)
@@ -428,8 +428,7 @@ def _worker_job(model, candidate_name, chain, details, train_ds, eval_data,
       samples=tflite_export.calibration_samples(
           train_ds, tflite_export.serving_input_specs(model),
           config.calibration_samples),
-      eval_data=measure.LabeledData(dict(eval_data.features),
-                                    eval_data.labels),
+      eval_data=eval_data,
       out_dir=out_dir, num_threads=config.num_threads,
       quality=config.quality, params=params, sparsity=sparsity, facts=facts)
 

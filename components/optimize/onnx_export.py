@@ -47,14 +47,6 @@ def convert_saved_model(saved_model_dir: str, output_path: str) -> str:
   return output_path
 
 
-def convert_float(model, output_path: str) -> str:
-  """tf2onnx of a tf_keras model's serving SavedModel."""
-  with tempfile.TemporaryDirectory(prefix='leantfx-onnx-') as tmp:
-    saved_model = tflite_export.save_serving_model(
-        model, os.path.join(tmp, 'saved_model'))
-    return convert_saved_model(saved_model, output_path)
-
-
 def quantize_int8(float_path: str, output_path: str,
                   samples: List[Dict[str, np.ndarray]],
                   exclude: Sequence[str] = ()) -> str:
@@ -99,9 +91,8 @@ def export_onnx(model,
                 *,
                 output_dir: str,
                 num_calibration_samples: int = (
-                    tflite_export.DEFAULT_CALIBRATION_SAMPLES),
-                float_path: Optional[str] = None) -> str:
-  """Writes model.onnx for a tf_keras model.
+                    tflite_export.DEFAULT_CALIBRATION_SAMPLES)) -> str:
+  """Writes model.onnx for a tf_keras model (through its serving SavedModel).
 
   Args:
     model: the tf_keras model.
@@ -109,8 +100,6 @@ def export_onnx(model,
     representative_data: train-split features or dataset (int8).
     output_dir: the directory to write model.onnx into.
     num_calibration_samples: calibration examples.
-    float_path: an existing float32 model.onnx of `model` to quantize
-      (converted here when None).
 
   Returns:
     The path of model.onnx.
@@ -120,21 +109,14 @@ def export_onnx(model,
   """
   if mode not in MODES:
     raise ConfigError(f'Unknown ONNX mode {mode!r}; use one of {MODES}.')
-  os.makedirs(output_dir, exist_ok=True)
-  output_path = os.path.join(output_dir, MODEL_FILE)
-  if mode == FLOAT32:
-    return convert_float(model, output_path)
-  if representative_data is None:
-    raise ConfigError('ONNX int8 needs representative data (the train '
-                      'split) to calibrate; none was given.')
-  samples = tflite_export.calibration_samples(
-      representative_data, tflite_export.serving_input_specs(model),
-      num_calibration_samples)
-  tflite_export.require_calibration_samples(samples, 'ONNX', mode)
+  samples = None
+  if mode == INT8:
+    samples = tflite_export.int8_calibration_samples(
+        model, representative_data, num_calibration_samples, 'ONNX')
   with tempfile.TemporaryDirectory(prefix='leantfx-onnx-') as tmp:
-    if float_path is None:
-      float_path = convert_float(model, os.path.join(tmp, MODEL_FILE))
-    return quantize_int8(float_path, output_path, samples)
+    saved_model = tflite_export.save_serving_model(
+        model, os.path.join(tmp, 'saved_model'))
+    return export_saved_model(saved_model, mode, samples, output_dir)
 
 
 def export_saved_model(saved_model_dir: str, mode: str,

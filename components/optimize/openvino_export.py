@@ -118,13 +118,8 @@ def export_openvino(model,
     raise ConfigError(f'Unknown OpenVINO mode {mode!r}; use one of {MODES}.')
   samples = []
   if mode == INT8:
-    if representative_data is None:
-      raise ConfigError('OpenVINO int8 needs representative data (the train '
-                        'split) to calibrate; none was given.')
-    samples = tflite_export.calibration_samples(
-        representative_data, tflite_export.serving_input_specs(model),
-        num_calibration_samples)
-    tflite_export.require_calibration_samples(samples, 'OpenVINO', mode)
+    samples = tflite_export.int8_calibration_samples(
+        model, representative_data, num_calibration_samples, 'OpenVINO')
   with tempfile.TemporaryDirectory(prefix='leantfx-openvino-') as tmp:
     if saved_model_dir is None:
       saved_model_dir = tflite_export.save_serving_model(

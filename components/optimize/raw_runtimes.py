@@ -56,6 +56,7 @@ from leantfx.components.optimize import onnx_runtime
 from leantfx.components.optimize import openvino_export
 from leantfx.components.optimize import openvino_runtime
 from leantfx.components.optimize import raw_features
+from leantfx.components.optimize import runtimes as runtimes_lib
 from leantfx.components.optimize import tflite_export
 from leantfx.errors import ConfigError
 from leantfx.models import raw_serving
@@ -66,9 +67,6 @@ RUNTIMES = (OPENVINO, ONNX)
 FLOAT32 = 'float32'
 INT8 = 'int8'
 MODES = (FLOAT32, INT8)
-_RUNTIME_LABELS = {OPENVINO: 'OpenVINO', ONNX: 'ONNX'}
-
-
 def _is_string(value: np.ndarray) -> bool:
   return np.asarray(value).dtype.kind in ('O', 'S', 'U')
 
@@ -168,18 +166,18 @@ def export_raw(runtime: str, model, tf_transform_output, label: str,
         f'No raw-feature export for runtime {runtime!r}; use one of '
         f'{RUNTIMES} (TFLite: raw_features.export_raw_tflite).')
   if mode not in MODES:
-    raise ConfigError(f'Unknown {_RUNTIME_LABELS[runtime]} mode {mode!r}; '
+    raise ConfigError(f'Unknown {runtimes_lib.LABELS[runtime]} mode {mode!r}; '
                       f'use one of {MODES}.')
   samples = []
   if mode == INT8:
     if raw_train_features is None:
       raise ConfigError(
-          f'{_RUNTIME_LABELS[runtime]} int8 needs raw train rows to '
+          f'{runtimes_lib.LABELS[runtime]} int8 needs raw train rows to '
           'calibrate; none were given.')
     samples = raw_calibration_samples(raw_train_features,
                                       num_calibration_samples)
     tflite_export.require_calibration_samples(
-        samples, _RUNTIME_LABELS[runtime], mode)
+        samples, runtimes_lib.LABELS[runtime], mode)
     _check_columns(raw_train_features, tf_transform_output, label)
   with tempfile.TemporaryDirectory(prefix='leantfx-raw-runtime-') as tmp:
     if runtime == OPENVINO:
@@ -540,7 +538,7 @@ def export_checked(runtime: str, model, variant_dir: str, mode: str,
     facts['vocabulary_ids_in'] = looked_up
   if gap > tolerance:
     raise raw_features.RawParityError(
-        f'the raw-feature {_RUNTIME_LABELS[runtime]} export of {name} scores '
+        f'the raw-feature {runtimes_lib.LABELS[runtime]} export of {name} scores '
         f'{quality.name} {value:.4f} on the {len(raw.eval)} raw eval rows '
         f'against {reference:.4f} for the transformed-input variant on the '
         f'same rows ({quality.label} {gap:.4f} > {tolerance})')

@@ -27,7 +27,6 @@ from leantfx.components.optimize import openvino_runtime
 from leantfx.components.optimize import quality as quality_lib
 from leantfx.components.optimize import runtimes as runtimes_lib
 from leantfx.components.optimize import tflite_export
-from leantfx.errors import ConfigError
 
 FLOAT32 = 'float32'
 INT8 = 'int8'
@@ -51,12 +50,9 @@ def export(runtime: str, model, mode: str, representative_data, out_dir: str,
     cache['saved_model'] = tflite_export.save_serving_model(
         model, os.path.join(cache['scratch'], 'saved_model'))
   if mode == INT8 and 'samples' not in cache:
-    if representative_data is None:
-      raise ConfigError(f'{runtime} int8 needs representative data (the '
-                        'train split) to calibrate; none was given.')
-    cache['samples'] = tflite_export.calibration_samples(
-        representative_data, tflite_export.serving_input_specs(model),
-        num_calibration_samples)
+    cache['samples'] = tflite_export.int8_calibration_samples(
+        model, representative_data, num_calibration_samples,
+        runtimes_lib.LABELS.get(runtime, runtime))
   return export_saved_model(runtime, cache['saved_model'], mode,
                             cache.get('samples'), out_dir, cache)
 

@@ -21,6 +21,8 @@ TFLITE = 'tflite'
 OPENVINO = 'openvino'
 ONNX = 'onnx'
 RUNTIMES = (TFLITE, OPENVINO, ONNX)
+# How messages and reports name each runtime.
+LABELS: Dict[str, str] = {TFLITE: 'TFLite', OPENVINO: 'OpenVINO', ONNX: 'ONNX'}
 # On the command line: every runtime installed where the optimizer runs.
 ALL = 'all'
 # --target-cpu: the runtimes worth building for a deploy CPU. On x86 all

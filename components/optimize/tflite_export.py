@@ -196,6 +196,25 @@ def require_calibration_samples(samples: List[Dict[str, np.ndarray]],
         'out.')
 
 
+def int8_calibration_samples(model, representative_data,
+                             num_samples: int, runtime: str
+                            ) -> List[Dict[str, np.ndarray]]:
+  """A server runtime's int8 calibration set for `model`, checked.
+
+  ``runtime`` names the runtime in the messages (e.g. 'OpenVINO').
+
+  Raises:
+    ConfigError: no representative data, or they give no examples.
+  """
+  if representative_data is None:
+    raise ConfigError(f'{runtime} int8 needs representative data (the train '
+                      'split) to calibrate; none was given.')
+  samples = calibration_samples(representative_data,
+                                serving_input_specs(model), num_samples)
+  require_calibration_samples(samples, runtime, 'int8')
+  return samples
+
+
 def _iter_feature_batches(data: RepresentativeData) -> Iterator[Mapping]:
   if isinstance(data, Mapping):
     yield data
