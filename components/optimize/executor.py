@@ -420,17 +420,12 @@ def _worker_job(model, candidate_name, chain, details, train_ds, eval_data,
                 config, out_dir, server_runtimes, saved_model_dir
                ) -> Dict[str, Any]:
   """What the worker needs: the serving SavedModel and data in memory."""
-  tflite_export.save_serving_model(model, saved_model_dir)
-  params, sparsity, facts = measure._model_facts(model, details)  # pylint: disable=protected-access
-  return dict(
-      saved_model_dir=saved_model_dir, candidate_name=candidate_name,
-      technique=chain, runtimes=list(server_runtimes),
-      samples=tflite_export.calibration_samples(
-          train_ds, tflite_export.serving_input_specs(model),
-          config.calibration_samples),
-      eval_data=eval_data,
-      out_dir=out_dir, num_threads=config.num_threads,
-      quality=config.quality, params=params, sparsity=sparsity, facts=facts)
+  return runtime_variants.saved_model_job(
+      model, saved_model_dir, candidate_name=candidate_name, technique=chain,
+      runtimes=list(server_runtimes), representative_data=train_ds,
+      eval_data=eval_data, out_dir=out_dir, num_threads=config.num_threads,
+      num_calibration_samples=config.calibration_samples, details=details,
+      quality=config.quality)
 
 
 def _log_variant(metrics: measure.VariantMetrics,

@@ -218,21 +218,41 @@ def export_and_score(
   Returns:
     One Built per pair exported and scored.
   """
-  params, sparsity, facts = measure._model_facts(model, details)  # pylint: disable=protected-access
   with tempfile.TemporaryDirectory(prefix='leantfx-runtimes-') as scratch:
-    saved_model = tflite_export.save_serving_model(
-        model, os.path.join(scratch, 'saved_model'))
-    samples = None
-    if INT8 in modes and representative_data is not None:
-      samples = tflite_export.calibration_samples(
-          representative_data, tflite_export.serving_input_specs(model),
-          num_calibration_samples)
-    return export_and_score_saved_model(
-        saved_model, candidate_name=candidate_name, technique=technique,
-        runtimes=runtimes, samples=samples, eval_data=eval_data,
-        out_dir=out_dir, num_threads=num_threads, modes=modes,
-        on_failure=on_failure, quality=quality, params=params,
-        sparsity=sparsity, facts=facts)
+    job = saved_model_job(
+        model, os.path.join(scratch, 'saved_model'),
+        candidate_name=candidate_name, technique=technique, runtimes=runtimes,
+        representative_data=representative_data, eval_data=eval_data,
+        out_dir=out_dir, num_threads=num_threads,
+        num_calibration_samples=num_calibration_samples, modes=modes,
+        details=details, quality=quality)
+    return export_and_score_saved_model(on_failure=on_failure, **job)
+
+
+def saved_model_job(model, saved_model_dir: str, *, representative_data,
+                    num_calibration_samples: int,
+                    details: Optional[Mapping[str, Any]] = None,
+                    **arguments) -> Dict[str, Any]:
+  """``export_and_score_saved_model``'s arguments for a tf_keras model.
+
+  Saves the model's serving SavedModel to ``saved_model_dir``, draws its
+  int8 calibration samples (None without representative data: the int8
+  pairs then fail with the empty-calibration message) and its facts
+  (parameters, sparsity, the technique's details); ``arguments``
+  (candidate_name, technique, runtimes, eval_data, out_dir, num_threads,
+  modes, quality) pass through. Everything in it pickles: the
+  ModelOptimizer sends it to its worker process.
+  """
+  tflite_export.save_serving_model(model, saved_model_dir)
+  samples = None
+  if (INT8 in arguments.get('modes', MODES) and
+      representative_data is not None):
+    samples = tflite_export.calibration_samples(
+        representative_data, tflite_export.serving_input_specs(model),
+        num_calibration_samples)
+  params, sparsity, facts = measure._model_facts(model, details)  # pylint: disable=protected-access
+  return dict(arguments, saved_model_dir=saved_model_dir, samples=samples,
+              params=params, sparsity=sparsity, facts=facts)
 
 
 def export_and_score_saved_model(
