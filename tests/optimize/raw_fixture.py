@@ -12,6 +12,7 @@ import functools
 import os
 
 import numpy as np
+import tf_keras
 import tensorflow as tf
 
 from leantfx import config as config_lib
@@ -23,6 +24,8 @@ from leantfx.models import raw_serving
 
 NUM_TRAIN = 200
 NUM_EVAL = 60
+SEED = 0
+EPOCHS = 3
 
 
 def _read_columns(spec, data_root):
@@ -128,13 +131,19 @@ class Fixture:
     vocabularies = {
         c: self.tft_output.vocabulary_size_by_name(c) + 1
         for c in self.spec.categorical_features}
+    # Seeded: unseeded, the model differed per session and int8's argmax
+    # agreement with float32 on the 60 digits eval rows ranged 0.87-0.98
+    # (under the tests' 0.9 in one run of five); seeded it is 0.983 for
+    # OpenVINO and ONNX in every run. (10 epochs made it sharper and broke
+    # the 0.15 probability tolerance at 0.31, so the recipe stays.)
+    tf_keras.utils.set_random_seed(SEED)
     self.model = model_lib.build_model(self.spec, config_lib.TrainingConfig(),
                                        vocabularies)
     inputs = list(tflite_export.serving_input_specs(self.model))
     labels = np.array([self.spec.classes.index(v)
                        for v in columns[self.spec.label][:NUM_TRAIN]])
     self.model.fit({n: transformed_train[n].numpy() for n in inputs}, labels,
-                   epochs=3, batch_size=32, verbose=0)
+                   epochs=EPOCHS, batch_size=32, verbose=0)
     self.transformed_train = {n: transformed_train[n].numpy() for n in inputs}
     self.transformed_eval = {n: transformed_eval[n].numpy() for n in inputs}
     # The reference: the Transform's output through the Keras model.
