@@ -232,6 +232,7 @@ def export_and_score(
 def saved_model_job(model, saved_model_dir: str, *, representative_data,
                     num_calibration_samples: int,
                     details: Optional[Mapping[str, Any]] = None,
+                    saved: bool = False,
                     **arguments) -> Dict[str, Any]:
   """``export_and_score_saved_model``'s arguments for a tf_keras model.
 
@@ -240,10 +241,13 @@ def saved_model_job(model, saved_model_dir: str, *, representative_data,
   pairs then fail with the empty-calibration message) and its facts
   (parameters, sparsity, the technique's details); ``arguments``
   (candidate_name, technique, runtimes, eval_data, out_dir, num_threads,
-  modes, quality) pass through. Everything in it pickles: the
+  modes, quality) pass through. ``saved``: the model's serving SavedModel
+  is already at ``saved_model_dir`` (the ModelOptimizer's TFLite modes
+  converted it), not saved again. Everything in it pickles: the
   ModelOptimizer sends it to its worker process.
   """
-  tflite_export.save_serving_model(model, saved_model_dir)
+  if not saved:
+    tflite_export.save_serving_model(model, saved_model_dir)
   samples = None
   if (INT8 in arguments.get('modes', MODES) and
       representative_data is not None):

@@ -385,11 +385,38 @@ def export_tflite(model,
   with tempfile.TemporaryDirectory(prefix='leantfx-tflite-') as tmp:
     export_dir = saved_model_dir or os.path.join(tmp, 'saved_model')
     save_serving_model(model, export_dir)
-    flatbuffer = convert_saved_model(
-        export_dir, mode,
-        None if (mode == INT8 and quantization_aware) else representative_data,
-        quantization_aware=quantization_aware,
+    flatbuffer = export_saved_model_tflite(
+        export_dir, mode, representative_data,
+        quantization_aware=quantization_aware, output_path=output_path,
         num_calibration_samples=num_calibration_samples)
+  return flatbuffer
+
+
+def export_saved_model_tflite(
+    saved_model_dir: str,
+    mode: str,
+    representative_data: Optional[RepresentativeData] = None,
+    *,
+    quantization_aware: bool = False,
+    output_path: Optional[str] = None,
+    num_calibration_samples: int = DEFAULT_CALIBRATION_SAMPLES) -> bytes:
+  """export_tflite's conversion, of a serving SavedModel already saved.
+
+  The ModelOptimizer saves each candidate's serving SavedModel once
+  (save_serving_model) and converts every TFLite mode, and the server
+  runtimes' exports, from it. ``quantization_aware``: the SavedModel is a
+  QAT model's (its 'int8' takes the fake-quant ranges, no calibration).
+
+  Returns:
+    The .tflite flatbuffer (also written to ``output_path`` if given).
+  """
+  if mode not in MODES:
+    raise ConfigError(f'Unknown TFLite mode {mode!r}; use one of {MODES}.')
+  flatbuffer = convert_saved_model(
+      saved_model_dir, mode,
+      None if (mode == INT8 and quantization_aware) else representative_data,
+      quantization_aware=quantization_aware,
+      num_calibration_samples=num_calibration_samples)
   if output_path:
     os.makedirs(os.path.dirname(os.path.abspath(output_path)), exist_ok=True)
     with open(output_path, 'wb') as f:

@@ -13,6 +13,7 @@ from leantfx.components.optimize import config as config_lib
 from leantfx.components.optimize import executor as executor_lib
 from leantfx.components.optimize import measure
 from leantfx.components.optimize import runtime_variants
+from leantfx.components.optimize import tflite_export
 from leantfx.components.optimize.selection import Budget
 
 RUNS = 20
@@ -106,3 +107,43 @@ def test_the_worker_process_runs_at_the_lowest_priority():
     pool.shutdown(wait=True)
   assert worker_pid != os.getpid()
   assert niceness >= runtime_variants.WORKER_NICENESS
+
+
+def test_each_candidate_is_saved_once_for_all_its_runtimes_and_modes(
+    teacher, digits, tmp_path, monkeypatch):
+  """Every TFLite mode and the worker's exports convert one SavedModel."""
+  saved = []
+  real_save = tflite_export.save_serving_model
+
+  def counting_save(model, export_dir):
+    saved.append(export_dir)
+    return real_save(model, export_dir)
+
+  monkeypatch.setattr(tflite_export, 'save_serving_model', counting_save)
+  failures = []
+  variants = _build(teacher, digits, tmp_path, failures)
+  assert failures == []
+  # Two candidates, 3 TFLite modes and 8 server pairs among them: 2 saves.
+  assert len(variants) == 11
+  assert len(saved) == 2, saved
+  assert [os.path.basename(os.path.dirname(d)) for d in saved] == [
+      'baseline', 'clustering']
+
+
+def test_a_candidate_that_cannot_be_saved_is_listed_and_the_rest_go_on(
+    teacher, digits, tmp_path, monkeypatch):
+  real_save = tflite_export.save_serving_model
+
+  def failing_for_clustering(model, export_dir):
+    if os.path.basename(os.path.dirname(export_dir)) == 'clustering':
+      raise ValueError('cannot trace this model')
+    return real_save(model, export_dir)
+
+  monkeypatch.setattr(tflite_export, 'save_serving_model',
+                      failing_for_clustering)
+  failures = []
+  variants = _build(teacher, digits, tmp_path, failures)
+  assert [(f['candidate'], f['stage']) for f in failures] == [
+      ('clustering', 'serving SavedModel')]
+  assert 'cannot trace this model' in failures[0]['error']
+  assert sorted({v.name.split('/')[0] for v in variants}) == ['baseline']
