@@ -16,6 +16,7 @@ from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
+from leantfx.components.optimize import runtimes as runtimes_lib
 from leantfx.components.optimize import tflite_export
 from leantfx.errors import ConfigError
 
@@ -34,7 +35,9 @@ def convert(saved_model_dir: str):
   raises would leave the later INFO and WARNING lines of every logger
   without a level of its own (Beam's, leantfx.*) out of the run's log. The
   root logger's level, filters and handlers are put back either way.
+  OpenVINO's telemetry is declined first (runtimes.decline_openvino_telemetry).
   """
+  runtimes_lib.decline_openvino_telemetry()
   import openvino as ov  # pylint: disable=g-import-not-at-top
   root = logging.getLogger()
   level, filters, handlers = root.level, list(root.filters), list(root.handlers)
@@ -63,6 +66,7 @@ def quantize_int8(ov_model, samples: List[Dict[str, np.ndarray]],
     ConfigError: `samples` is empty.
   """
   tflite_export.require_calibration_samples(samples, 'OpenVINO', INT8)
+  runtimes_lib.decline_openvino_telemetry()
   import nncf  # pylint: disable=g-import-not-at-top
   names = [p.get_any_name() for p in ov_model.inputs]
 

@@ -324,7 +324,11 @@ def worker_init() -> None:
 
 
 def warm_up() -> None:
-  """Imports what a worker's exports need (run first in a new worker)."""
+  """Imports what a worker's exports need (run first in a new worker).
+
+  OpenVINO's and NNCF's telemetry is declined before they are imported.
+  """
+  runtimes_lib.decline_openvino_telemetry()
   for runtime in SERVER_RUNTIMES:
     for module in runtimes_lib.REQUIRED_MODULES[runtime]:
       if runtimes_lib.module_installed(module):

@@ -109,3 +109,35 @@ def resolve(requested: Optional[Sequence[str]]
   messages = [not_installed_message(r) for r in wanted
               if missing_modules(r)]
   return tuple(available), messages
+
+
+def decline_openvino_telemetry() -> None:
+  """Declines OpenVINO's and NNCF's telemetry in this process.
+
+  openvino.convert_model and nncf.quantize send usage events through the
+  openvino_telemetry package unless the user ran its opt-out, and each
+  event is sent from a new multiprocessing process: in the ModelOptimizer's
+  spawned worker that is a fresh Python importing TensorFlow, six at a time
+  (measured: 6 such processes at 15% CPU each, throughout a digits run's
+  exports, slowing the training beside them), for a network call a
+  pipeline has no business making. This answers the consent check as a
+  declined opt-in would, for every tool that asks (the check runs at each
+  tool's initialisation), without writing the user's consent file.
+  Idempotent; nothing happens when openvino_telemetry is not installed.
+  """
+  try:
+    from openvino_telemetry.utils import opt_in_checker  # pylint: disable=g-import-not-at-top
+  except ImportError:
+    return
+  declined = opt_in_checker.ConsentCheckResult.DECLINED
+
+  def check(self, enable_opt_in_dialog, disable_in_ci=False):  # pylint: disable=unused-argument
+    return declined
+
+  opt_in_checker.OptInChecker.check = check
+  # A tool initialised before this call keeps its answer: withdraw it.
+  import openvino_telemetry  # pylint: disable=g-import-not-at-top
+  instance = getattr(openvino_telemetry.Telemetry,
+                     '_SingletonMetaClass__single_instance', None)
+  if instance is not None:
+    instance.consent = False

@@ -184,3 +184,41 @@ def test_a_variant_that_cannot_be_timed_is_listed_not_fatal(monkeypatch):
   assert timed == []
   assert failures == [('openvino float32 timing',
                        'ParameterMismatch: the input precision is i64')]
+
+
+def test_openvino_and_nncf_send_no_telemetry(tmp_path, monkeypatch):
+  """convert_model and nncf.quantize sent 43 events for one small model
+  (each from a new multiprocessing process) before the export declined
+  their telemetry; the sender is replaced by a recorder here, so nothing
+  leaves the machine either way."""
+  from openvino_telemetry.utils import sender  # pylint: disable=g-import-not-at-top
+  sent = []
+  monkeypatch.setattr(sender.TelemetrySender, 'send',
+                      lambda self, backend, message: sent.append(message))
+  # openvino_telemetry declines by itself in a CI job: not the user's case.
+  for name in ('CI', 'TF_BUILD', 'JENKINS_URL'):
+    monkeypatch.delenv(name, raising=False)
+
+  class Tiny(tf.Module):
+
+    def __init__(self):
+      super().__init__()
+      self.w = tf.Variable(tf.random.normal([4, 3], seed=0))
+
+    @tf.function(input_signature=[tf.TensorSpec([None, 4], tf.float32,
+                                                name='x')])
+    def serve(self, x):
+      return {'y': tf.nn.relu(tf.matmul(x, self.w))}
+
+  module = Tiny()
+  saved = str(tmp_path / 'saved_model')
+  tf.saved_model.save(module, saved, signatures={'serving_default':
+                                                     module.serve})
+  ov_model = openvino_export.convert(saved)
+  rows = np.random.default_rng(0).random((8, 1, 4), dtype=np.float32)
+  quantized = openvino_export.quantize_int8(ov_model,
+                                            [{'x': r} for r in rows])
+  assert quantized is not None
+  assert sent == []
+  import openvino_telemetry  # pylint: disable=g-import-not-at-top
+  assert openvino_telemetry.Telemetry().consent is False
