@@ -232,7 +232,7 @@ def add_pipeline_options(parser: argparse.ArgumentParser,
           help='runtimes to build and push variants in, comma-separated, '
           'of tflite,openvino,onnx, or all (every one installed where the '
           "optimizer runs; pip extra leantfx[runtimes]). Default tflite: "
-          'building the server runtimes still makes the optimizer about 1.3x '
+          'building the server runtimes still makes the optimizer 1.3-1.5x '
           "slower (docs/measurements.md). OpenVINO and ONNX "
           'variants (float32, int8) are built for the candidates whose '
           'TFLite variants are inside the accuracy budget and pushed to '

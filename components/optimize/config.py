@@ -261,7 +261,7 @@ class OptimizationConfig:
     runtimes: the runtimes to build variants in, of runtimes.RUNTIMES
       ('tflite', 'openvino', 'onnx'); None: every one installed where the
       optimizer runs. Default TFLite only: the server runtimes still cost
-      the optimizer about 1.3x slower. TFLite builds every candidate; the server runtimes
+      the optimizer 1.3-1.5x slower. TFLite builds every candidate; the server runtimes
       (OpenVINO, ONNX Runtime) build float32 and int8 of the candidates
       whose TFLite variants are inside the accuracy budget. A named runtime
       that is not installed is skipped with a message naming the pip extra.

@@ -253,7 +253,7 @@ def test_digits_default_run_reaches_the_accuracy_bar(tmp_path):
   _check_pushed_model(summary, datasets.BUNDLED['digits'])
   _check_pushed_tflite(output, summary, result.stdout)
   # The server runtimes are opt-in (--runtimes): they still make the
-  # optimizer about 1.3x slower (docs/measurements.md). tests/optimize/test_runtime_variants.py pushes
+  # optimizer 1.3-1.5x slower (docs/measurements.md). tests/optimize/test_runtime_variants.py pushes
   # them.
   for runtime in ('openvino', 'onnx'):
     assert not os.path.exists(os.path.join(output, runtime)), runtime
