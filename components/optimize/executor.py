@@ -433,8 +433,7 @@ def _worker_job(model, candidate_name, chain, details, train_ds, eval_data,
   """What the worker needs: the serving SavedModel (saved_model_dir, already
   saved) and data in memory."""
   return runtime_variants.saved_model_job(
-      model, saved_model_dir, saved=True, candidate_name=candidate_name,
-      technique=chain,
+      model, saved_model_dir, candidate_name=candidate_name, technique=chain,
       runtimes=list(server_runtimes), representative_data=train_ds,
       eval_data=eval_data, out_dir=out_dir, num_threads=config.num_threads,
       num_calibration_samples=config.calibration_samples, details=details,

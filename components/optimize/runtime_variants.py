@@ -219,8 +219,10 @@ def export_and_score(
     One Built per pair exported and scored.
   """
   with tempfile.TemporaryDirectory(prefix='leantfx-runtimes-') as scratch:
+    saved_model = tflite_export.save_serving_model(
+        model, os.path.join(scratch, 'saved_model'))
     job = saved_model_job(
-        model, os.path.join(scratch, 'saved_model'),
+        model, saved_model,
         candidate_name=candidate_name, technique=technique, runtimes=runtimes,
         representative_data=representative_data, eval_data=eval_data,
         out_dir=out_dir, num_threads=num_threads,
@@ -232,22 +234,18 @@ def export_and_score(
 def saved_model_job(model, saved_model_dir: str, *, representative_data,
                     num_calibration_samples: int,
                     details: Optional[Mapping[str, Any]] = None,
-                    saved: bool = False,
                     **arguments) -> Dict[str, Any]:
   """``export_and_score_saved_model``'s arguments for a tf_keras model.
 
-  Saves the model's serving SavedModel to ``saved_model_dir``, draws its
-  int8 calibration samples (None without representative data: the int8
-  pairs then fail with the empty-calibration message) and its facts
-  (parameters, sparsity, the technique's details); ``arguments``
+  Draws the model's int8 calibration samples (None without representative
+  data: the int8 pairs then fail with the empty-calibration message) and
+  its facts (parameters, sparsity, the technique's details); ``arguments``
   (candidate_name, technique, runtimes, eval_data, out_dir, num_threads,
-  modes, quality) pass through. ``saved``: the model's serving SavedModel
-  is already at ``saved_model_dir`` (the ModelOptimizer's TFLite modes
-  converted it), not saved again. Everything in it pickles: the
-  ModelOptimizer sends it to its worker process.
+  modes, quality) pass through. ``saved_model_dir`` holds the model's
+  serving SavedModel already (tflite_export.save_serving_model; the
+  ModelOptimizer's TFLite modes convert the same one). Everything in it
+  pickles: the ModelOptimizer sends it to its worker process.
   """
-  if not saved:
-    tflite_export.save_serving_model(model, saved_model_dir)
   samples = None
   if (INT8 in arguments.get('modes', MODES) and
       representative_data is not None):
