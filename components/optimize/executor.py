@@ -19,6 +19,7 @@ import json
 import multiprocessing
 import os
 import tempfile
+import traceback
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from absl import logging
@@ -275,7 +276,8 @@ def build_variants(model: tf_keras.Model,
                    *,
                    server_runtimes: Sequence[str] = (),
                    baseline: Optional[measure.VariantMetrics] = None,
-                   models: Optional[Dict[str, Any]] = None
+                   models: Optional[Dict[str, Any]] = None,
+                   pool: Optional[concurrent.futures.Executor] = None
                   ) -> List[measure.VariantMetrics]:
   """Runs every candidate chain, exports each mode and measures it.
 
@@ -305,6 +307,9 @@ def build_variants(model: tf_keras.Model,
     baseline: the baseline's metrics, for that budget check.
     models: if given, candidate name -> its Keras model (after its chain)
       is put in it, for the raw-feature export of the pick.
+    pool: the worker process for the server-runtime exports (the caller's,
+      which it shuts down); None: one is started here when server_runtimes
+      is not empty, and shut down on return.
 
   Returns:
     One VariantMetrics per (candidate, mode) or (candidate, runtime, mode)
@@ -326,7 +331,11 @@ def build_variants(model: tf_keras.Model,
   # (Python), so a thread would wait for the GIL; a process uses the other
   # core (point 8 of issue 12). The process starts with the first candidate
   # and imports the runtimes while the baseline's TFLite modes convert.
-  pool = _runtime_pool() if server_runtimes else None
+  own_pool = pool is None and bool(server_runtimes)
+  if own_pool:
+    pool = _runtime_pool()
+  elif not server_runtimes:
+    pool = None
   scratch = tempfile.TemporaryDirectory(prefix='leantfx-variants-')
   try:
     for candidate in config.candidates:
@@ -404,10 +413,8 @@ def build_variants(model: tf_keras.Model,
                         stage, trace)
         failures.append({'candidate': name, 'stage': stage, 'error': error})
   finally:
-    if pool is not None:
-      # Every job is done (or the loop raised): the worker's own exit
-      # (TensorFlow's finalization takes seconds) is not waited for.
-      pool.shutdown(wait=False, cancel_futures=True)
+    if own_pool:
+      _shut_down(pool)
     scratch.cleanup()
   if pool is None:
     return [v for found in by_candidate.values() for v in found]
@@ -425,6 +432,13 @@ def _runtime_pool() -> concurrent.futures.ProcessPoolExecutor:
       initializer=runtime_variants.worker_init)
   pool.submit(runtime_variants.warm_up)
   return pool
+
+
+def _shut_down(pool: Optional[concurrent.futures.Executor]) -> None:
+  """Every job is done (or the caller raised): the worker's own exit
+  (TensorFlow's finalization takes seconds) is not waited for."""
+  if pool is not None:
+    pool.shutdown(wait=False, cancel_futures=True)
 
 
 def _worker_job(model, candidate_name, chain, details, train_ds, eval_data,
@@ -533,52 +547,117 @@ def _raw_export(variant: measure.VariantMetrics, models: Mapping[str, Any],
                 config: config_lib.OptimizationConfig,
                 failures: List[Dict[str, str]]
                ) -> Tuple[Optional[str], Dict[str, Any]]:
-  """The raw-feature export of a pick, and what the push will take.
+  """The raw-feature export of one pick, in this process (_raw_exports)."""
+  return _raw_exports({variant.runtime: variant}, models, raw, all_eval,
+                      config, failures)[variant.runtime]
+
+
+def _raw_exports(picks: Mapping[str, measure.VariantMetrics],
+                 models: Mapping[str, Any],
+                 raw: Optional[raw_features.RawInputs],
+                 all_eval: measure.LabeledData,
+                 config: config_lib.OptimizationConfig,
+                 failures: List[Dict[str, str]],
+                 pool: Optional[concurrent.futures.Executor] = None
+                ) -> Dict[str, Tuple[Optional[str], Dict[str, Any]]]:
+  """The raw-feature export of each runtime's pick, and what its push takes.
+
+  The exports are independent: with a worker ``pool``, the server runtimes'
+  conversions and measurements (raw_runtimes.convert_and_measure; their
+  wrapper SavedModels are saved here first) run in the worker while this
+  process exports the TFLite pick (point 8 of issue 12). Each export is
+  scored on the whole raw eval split and checked against its
+  transformed-input variant on the same rows.
+
+  Args:
+    picks: runtime -> its pick (the gated transformed-input variant).
+    models: candidate name -> its Keras model.
+    raw: the raw rows and the Transform; None: nothing is exported.
+    all_eval: the transformed eval split (all of it).
+    config: the optimization config.
+    failures: a failed export is appended here; its pick is then pushed
+      with transformed-feature inputs.
+    pool: the worker process, or None to run everything here.
 
   Returns:
-    (the export's file (TFLite) or folder (OpenVINO, ONNX), its facts), or
-    (None, {'inputs': 'transformed'}) when raw is None or the export failed
-    (the failure is appended to ``failures``): the caller pushes the
-    transformed-input variant.
+    runtime -> (the export's file (TFLite) or folder (OpenVINO, ONNX), its
+    facts), or (None, {'inputs': 'transformed'}) when raw is None or the
+    export failed: the caller pushes the transformed-input variant.
   """
   transformed = {'inputs': 'transformed'}
   if raw is None:
-    return None, transformed
-  candidate = variant.name.split('/')[0]
+    return {runtime: (None, transformed) for runtime in picks}
   quality = config.quality
   tolerance = getattr(config.budget, quality.budget_field)
   settings = dict(num_threads=config.num_threads,
                   latency_runs=config.latency_runs,
                   warmup_runs=config.warmup_runs,
                   calibration_samples=config.calibration_samples)
-  try:
-    if variant.runtime in runtime_variants.SERVER_RUNTIMES:
-      reference = _scores_on(variant, all_eval, config)[quality.name]
-      variant_dir = (variant.path if os.path.isdir(variant.path) else
-                     os.path.dirname(variant.path))
-      path, facts = raw_runtimes.export_checked(
-          variant.runtime, models[candidate], variant_dir,
-          variant.tflite_mode, variant.name, raw, reference, quality,
-          tolerance, **settings)
-    else:
-      path, facts = raw_features.export_checked(
-          models[candidate], variant, raw, all_eval, quality, tolerance,
-          **settings)
-  except Exception as e:  # pylint: disable=broad-except
-    logging.exception('ModelOptimizer: the raw-feature export of %s failed; '
-                      'pushing its transformed-input model.', variant.name)
+  results: Dict[str, Tuple[Optional[str], Dict[str, Any]]] = {}
+
+  def failed(variant, error):
+    logging.error('ModelOptimizer: the raw-feature export of %s failed; '
+                  'pushing its transformed-input model.\n%s', variant.name,
+                  ''.join(traceback.format_exception(
+                      type(error), error, error.__traceback__)))
     failures.append({
         'candidate': variant.name, 'stage': 'raw-feature export',
-        'error': (f'{type(e).__name__}: {e}; the pushed model takes the '
-                  'transformed features instead'),
+        'error': (f'{type(error).__name__}: {error}; the pushed model takes '
+                  'the transformed features instead'),
         # The pick was still pushed (the summary says so, not "skipped").
         'pushed_inputs': 'transformed'})
-    return None, transformed
-  logging.info('ModelOptimizer: %s takes raw features: %s %.4f on %d raw '
-               'eval rows, p50 %.3f ms with the Transform', variant.name,
-               quality.name, facts[quality.name], facts['eval_examples'],
-               facts['latency_p50_ms'])
-  return path, facts
+    results[variant.runtime] = (None, transformed)
+
+  with tempfile.TemporaryDirectory(prefix='leantfx-raw-exports-') as scratch:
+    jobs = []
+    for runtime, variant in picks.items():
+      if runtime not in runtime_variants.SERVER_RUNTIMES:
+        continue
+      try:
+        reference = _scores_on(variant, all_eval, config)[quality.name]
+        variant_dir = (variant.path if os.path.isdir(variant.path) else
+                       os.path.dirname(variant.path))
+        job = raw_runtimes.checked_job(
+            runtime, models[variant.name.split('/')[0]], variant_dir,
+            variant.tflite_mode, raw, quality, scratch=scratch, **settings)
+      except Exception as e:  # pylint: disable=broad-except
+        failed(variant, e)
+        continue
+      future = None
+      if pool is not None:
+        try:
+          future = pool.submit(raw_runtimes.convert_and_measure, **job)
+        except Exception:  # pylint: disable=broad-except
+          # A worker that died earlier: the export runs here.
+          logging.warning('ModelOptimizer: the worker process is gone; the '
+                          'raw-feature export of %s runs here.', variant.name)
+      jobs.append((variant, reference, job, future))
+    for runtime, variant in picks.items():
+      if runtime in runtime_variants.SERVER_RUNTIMES:
+        continue
+      try:
+        results[runtime] = raw_features.export_checked(
+            models[variant.name.split('/')[0]], variant, raw, all_eval,
+            quality, tolerance, **settings)
+      except Exception as e:  # pylint: disable=broad-except
+        failed(variant, e)
+    for variant, reference, job, future in jobs:
+      try:
+        measured = (future.result() if future is not None else
+                    raw_runtimes.convert_and_measure(**job))
+        results[variant.runtime] = raw_runtimes.checked_facts(
+            variant.runtime, job['output_dir'], measured, variant.name,
+            len(raw.eval), reference, quality, tolerance)
+      except Exception as e:  # pylint: disable=broad-except
+        failed(variant, e)
+  for runtime, variant in picks.items():
+    path, facts = results[runtime]
+    if path is not None:
+      logging.info('ModelOptimizer: %s takes raw features: %s %.4f on %d raw '
+                   'eval rows, p50 %.3f ms with the Transform', variant.name,
+                   quality.name, facts[quality.name], facts['eval_examples'],
+                   facts['latency_p50_ms'])
+  return results
 
 
 def runtime_push_base(tflite_push_base: str, runtime: str) -> str:
@@ -713,7 +792,6 @@ def optimize(model: tf_keras.Model,
       latency_runs=config.latency_runs, warmup_runs=config.warmup_runs,
       keras_model=model, quality=quality)
   failures: List[Dict[str, str]] = []
-  models: Dict[str, Any] = {}
   built_runtimes, missing = runtimes_lib.resolve(config.runtimes)
   for message in missing:
     logging.warning('ModelOptimizer: %s', message)
@@ -721,95 +799,111 @@ def optimize(model: tf_keras.Model,
                      'error': message})
   server_runtimes = [r for r in built_runtimes
                      if r in runtime_variants.SERVER_RUNTIMES]
-  variants = build_variants(model, train_ds, technique_ds, selection_data,
-                            config,
-                            os.path.join(report_dir, VARIANTS_DIR), failures,
-                            server_runtimes=server_runtimes,
-                            baseline=baseline, models=models)
-  if not variants and failures:
-    raise NoVariantBuilt(
-        'ModelOptimizer: every candidate failed, nothing to gate or push '
-        '(the SavedModel push is not affected): ' + '; '.join(
-            f"{f['candidate']} at {f['stage']}: {f['error']}"
-            for f in failures) +
-        '. Fix or remove these candidates, or run with --no-optimize.')
-  decisions = selection.gate(baseline, variants, config.budget, quality,
-                             labels=selection_data.labels)
-  # Per runtime, the policy's pick among that runtime's blessed variants; the
-  # TFLite pick is the component's blessing and its Format-TFLite output.
-  picks = {runtime: selection.select(
-      [d for d in decisions if d.variant.runtime == runtime], config.policy,
-      quality)
-           for runtime in [runtimes_lib.TFLITE] + server_runtimes}
-  selected = picks.pop(runtimes_lib.TFLITE)
-  held_out = selection.held_out(
-      baseline, decisions, report_data,
-      lambda v, data: _scores_on(v, data, config), quality)
-  pushed = None
-  serving_inputs = None
-  if selected is None:
-    logging.warning('ModelOptimizer: %s; nothing pushed.',
-                    report.NO_VARIANT_BLESSED)
-  else:
-    v = selected.variant
-    chain = [] if v.technique == config_lib.BASELINE else v.technique.split(
-        '+')
-    metrics = _manifest_metrics(selected, baseline, held_out, quality)
-    path, serving_inputs = _raw_export(v, models, raw, all_eval, config,
-                                       failures)
-    metrics['serving_inputs'] = serving_inputs
-    pushed = push.push_tflite(
-        path or v.path, push_base, model_name, source_model_uri=source_model_uri,
-        technique_chain=chain, tflite_mode=v.tflite_mode, metrics=metrics)
-    logging.info('ModelOptimizer: pushed %s as version %d to %s', v.name,
-                 pushed.version, pushed.directory)
-    if optimized_model_dir:
-      out = os.path.join(optimized_model_dir, spec.TFLITE_MODEL_DIR)
-      fileio.makedirs(out)
-      fileio.copy(pushed.model_path, os.path.join(out, push.MODEL_FILE),
-                  overwrite=True)
-      fileio.copy(os.path.join(pushed.directory, push.MANIFEST_FILE),
-                  os.path.join(out, push.MANIFEST_FILE), overwrite=True)
-  runtime_pushes = {}
-  runtime_inputs = {}
-  for runtime, pick in picks.items():
-    if pick is None:
-      logging.warning('ModelOptimizer: %s: %s; nothing pushed.', runtime,
+  # One worker process for the server runtimes' exports, for as long as
+  # there are any: the candidates' (build_variants) and the picks' raw-feature
+  # ones (_raw_exports).
+  pool = _runtime_pool() if server_runtimes else None
+  try:
+    models: Dict[str, Any] = {}
+    variants = build_variants(model, train_ds, technique_ds, selection_data,
+                              config,
+                              os.path.join(report_dir, VARIANTS_DIR), failures,
+                              server_runtimes=server_runtimes,
+                              baseline=baseline, models=models, pool=pool)
+    if not variants and failures:
+      raise NoVariantBuilt(
+          'ModelOptimizer: every candidate failed, nothing to gate or push '
+          '(the SavedModel push is not affected): ' + '; '.join(
+              f"{f['candidate']} at {f['stage']}: {f['error']}"
+              for f in failures) +
+          '. Fix or remove these candidates, or run with --no-optimize.')
+    decisions = selection.gate(baseline, variants, config.budget, quality,
+                               labels=selection_data.labels)
+    # Per runtime, the policy's pick among that runtime's blessed variants;
+    # the TFLite pick is the component's blessing and its Format-TFLite
+    # output.
+    picks = {runtime: selection.select(
+        [d for d in decisions if d.variant.runtime == runtime], config.policy,
+        quality)
+             for runtime in [runtimes_lib.TFLITE] + server_runtimes}
+    selected = picks.pop(runtimes_lib.TFLITE)
+    held_out = selection.held_out(
+        baseline, decisions, report_data,
+        lambda v, data: _scores_on(v, data, config), quality)
+    pushed = None
+    serving_inputs = None
+    exports = _raw_exports(
+        {runtime: pick.variant for runtime, pick in
+         [(runtimes_lib.TFLITE, selected)] + list(picks.items())
+         if pick is not None},
+        models, raw, all_eval, config, failures, pool)
+    if selected is None:
+      logging.warning('ModelOptimizer: %s; nothing pushed.',
                       report.NO_VARIANT_BLESSED)
-      continue
-    v = pick.variant
-    source_dir = v.path if os.path.isdir(v.path) else os.path.dirname(v.path)
-    raw_dir, inputs = _raw_export(v, models, raw, all_eval, config, failures)
-    metrics = _manifest_metrics(pick, baseline, held_out, quality)
-    metrics['serving_inputs'] = runtime_inputs[runtime] = inputs
-    runtime_pushes[runtime] = push.push_runtime_model(
-        runtime, raw_dir or source_dir, runtime_push_base(push_base, runtime),
-        model_name, source_model_uri=source_model_uri,
-        technique_chain=([] if v.technique == config_lib.BASELINE else
-                         v.technique.split('+')),
-        mode=v.tflite_mode, metrics=metrics)
-    logging.info('ModelOptimizer: pushed %s as version %d to %s', v.name,
-                 runtime_pushes[runtime].version,
-                 runtime_pushes[runtime].directory)
-  report_paths = report.write_report(
-      report_dir, baseline, decisions, selected, budget=config.budget,
-      policy=config.policy, source_model_uri=source_model_uri,
-      pushed_to=pushed.directory if pushed else None, failures=failures,
-      runtime_picks={
-          runtime: {'selected': pick.variant.name if pick else None,
-                    'pushed_to': (runtime_pushes[runtime].directory
-                                  if runtime in runtime_pushes else None)}
-          for runtime, pick in picks.items()},
-      held_out=held_out, quality=quality,
-      left_out=(config_lib.REGRESSION_LEFT_OUT
-                if quality.task == quality_lib.REGRESSION else None))
-  return Outcome(baseline=baseline, decisions=decisions, selected=selected,
-                 pushed=pushed, report_paths=report_paths, failures=failures,
-                 runtime_picks=picks, runtime_pushes=runtime_pushes,
-                 held_out=held_out,
-                 fastest=selection.fastest(baseline, decisions),
-                 serving_inputs=serving_inputs,
-                 runtime_serving_inputs=runtime_inputs)
+    else:
+      v = selected.variant
+      chain = [] if v.technique == config_lib.BASELINE else v.technique.split(
+          '+')
+      metrics = _manifest_metrics(selected, baseline, held_out, quality)
+      path, serving_inputs = exports[runtimes_lib.TFLITE]
+      metrics['serving_inputs'] = serving_inputs
+      pushed = push.push_tflite(
+          path or v.path, push_base, model_name,
+          source_model_uri=source_model_uri, technique_chain=chain,
+          tflite_mode=v.tflite_mode, metrics=metrics)
+      logging.info('ModelOptimizer: pushed %s as version %d to %s', v.name,
+                   pushed.version, pushed.directory)
+      if optimized_model_dir:
+        out = os.path.join(optimized_model_dir, spec.TFLITE_MODEL_DIR)
+        fileio.makedirs(out)
+        fileio.copy(pushed.model_path, os.path.join(out, push.MODEL_FILE),
+                    overwrite=True)
+        fileio.copy(os.path.join(pushed.directory, push.MANIFEST_FILE),
+                    os.path.join(out, push.MANIFEST_FILE), overwrite=True)
+    runtime_pushes = {}
+    runtime_inputs = {}
+    for runtime, pick in picks.items():
+      if pick is None:
+        logging.warning('ModelOptimizer: %s: %s; nothing pushed.', runtime,
+                        report.NO_VARIANT_BLESSED)
+        continue
+      v = pick.variant
+      source_dir = (v.path if os.path.isdir(v.path) else
+                    os.path.dirname(v.path))
+      raw_dir, inputs = exports[runtime]
+      metrics = _manifest_metrics(pick, baseline, held_out, quality)
+      metrics['serving_inputs'] = runtime_inputs[runtime] = inputs
+      runtime_pushes[runtime] = push.push_runtime_model(
+          runtime, raw_dir or source_dir,
+          runtime_push_base(push_base, runtime), model_name,
+          source_model_uri=source_model_uri,
+          technique_chain=([] if v.technique == config_lib.BASELINE else
+                           v.technique.split('+')),
+          mode=v.tflite_mode, metrics=metrics)
+      logging.info('ModelOptimizer: pushed %s as version %d to %s', v.name,
+                   runtime_pushes[runtime].version,
+                   runtime_pushes[runtime].directory)
+    report_paths = report.write_report(
+        report_dir, baseline, decisions, selected, budget=config.budget,
+        policy=config.policy, source_model_uri=source_model_uri,
+        pushed_to=pushed.directory if pushed else None, failures=failures,
+        runtime_picks={
+            runtime: {'selected': pick.variant.name if pick else None,
+                      'pushed_to': (runtime_pushes[runtime].directory
+                                    if runtime in runtime_pushes else None)}
+            for runtime, pick in picks.items()},
+        held_out=held_out, quality=quality,
+        left_out=(config_lib.REGRESSION_LEFT_OUT
+                  if quality.task == quality_lib.REGRESSION else None))
+    return Outcome(baseline=baseline, decisions=decisions, selected=selected,
+                   pushed=pushed, report_paths=report_paths, failures=failures,
+                   runtime_picks=picks, runtime_pushes=runtime_pushes,
+                   held_out=held_out,
+                   fastest=selection.fastest(baseline, decisions),
+                   serving_inputs=serving_inputs,
+                   runtime_serving_inputs=runtime_inputs)
+  finally:
+    _shut_down(pool)
 
 
 # -------------------------------------------------------------- executor ---

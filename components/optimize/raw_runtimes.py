@@ -46,7 +46,7 @@ names openvino_export / onnx_export write and push.RUNTIME_FILES lists.
 import os
 import tempfile
 import time
-from typing import Dict, List, Mapping, Optional, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -141,6 +141,9 @@ def export_raw(runtime: str, model, tf_transform_output, label: str,
                    tflite_export.DEFAULT_CALIBRATION_SAMPLES)) -> str:
   """Writes ``model`` behind the Transform as OpenVINO IR or ONNX.
 
+  ``prepare_raw`` then ``convert_raw`` in this process (the ModelOptimizer
+  runs the second half in its worker process).
+
   Args:
     runtime: 'openvino' or 'onnx'.
     model: the variant's tf_keras model (transformed-feature inputs).
@@ -161,6 +164,33 @@ def export_raw(runtime: str, model, tf_transform_output, label: str,
       calibration rows, or rows lacking a column; a graph the runtime's
       converter cannot take (OpenVINO and vocabulary columns).
   """
+  with tempfile.TemporaryDirectory(prefix='leantfx-raw-runtime-') as tmp:
+    job = prepare_raw(runtime, model, tf_transform_output, label, classes,
+                      mode, raw_train_features, scratch=tmp,
+                      num_calibration_samples=num_calibration_samples)
+    return convert_raw(output_dir=output_dir, **job)
+
+
+def prepare_raw(runtime: str, model, tf_transform_output, label: str,
+                classes: Sequence[str], mode: str,
+                raw_train_features: Optional[Mapping[str, np.ndarray]],
+                *, scratch: str,
+                num_calibration_samples: int = (
+                    tflite_export.DEFAULT_CALIBRATION_SAMPLES)
+               ) -> Dict[str, Any]:
+  """The half of ``export_raw`` that needs the Keras model and the Transform.
+
+  Checks the request, draws the calibration rows and saves the wrapper
+  SavedModel (raw_features.save_raw_serving_model; for OpenVINO with the
+  vocabulary columns as ids) under ``scratch``, which must outlive the
+  conversion.
+
+  Returns:
+    ``convert_raw``'s keyword arguments but output_dir; all of it pickles.
+
+  Raises:
+    ConfigError: as export_raw, but a conversion failure.
+  """
   if runtime not in RUNTIMES:
     raise ConfigError(
         f'No raw-feature export for runtime {runtime!r}; use one of '
@@ -179,26 +209,45 @@ def export_raw(runtime: str, model, tf_transform_output, label: str,
     tflite_export.require_calibration_samples(
         samples, runtimes_lib.LABELS[runtime], mode)
     _check_columns(raw_train_features, tf_transform_output, label)
+  vocabularies = {}
+  if runtime == OPENVINO:
+    vocabularies = raw_features.categorical_vocabularies(
+        model, tf_transform_output, label)
+  saved_model = raw_features.save_raw_serving_model(
+      model, tf_transform_output, label, classes,
+      os.path.join(scratch, f'{runtime}_{mode}_saved_model'),
+      lookups_outside=runtime == OPENVINO)
+  return dict(runtime=runtime, saved_model=saved_model, mode=mode,
+              samples=samples, vocabularies=vocabularies)
+
+
+def convert_raw(*, runtime: str, saved_model: str, mode: str,
+                samples: List[Dict[str, np.ndarray]],
+                vocabularies: Mapping[str, List[bytes]],
+                output_dir: str) -> str:
+  """The half of ``export_raw`` that needs neither Keras nor the Transform.
+
+  Converts ``prepare_raw``'s SavedModel, quantizes an int8 mode on its
+  samples and writes the files (and an OpenVINO export's vocabularies) to
+  ``output_dir``.
+
+  Returns:
+    The path of model.xml (OpenVINO) or model.onnx (ONNX).
+
+  Raises:
+    ConfigError: the runtime's converter cannot take the graph.
+  """
   with tempfile.TemporaryDirectory(prefix='leantfx-raw-runtime-') as tmp:
     if runtime == OPENVINO:
-      return _export_openvino(model, tf_transform_output, label, classes,
-                              mode, samples, output_dir, tmp)
-    saved_model = raw_features.save_raw_serving_model(
-        model, tf_transform_output, label, classes,
-        os.path.join(tmp, 'saved_model'))
+      return _export_openvino(saved_model, vocabularies, mode, samples,
+                              output_dir)
     return _export_onnx(saved_model, mode, samples, output_dir, tmp)
 
 
-def _export_openvino(model, tf_transform_output, label: str,
-                     classes: Sequence[str], mode: str,
-                     samples: List[Dict[str, np.ndarray]], output_dir: str,
-                     scratch: str) -> str:
+def _export_openvino(saved_model: str, vocabularies: Mapping[str, List[bytes]],
+                     mode: str, samples: List[Dict[str, np.ndarray]],
+                     output_dir: str) -> str:
   import openvino as ov  # pylint: disable=g-import-not-at-top
-  vocabularies = raw_features.categorical_vocabularies(
-      model, tf_transform_output, label)
-  saved_model = raw_features.save_raw_serving_model(
-      model, tf_transform_output, label, classes,
-      os.path.join(scratch, 'saved_model'), lookups_outside=True)
   lookups = {c: raw_serving.StringLookup(v) for c, v in vocabularies.items()}
   try:
     ov_model = openvino_export.convert(saved_model)
@@ -486,7 +535,9 @@ def export_checked(runtime: str, model, variant_dir: str, mode: str,
   As raw_features.export_checked for TFLite: the export is scored on the
   whole raw eval split through its runtime and refused when it scores worse
   than ``reference`` (the transformed-input variant's score on the same
-  rows) by more than ``tolerance``.
+  rows) by more than ``tolerance``. In this process: ``checked_job``,
+  ``convert_and_measure``, ``checked_facts`` (the ModelOptimizer runs the
+  middle one in its worker process).
 
   Args:
     runtime: 'openvino' or 'onnx'.
@@ -510,18 +561,57 @@ def export_checked(runtime: str, model, variant_dir: str, mode: str,
     raw_features.RawParityError: the export scores worse than allowed.
     ConfigError: the runtime cannot convert the raw-feature graph.
   """
-  out_dir = raw_dir(variant_dir)
-  path = export_raw(runtime, model, raw.tf_transform_output, raw.label,
-                    raw.classes, mode, raw.train.features, output_dir=out_dir,
+  with tempfile.TemporaryDirectory(prefix='leantfx-raw-runtime-') as tmp:
+    job = checked_job(runtime, model, variant_dir, mode, raw, quality,
+                      scratch=tmp, num_threads=num_threads,
+                      latency_runs=latency_runs, warmup_runs=warmup_runs,
+                      calibration_samples=calibration_samples)
+    measured = convert_and_measure(**job)
+  return checked_facts(runtime, job['output_dir'], measured, name,
+                       len(raw.eval), reference, quality, tolerance)
+
+
+def checked_job(runtime: str, model, variant_dir: str, mode: str,
+                raw: raw_features.RawInputs, quality, *, scratch: str,
+                num_threads: int, latency_runs: int, warmup_runs: int,
+                calibration_samples: int) -> Dict[str, Any]:
+  """``convert_and_measure``'s arguments for a pick (``prepare_raw`` runs
+  here; its SavedModel goes under ``scratch``). All of it pickles."""
+  job = prepare_raw(runtime, model, raw.tf_transform_output, raw.label,
+                    raw.classes, mode, raw.train.features, scratch=scratch,
                     num_calibration_samples=calibration_samples)
-  measured = measure_raw(runtime, path, raw.eval, quality,
-                         num_threads=num_threads, latency_runs=latency_runs,
-                         warmup_runs=warmup_runs)
+  return dict(job, output_dir=raw_dir(variant_dir), eval_data=raw.eval,
+              quality=quality, num_threads=num_threads,
+              latency_runs=latency_runs, warmup_runs=warmup_runs)
+
+
+def convert_and_measure(*, eval_data: measure.LabeledData, quality,
+                        num_threads: int, latency_runs: int,
+                        warmup_runs: int, **job) -> Dict[str, float]:
+  """``convert_raw`` then ``measure_raw`` on the raw eval rows.
+
+  Needs no Keras model and no Transform, so it runs in another process.
+  """
+  path = convert_raw(**job)
+  return measure_raw(job['runtime'], path, eval_data, quality,
+                     num_threads=num_threads, latency_runs=latency_runs,
+                     warmup_runs=warmup_runs)
+
+
+def checked_facts(runtime: str, out_dir: str, measured: Mapping[str, float],
+                  name: str, eval_examples: int, reference: float, quality,
+                  tolerance: float) -> Tuple[str, Dict[str, Any]]:
+  """(out_dir, the manifest's facts) of a measured export, or the refusal.
+
+  Raises:
+    raw_features.RawParityError: ``measured`` scores worse than
+      ``reference`` by more than ``tolerance``.
+  """
   value = measured[quality.name]
   gap = quality.drop(reference, value)
   facts = {
       'inputs': 'raw',
-      'eval_examples': len(raw.eval),
+      'eval_examples': eval_examples,
       quality.name: value,
       f'transformed_input_{quality.name}': reference,
       'latency_p50_ms': measured['latency_p50_ms'],
@@ -538,8 +628,8 @@ def export_checked(runtime: str, model, variant_dir: str, mode: str,
     facts['vocabulary_ids_in'] = looked_up
   if gap > tolerance:
     raise raw_features.RawParityError(
-        f'the raw-feature {runtimes_lib.LABELS[runtime]} export of {name} scores '
-        f'{quality.name} {value:.4f} on the {len(raw.eval)} raw eval rows '
-        f'against {reference:.4f} for the transformed-input variant on the '
-        f'same rows ({quality.label} {gap:.4f} > {tolerance})')
+        f'the raw-feature {runtimes_lib.LABELS[runtime]} export of {name} '
+        f'scores {quality.name} {value:.4f} on the {eval_examples} raw eval '
+        f'rows against {reference:.4f} for the transformed-input variant on '
+        f'the same rows ({quality.label} {gap:.4f} > {tolerance})')
   return out_dir, facts

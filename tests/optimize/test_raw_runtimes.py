@@ -10,6 +10,7 @@ through leantfx serve's servable for its runtime. OpenVINO, which runs no
 lookup table, takes vocabulary columns as ids and ships the vocabularies
 beside the IR. What cannot convert must be a clear ConfigError.
 """
+import dataclasses
 import logging
 import os
 
@@ -468,6 +469,57 @@ def test_the_optimizer_pushes_a_runtime_pick_with_raw_inputs(
   # Labels are the float model's classes: both score 1.0 up to rounding.
   assert facts['accuracy'] == pytest.approx(
       facts['transformed_input_accuracy'], abs=2 / len(transformed))
+
+
+@pytest.mark.parametrize('worker', ['alive', 'gone'])
+def test_the_runtime_picks_raw_exports_run_in_the_worker(
+    digits_fixture, tmp_path, monkeypatch, worker):
+  """executor._raw_exports: OpenVINO's and ONNX's conversions in the worker.
+
+  This process only saves their wrapper SavedModels and checks the results:
+  its convert_raw is made to fail, which the spawned worker's is not. A
+  worker that is gone (shut down) leaves the exports to this process.
+  """
+  # pylint: disable=g-import-not-at-top
+  from leantfx.components.optimize import config as config_lib
+  from leantfx.components.optimize import executor as executor_lib
+  # pylint: enable=g-import-not-at-top
+  for runtime in raw_runtimes.RUNTIMES:
+    _runtime(runtime)
+  fx = digits_fixture
+  raw, transformed = _raw_inputs(fx, tmp_path)
+  picks = {runtime: _runtime_variant(fx, runtime, mode, tmp_path)
+           for runtime, mode in ((raw_runtimes.OPENVINO, 'float32'),
+                                 (raw_runtimes.ONNX, 'int8'))}
+  pool = executor_lib._runtime_pool()  # pylint: disable=protected-access
+  if worker == 'gone':
+    pool.shutdown(wait=True)
+  else:
+    def not_here(**unused_job):
+      raise AssertionError('converted in the main process')
+
+    monkeypatch.setattr(raw_runtimes, 'convert_raw', not_here)
+  failures = []
+  try:
+    # Where the work runs is checked here, not int8 parity (60 eval rows:
+    # one example is 0.017; test_digits_raw_pixels_in_server_runtimes).
+    config = config_lib.OptimizationConfig(
+        latency_runs=20, warmup_runs=2,
+        budget=dataclasses.replace(config_lib.OptimizationConfig().budget,
+                                   max_accuracy_drop=0.05))
+    exports = executor_lib._raw_exports(  # pylint: disable=protected-access
+        picks, {'cand': fx.model}, raw, transformed, config, failures, pool)
+  finally:
+    pool.shutdown(wait=True)
+  assert failures == []
+  assert sorted(exports) == sorted(picks)
+  for runtime, (folder, facts) in exports.items():
+    variant_dir = os.path.dirname(picks[runtime].path) if runtime == (
+        raw_runtimes.ONNX) else picks[runtime].path
+    assert folder == raw_runtimes.raw_dir(variant_dir), runtime
+    assert facts['inputs'] == 'raw' and facts['latency_p50_ms'] > 0
+    assert facts['accuracy'] == pytest.approx(
+        facts['transformed_input_accuracy'], abs=0.05)
 
 
 def test_openvino_with_vocabularies_pushes_raw_with_its_lookups(
