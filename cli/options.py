@@ -227,16 +227,15 @@ def add_pipeline_options(parser: argparse.ArgumentParser,
           'OpenVINO and ONNX variants, arm TFLite and ONNX (OpenVINO\'s int8 '
           'kernels are x86); instead of --runtimes. Latency is still '
           'measured on the machine the optimizer runs on')
-  opt.add('--runtimes', type=argtypes.runtime_list, default='tflite',
+  opt.add('--runtimes', type=argtypes.runtime_list, default=runtimes.ALL,
           metavar='LIST',
           help='runtimes to build and push variants in, comma-separated, '
-          'of tflite,openvino,onnx, or all (every one installed where the '
-          "optimizer runs; pip extra leantfx[runtimes]). Default tflite: "
-          'building the server runtimes still makes the optimizer 1.3-1.5x '
-          "slower (docs/measurements.md). OpenVINO and ONNX "
-          'variants (float32, int8) are built for the candidates whose '
-          'TFLite variants are inside the accuracy budget and pushed to '
-          '<output>/openvino and <output>/onnx')
+          'of tflite,openvino,onnx, or all (the default: every one '
+          'installed where the optimizer runs; pip extra '
+          'leantfx[runtimes]). OpenVINO and ONNX variants (float32, int8) '
+          'are built for the candidates whose TFLite variants are inside '
+          'the accuracy budget and pushed to <output>/openvino and '
+          '<output>/onnx; --runtimes tflite builds TFLite alone')
 
   retrain = rec.group('continuous retraining')
   if pin_span:

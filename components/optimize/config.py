@@ -260,11 +260,13 @@ class OptimizationConfig:
       (every runtime's int8).
     runtimes: the runtimes to build variants in, of runtimes.RUNTIMES
       ('tflite', 'openvino', 'onnx'); None: every one installed where the
-      optimizer runs. Default TFLite only: the server runtimes still cost
-      the optimizer 1.3-1.5x slower. TFLite builds every candidate; the server runtimes
-      (OpenVINO, ONNX Runtime) build float32 and int8 of the candidates
-      whose TFLite variants are inside the accuracy budget. A named runtime
-      that is not installed is skipped with a message naming the pip extra.
+      optimizer runs. This dataclass defaults to TFLite only, for a caller
+      of the library; every leantfx command passes its --runtimes, whose
+      default is all installed. TFLite builds every candidate; the server
+      runtimes (OpenVINO, ONNX Runtime) build float32 and int8 of the
+      candidates whose TFLite variants are inside the accuracy budget. A
+      named runtime that is not installed is skipped with a message naming
+      the pip extra.
     task: 'classification' (accuracy, gated by budget.max_accuracy_drop) or
       'regression' (RMSE in target units, gated by
       budget.max_rmse_increase; the trained model in every TFLite mode,

@@ -252,11 +252,54 @@ def test_digits_default_run_reaches_the_accuracy_bar(tmp_path):
   assert summary.pushed
   _check_pushed_model(summary, datasets.BUNDLED['digits'])
   _check_pushed_tflite(output, summary, result.stdout)
-  # The server runtimes are opt-in (--runtimes): they still make the
-  # optimizer 1.3-1.5x slower (docs/measurements.md). tests/optimize/test_runtime_variants.py pushes
-  # them.
+  # --runtimes defaults to every installed runtime: the OpenVINO and ONNX
+  # picks are pushed too, with raw-feature inputs.
+  _check_pushed_runtimes(output, summary, result.stdout)
+
+
+def _check_pushed_runtimes(output, summary, stdout):
+  """Each server runtime's pick: one version, raw pixels in, its runtime.
+
+  The pushed files are hashed in the manifest, the manifest says the model
+  takes the raw columns, and the model run through its own runtime on the
+  raw eval rows agrees with the SavedModel's classes.
+  """
+  import hashlib  # pylint: disable=g-import-not-at-top
+  import json  # pylint: disable=g-import-not-at-top
+  # pylint: disable=g-import-not-at-top
+  from leantfx.components.optimize import push
+  from leantfx.components.optimize import raw_runtimes
+  # pylint: enable=g-import-not-at-top
+  saved = tf.saved_model.load(summary.pushed_path).signatures[
+      'serving_default']
+  input_specs = saved.structured_input_signature[1]
+  serialized = _eval_examples(summary)
+  raw = {k: v.numpy() for k, v in _raw_columns(serialized,
+                                               input_specs).items()}
+  expected = saved(**{k: tf.constant(v) for k, v in raw.items()})[
+      'class_ids'].numpy()
   for runtime in ('openvino', 'onnx'):
-    assert not os.path.exists(os.path.join(output, runtime)), runtime
+    runtime_dir = os.path.join(output, runtime, 'digits')
+    versions = _versions(runtime_dir)
+    assert len(versions) == 1, (runtime, versions)
+    version_dir = os.path.join(runtime_dir, versions[0])
+    assert f'pushed to {version_dir}' in stdout, runtime
+    with open(os.path.join(version_dir, 'manifest.json'),
+              encoding='utf-8') as f:
+      manifest = json.load(f)
+    for name in push.RUNTIME_FILES[runtime]:
+      with open(os.path.join(version_dir, name), 'rb') as f:
+        assert hashlib.sha256(f.read()).hexdigest() == (
+            manifest['files'][name]['sha256']), (runtime, name)
+    assert manifest['metrics']['serving_inputs']['inputs'] == 'raw', (
+        runtime, manifest['metrics']['serving_inputs'])
+    model_file = push.RUNTIME_FILES[runtime][0]
+    predictor = raw_runtimes.RawPredictor(
+        runtime, os.path.join(version_dir, model_file))
+    got = np.argmax(predictor.predict(raw), axis=1)
+    # Quantized against float: the classes agree on all but a few examples.
+    agreement = float((got == expected).mean())
+    assert agreement >= 0.97, (runtime, agreement)
 
 
 def _check_pushed_tflite(output, summary, stdout):
