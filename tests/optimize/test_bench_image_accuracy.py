@@ -21,6 +21,7 @@ from leantfx.components.optimize import openvino_export
 from leantfx.components.optimize import runtime_variants
 from leantfx.components.optimize import runtimes
 from leantfx.components.optimize import tflite_export
+from leantfx.models import architectures
 
 pytestmark = pytest.mark.unit
 
@@ -206,6 +207,6 @@ def test_the_model_is_the_product_s_mobilenet_v2_resizing_inside():
   norms = [layer for layer in model.submodules
            if isinstance(layer, tf_keras.layers.BatchNormalization)]
   assert len(norms) == 52
-  assert {n.momentum for n in norms} == {bench_optimize.IMAGE_BN_MOMENTUM}
+  assert {n.momentum for n in norms} == {architectures.MOBILENET_BN_MOMENTUM}
   assert model.output_shape == (None, 10)
   assert model.layers[-1].name == 'probabilities'
