@@ -12,10 +12,13 @@ A version is checked against its manifest before it loads
 altered copy is refused with DATA_LOSS, and the model manager keeps serving
 the version it had.
 
-OpenVINO: the model is compiled once for the CPU, and a small pool of infer
+OpenVINO: the model is compiled for the CPU, and a small pool of infer
 requests serves concurrent requests (an infer request runs one call at a
-time). ONNX Runtime: one session (its ``run`` is thread-safe) with one
-intra-op thread per call.
+time). A model whose batch dim is dynamic is compiled twice, each with its
+pool: for a static batch of 1, which batch-1 requests run on (OpenVINO's CPU
+plugin can answer a dynamic-batch int8 IR wrongly at batch 1:
+openvino_runtime.py), and as exported, for the other batches. ONNX Runtime:
+one session (its ``run`` is thread-safe) with one intra-op thread per call.
 
 String tensors (the raw-feature exports of components/optimize/
 raw_runtimes.py take categorical columns as strings and answer 'classes'):
@@ -127,8 +130,11 @@ class _BoundRequest:
   cannot grow.
   """
 
-  def __init__(self, request):
+  def __init__(self, request, inputs: Mapping[str, object],
+               outputs: Mapping[str, object]):
     self.request = request
+    self.inputs = inputs  # alias -> its compiled model's input port
+    self.outputs = outputs  # alias -> its compiled model's output port
     self._tensors: Dict[str, tuple] = {}  # alias -> (ov.Tensor, shape)
 
   def write(self, alias: str, port, value: np.ndarray) -> None:
@@ -157,12 +163,16 @@ class OpenVINOServable(_RuntimeServable):
     _check_manifest(path)
     xml = os.path.join(path, push.RUNTIME_FILES['openvino'][0])
     try:
-      compiled = openvino_runtime.compile_model(xml, num_threads)
+      models = openvino_runtime.CompiledModels(xml, num_threads)
+      # Every kind now: a load error shows at load, and no request waits
+      # for a compile.
+      compiled_of = {kind: models.get(kind) for kind in models.kinds()}
     except Exception as e:  # pylint: disable=broad-except
       raise servable_lib.LoadError(
           f'{xml} is not a loadable OpenVINO model: {type(e).__name__}: {e}',
           status.Code.DATA_LOSS) from e
-    self._compiled = compiled
+    self._models = models
+    compiled = compiled_of[models.ANY]
     try:
       self._lookups = raw_serving.read_string_lookups(path)
     except ValueError as e:
@@ -182,9 +192,18 @@ class OpenVINOServable(_RuntimeServable):
     self._string_outputs = {
         a for a, p in self._outputs.items()
         if p.get_element_type().get_type_name() == 'string'}
-    self._pool: 'queue.Queue[_BoundRequest]' = queue.Queue()
-    for _ in range(max(1, num_requests)):
-      self._pool.put(_BoundRequest(compiled.create_infer_request()))
+    # A pool of infer requests per compiled model, each request with its
+    # model's ports.
+    self._pools: Dict[str, 'queue.Queue[_BoundRequest]'] = {}
+    for kind, kind_compiled in compiled_of.items():
+      kind_inputs = {p.get_any_name().split(':')[0]: p
+                     for p in kind_compiled.inputs}
+      kind_outputs = {openvino_runtime._port_name(p): p  # pylint: disable=protected-access
+                      for p in kind_compiled.outputs}
+      self._pools[kind] = queue.Queue()
+      for _ in range(max(1, num_requests)):
+        self._pools[kind].put(_BoundRequest(
+            kind_compiled.create_infer_request(), kind_inputs, kind_outputs))
 
     def spec(port, alias):
       shape = tuple(-1 if d.is_dynamic else d.get_length()
@@ -201,19 +220,21 @@ class OpenVINOServable(_RuntimeServable):
 
   def run(self, signature_name: str, inputs: Mapping[str, np.ndarray],
           output_aliases: Sequence[str]) -> Dict[str, np.ndarray]:
-    bound = self._pool.get()
+    pool = self._pools[self._models.kind(
+        openvino_runtime.batch_size_of(inputs.values()))]
+    bound = pool.get()
     try:
       for a, v in inputs.items():
         if a in self._lookups:
-          bound.write(a, self._inputs[a], self._lookups[a](v))
+          bound.write(a, bound.inputs[a], self._lookups[a](v))
         elif a in self._string_inputs:
-          bound.set_new(a, self._inputs[a], _openvino_strings(v))
+          bound.set_new(a, bound.inputs[a], _openvino_strings(v))
         else:
-          bound.write(a, self._inputs[a], v)
+          bound.write(a, bound.inputs[a], v)
       bound.request.infer()
       out = {}
       for a in output_aliases:
-        tensor = bound.request.get_tensor(self._outputs[a])
+        tensor = bound.request.get_tensor(bound.outputs[a])
         if a in self._string_outputs:
           out[a] = _bytes_objects(tensor.bytes_data)
         else:
@@ -223,15 +244,16 @@ class OpenVINOServable(_RuntimeServable):
       raise status.invalid_argument(
           f'OpenVINO model {self.name} failed: {e}') from None
     finally:
-      self._pool.put(bound)
+      pool.put(bound)
 
   def close(self) -> None:
-    while True:
-      try:
-        self._pool.get_nowait()
-      except queue.Empty:
-        break
-    self._compiled = None
+    for pool in self._pools.values():
+      while True:
+        try:
+          pool.get_nowait()
+        except queue.Empty:
+          break
+    self._models = None
 
 
 class ONNXServable(_RuntimeServable):

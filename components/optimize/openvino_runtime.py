@@ -6,16 +6,55 @@ examples through one infer request. ``OpenVINOTimer`` prepares an infer
 request with the inputs set once, then times ``request.infer()`` alone; the
 per-call overhead path is ``compiled_model(inputs)``, the one-line call a
 client writes (tensors built from numpy per call, a new result dict).
+
+Batch 1 runs on a copy of the model compiled for a static batch of 1
+(``CompiledModels``; ``compile_model(..., batch_size=1)``), other batches
+on the IR as exported (its batch dim dynamic). OpenVINO 2026.4's CPU plugin
+answers wrongly at batch 1 on a dynamic-batch int8 IR: its AVX-512 int8 1x1
+convolution (brgconv_avx512_1x1_I8) with a per-channel FakeQuantize fused
+into it (NNCF quantizes a depthwise convolution's input per channel) gives
+wrong values when the output is one pixel (batch 1, a 1x1 feature map),
+and only with a dynamic shape: the same IR is right at batch 2 or more,
+right when reshaped to a static [1, ...], right with the CPU capped to
+AVX2. NNCF's MobileNetV2 0.35 on the 32 px digits answered class 8 for
+every digit at batch 1 (accuracy 0.083 against 0.947 at batch 2). A
+static batch of 1 is also faster (no shape inference per call): infer()
+p50 at 1 thread 0.021 against 0.026 ms for the digits CNN in float32, 0.16
+against 0.22 ms for that MobileNetV2 in int8. A caller that runs batch 1
+and other batches holds two compiled models (about 11 MB more for it).
 """
-from typing import Dict, Mapping
+import logging
+from typing import Dict, Mapping, Optional
 
 import numpy as np
 
 from leantfx.components.optimize import measure
 from leantfx.errors import ConfigError
 
+_LOG = logging.getLogger(__name__)
 
-def compile_model(xml_path: str, num_threads: int):
+
+def _batch_shapes(model, batch_size: int) -> Dict[int, object]:
+  """{input index: its shape with the batch dim set} for dynamic batches.
+
+  An input whose first dimension is dynamic gets `batch_size` there; inputs
+  whose batch is static already (or of unknown or zero rank) are left out.
+  """
+  import openvino as ov  # pylint: disable=g-import-not-at-top
+  shapes = {}
+  for index, port in enumerate(model.inputs):
+    shape = port.get_partial_shape()
+    if (shape.rank.is_dynamic or shape.rank.get_length() == 0 or
+        shape[0].is_static):
+      continue
+    dims = list(shape)
+    dims[0] = ov.Dimension(batch_size)
+    shapes[index] = ov.PartialShape(dims)
+  return shapes
+
+
+def compile_model(xml_path: str, num_threads: int,
+                  batch_size: Optional[int] = None):
   """Reads and compiles model.xml for the CPU with `num_threads` threads.
 
   In float32: on a CPU with bfloat16 instructions (AVX512_BF16, AMX; this
@@ -23,12 +62,28 @@ def compile_model(xml_path: str, num_threads: int):
   unless told otherwise (INFERENCE_PRECISION_HINT), which moved penguins'
   probabilities by up to 0.008. A variant called float32 is run and timed
   in float32; an int8 IR's quantized ops stay int8.
+
+  Args:
+    xml_path: the IR's model.xml.
+    num_threads: the CPU threads of an inference.
+    batch_size: when given, the inputs' dynamic batch dims are fixed to it
+      before compiling (the module docstring says why batch 1 wants it); the
+      compiled model then takes only that batch. None compiles the IR's
+      shapes as they are.
+
+  Returns:
+    The openvino.CompiledModel.
   """
   import openvino as ov  # pylint: disable=g-import-not-at-top
   import openvino.properties as props  # pylint: disable=g-import-not-at-top
   import openvino.properties.hint as hints  # pylint: disable=g-import-not-at-top
   core = ov.Core()
-  return core.compile_model(core.read_model(xml_path), 'CPU', {
+  model = core.read_model(xml_path)
+  if batch_size is not None:
+    shapes = _batch_shapes(model, batch_size)
+    if shapes:
+      model.reshape(shapes)
+  return core.compile_model(model, 'CPU', {
       props.inference_num_threads: int(num_threads),
       props.num_streams: 1,
       hints.performance_mode: hints.PerformanceMode.LATENCY,
@@ -36,30 +91,124 @@ def compile_model(xml_path: str, num_threads: int):
   })
 
 
+def has_dynamic_batch(xml_path: str) -> bool:
+  """Whether any input of model.xml has a dynamic first dimension."""
+  import openvino as ov  # pylint: disable=g-import-not-at-top
+  return bool(_batch_shapes(ov.Core().read_model(xml_path), 1))
+
+
+def batch_size_of(values) -> Optional[int]:
+  """The batch of a call's input arrays: their common first dimension.
+
+  None when they have none in common (a scalar input, or first dimensions
+  that differ): such a call goes to the model as exported, which reports it.
+  """
+  sizes = {np.shape(v)[0] if np.ndim(v) else None for v in values}
+  return sizes.pop() if len(sizes) == 1 else None
+
+
+class CompiledModels:
+  """model.xml compiled for batch-1 calls and for any other batch.
+
+  A model whose batch dim is dynamic is compiled twice (each when first
+  asked for): for a static batch of 1, which every batch-1 call runs on,
+  and as exported, for the other batches (the module docstring says why).
+  A model with a static batch is compiled once, as exported.
+
+  Attributes:
+    path: the model.xml.
+    dynamic_batch: whether the IR's batch dim is dynamic.
+  """
+
+  ONE = 'batch 1'
+  ANY = 'any batch'
+
+  def __init__(self, xml_path: str, num_threads: int):
+    self.path = xml_path
+    self.num_threads = num_threads
+    self.dynamic_batch = has_dynamic_batch(xml_path)
+    self._compiled = {}
+
+  def kinds(self):
+    """The kinds calls can run on: (ANY, ONE), or (ANY,) for a static batch."""
+    return (self.ANY, self.ONE) if self.dynamic_batch else (self.ANY,)
+
+  def kind(self, batch_size: Optional[int]) -> str:
+    """ONE for a batch-1 call on a dynamic-batch model, else ANY."""
+    return self.ONE if batch_size == 1 and self.dynamic_batch else self.ANY
+
+  def get(self, kind: str):
+    """The openvino.CompiledModel of a kind (ONE or ANY), compiled once.
+
+    ONE is ANY for a model whose batch is static. It falls back to ANY, with
+    a warning, if the IR cannot be compiled at a static batch of 1 (a graph
+    whose shapes do not follow its batch).
+    """
+    if kind == self.ONE and not self.dynamic_batch:
+      kind = self.ANY
+    if kind not in self._compiled:
+      if kind == self.ONE:
+        try:
+          self._compiled[kind] = compile_model(self.path, self.num_threads,
+                                               batch_size=1)
+        except Exception as e:  # pylint: disable=broad-except
+          _LOG.warning(
+              '%s does not compile at a static batch of 1 (%s: %s); batch-1 '
+              'calls run on its dynamic batch, where OpenVINO CPU int8 '
+              'results can be wrong.', self.path, type(e).__name__, e)
+          self._compiled[kind] = self.get(self.ANY)
+      else:
+        self._compiled[kind] = compile_model(self.path, self.num_threads)
+    return self._compiled[kind]
+
+  def for_batch(self, batch_size: Optional[int]):
+    """The compiled model a call of `batch_size` examples runs on."""
+    return self.get(self.kind(batch_size))
+
+
 def _port_name(port) -> str:
   return sorted(port.get_names())[0] if port.get_names() else port.get_any_name()
 
 
 class OpenVINOPredictor:
-  """Runs model.xml on the CPU through one infer request, in float."""
+  """Runs model.xml on the CPU through one infer request, in float.
+
+  A batch-1 call runs on the model compiled for a static batch of 1, other
+  batches on the model as exported (CompiledModels); each keeps its infer
+  request.
+  """
 
   def __init__(self, xml_path: str,
                num_threads: int = measure.DEFAULT_NUM_THREADS):
     self.path = xml_path
-    self.compiled = compile_model(xml_path, num_threads)
-    self.request = self.compiled.create_infer_request()
+    self.models = CompiledModels(xml_path, num_threads)
+    self._requests = {}
+    # The ports of the model batch-1 calls run on (the one scoring uses):
+    # compiling it here also reports an IR that does not load.
+    compiled = self.models.for_batch(1)
     self.input_names = {}
     # Each input's numpy type (float32, or int64 for a vocabulary id):
     # features are cast to it, not all to float32.
     self.input_types = {p.get_any_name(): p.get_element_type().to_dtype()
-                        for p in self.compiled.inputs}
-    for port in self.compiled.inputs:
+                        for p in compiled.inputs}
+    for port in compiled.inputs:
       for name in port.get_names():
         self.input_names.setdefault(port.get_any_name(), set()).add(
             name.split(':')[0])
-    outputs = {_port_name(p): p for p in self.compiled.outputs}
+    outputs = {_port_name(p): i for i, p in enumerate(compiled.outputs)}
     self.output_name = sorted(outputs)[0]
-    self.output_port = outputs[self.output_name]
+    self.output_index = outputs[self.output_name]
+
+  def compiled_for(self, batch_size: Optional[int]):
+    """The openvino.CompiledModel a call of `batch_size` examples runs on."""
+    return self.models.for_batch(batch_size)
+
+  def request_for(self, batch_size: Optional[int]):
+    """The infer request a call of `batch_size` examples runs on."""
+    kind = self.models.kind(batch_size)
+    if kind not in self._requests:
+      self._requests[kind] = self.models.get(kind).create_infer_request()
+    return self._requests[kind]
 
   def feed(self, features: Mapping[str, np.ndarray]) -> Dict[str, np.ndarray]:
     """{port name: array} from features keyed by the Keras input names."""
@@ -75,12 +224,18 @@ class OpenVINOPredictor:
     return feed
 
   def predict(self, features: Mapping[str, np.ndarray]) -> np.ndarray:
-    result = self.request.infer(self.feed(features))
-    return np.asarray(result[self.output_port], np.float32)
+    feed = self.feed(features)
+    request = self.request_for(batch_size_of(feed.values()))
+    result = request.infer(feed)
+    return np.asarray(result[self.output_index], np.float32)
 
 
 class OpenVINOTimer(measure.RuntimeTimer):
-  """An infer request with the inputs set once; ``infer()`` is timed."""
+  """An infer request with the inputs set once; ``infer()`` is timed.
+
+  Both timed paths run on the model the predictor runs that batch on (at
+  batch 1, the one compiled for a static batch of 1).
+  """
 
   def __init__(self, label: str, xml_path: str, num_threads: int,
                features: Mapping[str, np.ndarray]):
@@ -89,10 +244,11 @@ class OpenVINOTimer(measure.RuntimeTimer):
     self.predictor = OpenVINOPredictor(xml_path, num_threads)
     self.inputs = self.predictor.feed(features)
     self.batch_size = int(next(iter(self.inputs.values())).shape[0])
-    request = self.predictor.request
+    self.compiled = self.predictor.compiled_for(self.batch_size)
+    request = self.predictor.request_for(self.batch_size)
     for port, value in self.inputs.items():
       request.set_tensor(port, ov.Tensor(value))
     self.invoke = request.infer
 
   def call(self) -> None:
-    self.predictor.compiled(self.inputs)
+    self.compiled(self.inputs)

@@ -448,24 +448,39 @@ class RawPredictor:
       self._output = next((n for n in measure.SCORE_OUTPUTS if n in names),
                           names[0])
     else:
-      compiled = openvino_runtime.compile_model(path, num_threads)
+      # Batch-1 calls on a static-batch copy (openvino_runtime.py: the CPU
+      # plugin can answer a dynamic-batch int8 IR wrongly at batch 1).
+      self._models = openvino_runtime.CompiledModels(path, num_threads)
       self._lookups = raw_serving.read_string_lookups(os.path.dirname(path))
-      self._request = compiled.create_infer_request()
-      ports = {openvino_runtime._port_name(p): p  # pylint: disable=protected-access
-               for p in compiled.outputs}
-      name = next((n for n in measure.SCORE_OUTPUTS if n in ports),
-                  sorted(ports)[0])
-      self._port = ports[name]
-      self._inputs = {p.get_any_name().split(':')[0]: p
-                      for p in compiled.inputs}
+      self._requests = {}
+      compiled = self._models.get(self._models.ANY)
+      ports = [openvino_runtime._port_name(p)  # pylint: disable=protected-access
+               for p in compiled.outputs]
+      self._output = next((n for n in measure.SCORE_OUTPUTS if n in ports),
+                          sorted(ports)[0])
+
+  def _request_for(self, batch_size):
+    """(infer request, {column: input port}, score port) for a batch."""
+    kind = self._models.kind(batch_size)
+    if kind not in self._requests:
+      compiled = self._models.get(kind)
+      outputs = {openvino_runtime._port_name(p): p  # pylint: disable=protected-access
+                 for p in compiled.outputs}
+      self._requests[kind] = (
+          compiled.create_infer_request(),
+          {p.get_any_name().split(':')[0]: p for p in compiled.inputs},
+          outputs[self._output])
+    return self._requests[kind]
 
   def predict(self, raw: Mapping[str, np.ndarray]) -> np.ndarray:
     """The score for a batch of raw columns ({column: [n] array})."""
     if self.runtime == ONNX:
       return np.asarray(self._session.run([self._output], onnx_feed(raw))[0])
     feed = openvino_feed(raw, self._lookups)
-    result = self._request.infer({self._inputs[c]: v for c, v in feed.items()})
-    return np.array(result[self._port])
+    request, inputs, port = self._request_for(
+        openvino_runtime.batch_size_of(feed.values()))
+    result = request.infer({inputs[c]: v for c, v in feed.items()})
+    return np.array(result[port])
 
   def bind(self, raw: Mapping[str, np.ndarray]):
     """Prepares ``raw`` once; returns the runtime's own call on it.
@@ -478,9 +493,12 @@ class RawPredictor:
       feed, run, output = onnx_feed(raw), self._session.run, [self._output]
       return lambda: run(output, feed)
     import openvino as ov  # pylint: disable=g-import-not-at-top
-    for column, value in openvino_feed(raw, self._lookups).items():
-      self._request.set_tensor(self._inputs[column], ov.Tensor(value))
-    return self._request.infer
+    feed = openvino_feed(raw, self._lookups)
+    request, inputs, _ = self._request_for(
+        openvino_runtime.batch_size_of(feed.values()))
+    for column, value in feed.items():
+      request.set_tensor(inputs[column], ov.Tensor(value))
+    return request.infer
 
 
 def measure_raw(runtime: str, path: str, data: measure.LabeledData, quality,
