@@ -766,11 +766,12 @@ def optimize(model: tf_keras.Model,
     model_name: the model's directory name under push_base.
     optimized_model_dir: if given, the selected model.tflite and its
       manifest are copied into <dir>/Format-TFLite/.
-    raw: if given, the TFLite pick is pushed as its raw-feature export
-      (raw_features.export_checked: the Transform folded in, measured on
-      the raw eval split); if that export fails, the transformed-input file
-      is pushed and the failure is listed. None: the transformed-input file
-      (its manifest says which inputs it takes).
+    raw: if given, each runtime's pick is pushed as its raw-feature export
+      (_raw_exports: the Transform folded in, measured on the raw eval
+      split; the OpenVINO and ONNX ones in the worker, beside the TFLite
+      one); if an export fails, that pick's transformed-input model is
+      pushed and the failure is listed. None: the transformed-input models
+      (each manifest says which inputs it takes).
 
   Returns:
     The Outcome; nothing is pushed when no variant is blessed.
