@@ -337,8 +337,10 @@ def _check_pushed_tflite(output, summary, stdout):
   assert manifest['tflite_mode'] == smallest['tflite_mode'], manifest
   assert manifest['tflite_mode'] in ('dynamic_range', 'int8'), manifest
   assert f'pushed to {version_dir}' in stdout
-  # The summary names the fastest blessed variant and its speed-ups.
-  assert re.search(r'fastest blessed variant: \S+ \(tflite \w+\), p50 '
+  # The summary names the fastest blessed variant of every runtime (an
+  # ONNX one in a CI run) and its speed-ups.
+  assert re.search(r'fastest blessed variant: \S+ \((tflite|openvino|onnx) '
+                   r'\w+\), p50 '
                    r'[0-9.]+ ms at batch 1: [0-9.]+x the float SavedModel, '
                    r'[0-9.]+x TFLite float32', stdout), stdout
   # It takes the raw pixel columns, as the SavedModel's serving_default
