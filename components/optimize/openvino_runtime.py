@@ -128,6 +128,7 @@ class CompiledModels:
     self.num_threads = num_threads
     self.dynamic_batch = has_dynamic_batch(xml_path)
     self._compiled = {}
+    self._requests = {}
 
   def kinds(self):
     """The kinds calls can run on: (ANY, ONE), or (ANY,) for a static batch."""
@@ -165,6 +166,13 @@ class CompiledModels:
     """The compiled model a call of `batch_size` examples runs on."""
     return self.get(self.kind(batch_size))
 
+  def request_for(self, batch_size: Optional[int]):
+    """The infer request a call of `batch_size` runs on (one per kind)."""
+    kind = self.kind(batch_size)
+    if kind not in self._requests:
+      self._requests[kind] = self.get(kind).create_infer_request()
+    return self._requests[kind]
+
 
 def _port_name(port) -> str:
   return sorted(port.get_names())[0] if port.get_names() else port.get_any_name()
@@ -182,7 +190,6 @@ class OpenVINOPredictor:
                num_threads: int = measure.DEFAULT_NUM_THREADS):
     self.path = xml_path
     self.models = CompiledModels(xml_path, num_threads)
-    self._requests = {}
     # The ports of the model batch-1 calls run on (the one scoring uses):
     # compiling it here also reports an IR that does not load.
     compiled = self.models.for_batch(1)
@@ -205,10 +212,7 @@ class OpenVINOPredictor:
 
   def request_for(self, batch_size: Optional[int]):
     """The infer request a call of `batch_size` examples runs on."""
-    kind = self.models.kind(batch_size)
-    if kind not in self._requests:
-      self._requests[kind] = self.models.get(kind).create_infer_request()
-    return self._requests[kind]
+    return self.models.request_for(batch_size)
 
   def feed(self, features: Mapping[str, np.ndarray]) -> Dict[str, np.ndarray]:
     """{port name: array} from features keyed by the Keras input names."""

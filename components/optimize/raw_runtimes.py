@@ -452,7 +452,6 @@ class RawPredictor:
       # plugin can answer a dynamic-batch int8 IR wrongly at batch 1).
       self._models = openvino_runtime.CompiledModels(path, num_threads)
       self._lookups = raw_serving.read_string_lookups(os.path.dirname(path))
-      self._requests = {}
       compiled = self._models.get(self._models.ANY)
       ports = [openvino_runtime._port_name(p)  # pylint: disable=protected-access
                for p in compiled.outputs]
@@ -461,16 +460,12 @@ class RawPredictor:
 
   def _request_for(self, batch_size):
     """(infer request, {column: input port}, score port) for a batch."""
-    kind = self._models.kind(batch_size)
-    if kind not in self._requests:
-      compiled = self._models.get(kind)
-      outputs = {openvino_runtime._port_name(p): p  # pylint: disable=protected-access
-                 for p in compiled.outputs}
-      self._requests[kind] = (
-          compiled.create_infer_request(),
-          {p.get_any_name().split(':')[0]: p for p in compiled.inputs},
-          outputs[self._output])
-    return self._requests[kind]
+    compiled = self._models.for_batch(batch_size)
+    outputs = {openvino_runtime._port_name(p): p  # pylint: disable=protected-access
+               for p in compiled.outputs}
+    return (self._models.request_for(batch_size),
+            {p.get_any_name().split(':')[0]: p for p in compiled.inputs},
+            outputs[self._output])
 
   def predict(self, raw: Mapping[str, np.ndarray]) -> np.ndarray:
     """The score for a batch of raw columns ({column: [n] array})."""
