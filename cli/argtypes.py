@@ -127,3 +127,30 @@ def runtime_list(text: str) -> str:
   except ConfigError as e:
     raise argparse.ArgumentTypeError(str(e)) from None
   return ','.join(names)
+
+
+ALL_TECHNIQUES = 'all'
+NO_TECHNIQUES = 'none'
+
+
+def technique_list(text: str) -> str:
+  """--techniques: all, none, or a comma-separated list of candidate names.
+
+  The names are checked against the model's task when the optimizer's
+  config is built (``build.optimization_config``: a regression model has no
+  technique candidates); here only the form: no empty or repeated name, and
+  'all' / 'none' alone. Kept as the normalized text, as ``runtime_list``.
+  """
+  names = [n.strip() for n in text.split(',')]
+  if not all(names):
+    raise argparse.ArgumentTypeError(
+        f'{text!r} has an empty name; give comma-separated candidate names, '
+        f'{ALL_TECHNIQUES} or {NO_TECHNIQUES}')
+  repeated = sorted({n for n in names if names.count(n) > 1})
+  if repeated:
+    raise argparse.ArgumentTypeError(f'{text!r} names {repeated} twice')
+  alone = [n for n in names if n in (ALL_TECHNIQUES, NO_TECHNIQUES)]
+  if alone and len(names) > 1:
+    raise argparse.ArgumentTypeError(
+        f'{alone[0]!r} stands alone; got {text!r}')
+  return ','.join(names)

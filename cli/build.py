@@ -16,6 +16,7 @@ import re
 from typing import Any, Dict, List, Optional, Tuple, Union
 
 from leantfx import config as config_lib
+from leantfx.cli import argtypes
 from leantfx.cli import dataset as dataset_lib
 from leantfx.cli import options
 from leantfx.components.optimize import config as optimize_config
@@ -226,7 +227,17 @@ def optimization_config(
       latency_runs=args.tflite_latency_runs,
       num_threads=args.latency_threads,
       runtimes=_runtimes(args),
+      candidates=optimize_config.chosen_candidates(_techniques(args), task),
       task=task)
+
+
+def _techniques(args: argparse.Namespace) -> Optional[Tuple[str, ...]]:
+  """--techniques as chosen_candidates takes it (None: all, (): none)."""
+  if args.techniques == argtypes.ALL_TECHNIQUES:
+    return None
+  if args.techniques == argtypes.NO_TECHNIQUES:
+    return ()
+  return tuple(args.techniques.split(','))
 
 
 def _runtimes(args: argparse.Namespace) -> Optional[Tuple[str, ...]]:
@@ -258,7 +269,7 @@ def check_option_values(args: argparse.Namespace) -> None:
   """
   training_config(args, args.dataset)
   augment_config(args, None)
-  optimization_config(args)
+  optimization_config(args, dataset_lib.known_task(args))
   evaluation_config(args)
   config_lib.ValidationConfig(allow_anomalies=allowed_kinds(
       args.allow_anomalies))

@@ -142,6 +142,18 @@ def _check_known_labels(profile, spec: config_lib.DatasetSpec, dataset: str,
         'your own data without --dataset.')
 
 
+def known_task(args: argparse.Namespace) -> Optional[str]:
+  """The task the options fix before any data is read, or None.
+
+  A bundled --dataset is its spec's task; otherwise an explicit --task
+  (auto is decided from the label values: None). ``watch`` checks the
+  task's options with it before the first span arrives.
+  """
+  if args.dataset is not None:
+    return datasets.BUNDLED[args.dataset].task
+  return None if args.task == 'auto' else args.task
+
+
 def resolve_dataset(args: argparse.Namespace, local_root: Optional[str],
                     scratch: str) -> ResolvedData:
   """Decides the data root and DatasetSpec, and checks the data.

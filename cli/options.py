@@ -27,6 +27,10 @@ _DESTS_ATTR = '_leantfx_pipeline_dests'
 # (and --help) does not import TensorFlow; tests/optimize/test_selection.py
 # checks the two match.
 POLICIES = ('smallest', 'smallest_download', 'fastest', 'most_accurate')
+# components.optimize.config.candidate_names() without the baseline, spelled
+# out for the same reason; tests/optimize/test_config.py checks the two match.
+TECHNIQUES = ('pruning', 'pruning+pqat', 'qat', 'clustering', 'distillation',
+              'low_rank')
 DEFAULT_IMAGE_SHAPE = '32x32x3'
 # Image datasets are augmented by default (the digits run uses it): one
 # augmented copy per train image. Digits accuracy with and without it is in
@@ -236,6 +240,13 @@ def add_pipeline_options(parser: argparse.ArgumentParser,
           'are built for the candidates whose TFLite variants are inside '
           'the accuracy budget and pushed to <output>/openvino and '
           '<output>/onnx; --runtimes tflite builds TFLite alone')
+  opt.add('--techniques', type=argtypes.technique_list,
+          default=argtypes.ALL_TECHNIQUES, metavar='LIST',
+          help='technique candidates to build beside the baseline (the '
+          'trained model in every mode, always built: the reference), '
+          'comma-separated, of ' + ','.join(TECHNIQUES) + '; all (the '
+          'default) or none (the baseline alone: a large model whose '
+          'fine-tuning techniques would take longer than its training)')
 
   retrain = rec.group('continuous retraining')
   if pin_span:

@@ -13,6 +13,7 @@ import pytest
 
 from leantfx import datasets
 from leantfx.cli import build
+from leantfx.cli import dataset as dataset_lib
 from leantfx.cli import main
 from leantfx.cli import options
 from leantfx.cli import summary
@@ -88,6 +89,13 @@ def _error_of(argv, capsys):
     ['--target-cpu', 'arm', '--runtimes', 'tflite,openvino'],
     ['--target-cpu', 'riscv'],
     ['--latency-threads', '0'],
+    # --techniques: a malformed list (argparse), an unknown candidate or one
+    # a regression model does not run (the optimizer config's check).
+    ['--techniques', 'qat,'],
+    ['--techniques', 'qat,qat'],
+    ['--techniques', 'all,qat'],
+    ['--techniques', 'quantum'],
+    ['--dataset', 'diabetes', '--techniques', 'pruning+pqat'],
 ])
 def test_a_bad_option_gets_the_same_message_from_run_compile_and_watch(
     tmp_path, capsys, bad):
@@ -110,7 +118,7 @@ def test_watch_passes_every_pipeline_option_through_to_run(tmp_path):
       '--dataset', 'penguins', '--train-steps', '7', '--precision',
       'mixed_bfloat16', '--accumulation-steps', '2', '--oversample', 'smote',
       '--tflite-policy', 'fastest', '--runtimes', 'tflite, onnx',
-      '--allow-anomalies', 'A,B',
+      '--techniques', 'qat, low_rank', '--allow-anomalies', 'A,B',
       '--allow-anomalies', 'C', '--no-augment', '--no-drift-check',
       '--beam-arg=--foo=1', '--tune', '3', '--min-accuracy', '0.5',
       '--no-optimize', '--span-window', '2', '--warm-start', '--shift',
@@ -292,6 +300,34 @@ def test_runtimes_default_to_every_installed_one_and_can_be_named(
     argv, runtimes):
   args = _parse(['run', '--dataset', 'digits'] + argv)
   assert build.optimization_config(args).runtimes == runtimes
+
+
+@pytest.mark.parametrize('argv, names', [
+    ([], ('baseline', 'pruning', 'pruning+pqat', 'qat', 'clustering',
+          'distillation', 'low_rank')),
+    (['--techniques', 'all'], ('baseline', 'pruning', 'pruning+pqat', 'qat',
+                               'clustering', 'distillation', 'low_rank')),
+    # The baseline is always built: the reference every drop is measured on.
+    (['--techniques', 'none'], ('baseline',)),
+    # The candidates' own order, whatever the list's.
+    (['--techniques', 'low_rank, qat'], ('baseline', 'qat', 'low_rank')),
+    (['--dataset', 'diabetes', '--techniques', 'none'], ('baseline',)),
+])
+def test_techniques_choose_the_candidates_beside_the_baseline(argv, names):
+  args = _parse(['run', '--dataset', 'digits'] + argv)
+  config = build.optimization_config(args, dataset_lib.known_task(args))
+  assert tuple(c.name for c in config.candidates) == names
+
+
+def test_unknown_and_regression_techniques_say_what_to_pass():
+  with pytest.raises(ConfigError, match=r"Unknown technique candidate\(s\) "
+                     r"\['quantum'\]; choose from \['pruning'"):
+    build.optimization_config(_parse(['run', '--techniques', 'quantum']))
+  with pytest.raises(ConfigError, match=r"\['qat'\] are not run on a "
+                     r'regression model \(qat fine-tunes with sparse'):
+    build.optimization_config(_parse(
+        ['run', '--dataset', 'diabetes', '--techniques', 'qat']),
+                              'regression')
 
 
 def test_latency_threads_are_the_optimizer_s_thread_count():

@@ -239,6 +239,54 @@ def default_candidates() -> Tuple[Candidate, ...]:
   )
 
 
+def candidate_names(task: str = quality_lib.CLASSIFICATION) -> Tuple[str, ...]:
+  """The names of the task's default candidates, the baseline first."""
+  return tuple(c.name for c in _task_candidates(task))
+
+
+def chosen_candidates(names: Optional[Tuple[str, ...]],
+                      task: str = quality_lib.CLASSIFICATION
+                     ) -> Tuple[Candidate, ...]:
+  """The task's default candidates that ``names`` keeps, in their order.
+
+  The baseline (the trained model in every mode) is always kept: it is the
+  reference the other variants' drops are measured against and the variant
+  a run pushes when nothing else is inside the budget.
+
+  Args:
+    names: candidate names (of candidate_names(task), without 'baseline');
+      None keeps them all, () the baseline alone.
+    task: the model's task (a regression model has the baseline only).
+
+  Raises:
+    ConfigError: a name that is not one of the task's candidates.
+  """
+  candidates = _task_candidates(task)
+  if names is None:
+    return candidates
+  known = [c.name for c in candidates if c.name != BASELINE]
+  unknown = [n for n in names if n not in known]
+  if unknown:
+    if task == quality_lib.REGRESSION:
+      raise ConfigError(
+          f'Technique(s) {unknown} are not run on a regression model (' +
+          '; '.join(f'{t} {REGRESSION_LEFT_OUT[t]}'
+                    for t in dict.fromkeys(
+                        part for n in unknown for part in n.split('+'))
+                    if t in REGRESSION_LEFT_OUT) +
+          '): a regression builds the trained model in its TFLite modes '
+          'only. Drop the list (or pass none).')
+    raise ConfigError(f'Unknown technique candidate(s) {unknown}; choose '
+                      f'from {known}, or all, or none (the baseline alone).')
+  return tuple(c for c in candidates if c.name == BASELINE or c.name in names)
+
+
+def _task_candidates(task: str) -> Tuple[Candidate, ...]:
+  quality_lib.for_task(task)
+  return (regression_candidates() if task == quality_lib.REGRESSION else
+          default_candidates())
+
+
 @dataclasses.dataclass(frozen=True)
 class OptimizationConfig:
   """What the ModelOptimizer runs, and how it measures, gates and selects.

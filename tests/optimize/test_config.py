@@ -3,6 +3,7 @@ import json
 
 import pytest
 
+from leantfx.cli import options
 from leantfx.components.optimize import config as config_lib
 from leantfx.components.optimize.selection import Budget
 from leantfx.errors import ConfigError
@@ -100,3 +101,25 @@ def test_default_config_runs_every_technique():
   assert pqat.steps[1].config.preserve_sparsity
   assert config.budget == Budget(max_accuracy_drop=0.01)
   assert config_lib.OptimizationConfig.from_json(config.to_json()) == config
+
+
+def test_the_cli_offers_exactly_the_technique_candidates():
+  names = config_lib.candidate_names()
+  assert names[0] == config_lib.BASELINE
+  assert options.TECHNIQUES == names[1:]
+  assert config_lib.candidate_names('regression') == (config_lib.BASELINE,)
+
+
+def test_chosen_candidates_keep_the_baseline_and_round_trip():
+  assert config_lib.chosen_candidates(None) == config_lib.default_candidates()
+  chosen = config_lib.chosen_candidates(('distillation', 'pruning'))
+  assert [c.name for c in chosen] == ['baseline', 'pruning', 'distillation']
+  config = config_lib.OptimizationConfig(candidates=chosen)
+  assert config_lib.OptimizationConfig.from_json(config.to_json()) == config
+  alone = config_lib.OptimizationConfig(
+      candidates=config_lib.chosen_candidates(()))
+  assert [c.name for c in alone.candidates] == ['baseline']
+  assert config_lib.OptimizationConfig.from_json(alone.to_json()) == alone
+  with pytest.raises(ConfigError, match=r"Unknown technique candidate\(s\) "
+                     r"\['baseline'\]"):
+    config_lib.chosen_candidates(('baseline',))
