@@ -3,7 +3,7 @@
 Each test runs the console script in a subprocess on bundled data, then reads
 ML Metadata (SQLite) and the pushed SavedModel to check what the run claims.
 """
-import glob
+import json
 import os
 import re
 
@@ -14,6 +14,7 @@ import tensorflow as tf
 from leantfx import datasets
 from leantfx.pipeline import run_summary
 from tests.e2e import artifacts
+from tests.e2e import pushed
 from tests.helpers import run_cli
 
 pytestmark = pytest.mark.e2e
@@ -43,59 +44,19 @@ def _printed_accuracy(stdout):
   return int(match.group(1)), float(match.group(2))
 
 
-def _versions(serving_dir):
-  if not os.path.isdir(serving_dir):
-    return []
-  return sorted(d for d in os.listdir(serving_dir) if d.isdigit())
 
 
-def _eval_examples(summary):
-  uri = summary.executions['CsvExampleGen'].outputs['examples'][0].uri
-  files = glob.glob(os.path.join(uri, 'Split-eval', '*'))
-  assert files, uri
-  return [
-      r.numpy()
-      for r in tf.data.TFRecordDataset(files, compression_type='GZIP')
-  ]
 
 
-def _label_ids(serialized, spec):
-  ids = []
-  for record in serialized:
-    feature = tf.train.Example.FromString(record).features.feature[spec.label]
-    value = (feature.bytes_list.value[0].decode()
-             if feature.bytes_list.value else str(feature.int64_list.value[0]))
-    ids.append(spec.classes.index(value))
-  return np.array(ids)
 
 
-def _raw_columns(serialized, input_specs):
-  """tf.Examples as the serving_default signature's [batch] raw columns."""
-  columns = {name: [] for name in input_specs}
-  for record in serialized:
-    features = tf.train.Example.FromString(record).features.feature
-    for name, spec in input_specs.items():
-      feature = features.get(name)
-      values = []
-      if feature is not None:
-        values = (list(feature.bytes_list.value) or
-                  list(feature.float_list.value) or
-                  list(feature.int64_list.value))
-      if spec.dtype == tf.string:
-        columns[name].append(values[0] if values else b'')
-      else:
-        columns[name].append(float(values[0]) if values else float('nan'))
-  return {
-      name: tf.constant(values, dtype=input_specs[name].dtype)
-      for name, values in columns.items()
-  }
 
 
 def _check_pushed_model(summary, spec):
   """The pushed model reproduces the Evaluator's accuracy on the eval split."""
   model = tf.saved_model.load(summary.pushed_path)
-  serialized = _eval_examples(summary)
-  labels = _label_ids(serialized, spec)
+  serialized = pushed.eval_examples(summary)
+  labels = pushed.label_ids(serialized, spec)
   assert len(labels) == summary.example_count
   probabilities = model.signatures['predict_examples'](
       examples=tf.constant(serialized))['probabilities'].numpy()
@@ -107,7 +68,7 @@ def _check_pushed_model(summary, spec):
   serving = model.signatures['serving_default']
   input_specs = serving.structured_input_signature[1]
   assert spec.label not in input_specs
-  outputs = serving(**_raw_columns(serialized, input_specs))
+  outputs = serving(**pushed.raw_columns(serialized, input_specs))
   np.testing.assert_array_equal(outputs['class_ids'].numpy(), predicted)
   np.testing.assert_allclose(outputs['probabilities'].numpy(), probabilities,
                              atol=1e-5)
@@ -153,7 +114,8 @@ def test_penguins_first_run_pushes_a_model_at_its_reported_accuracy(
   assert summary.accuracy >= MIN_ACCURACY
   assert summary.blessed and summary.pushed
   serving_dir = os.path.join(penguins_output, 'serving', 'penguins')
-  assert _versions(serving_dir) == [os.path.basename(summary.pushed_path)]
+  assert pushed.versions(serving_dir) == [
+      os.path.basename(summary.pushed_path)]
   assert f'pushed: {summary.pushed_path}' in result.stdout
   # The Pusher measured the pushed serving graph (Transform included), and
   # the summary prints what it recorded.
@@ -178,7 +140,7 @@ def _states(output, pipeline_name):
 
 def test_penguins_reruns_are_served_from_cache(penguins_output):
   serving_dir = os.path.join(penguins_output, 'serving', 'penguins')
-  before = _versions(serving_dir)
+  before = pushed.versions(serving_dir)
   assert before, 'the first run must have pushed'
   # Second run: the data, schema and code are unchanged, so everything up to
   # the Trainer is a cache hit. The Evaluator's inputs did change: the first
@@ -194,7 +156,7 @@ def test_penguins_reruns_are_served_from_cache(penguins_output):
   assert states['Evaluator'] == 'complete'
   assert summary.pushed and summary.reused_version
   assert 'not pushed again' in result.stdout
-  assert _versions(serving_dir) == before
+  assert pushed.versions(serving_dir) == before
   # Third run: nothing changed at all, so every component is a cache hit (the
   # resolver has no executor and is not cached, it resolves).
   store = run_summary.open_store(
@@ -209,13 +171,13 @@ def test_penguins_reruns_are_served_from_cache(penguins_output):
   assert {s for n, s in states.items()
           if not n.endswith('_resolver')} == {'cached'}
   assert '10 from cache' in result.stdout
-  assert _versions(serving_dir) == before
+  assert pushed.versions(serving_dir) == before
 
 
 def test_worse_model_on_same_data_is_not_pushed(penguins_output):
   """The change threshold against the last blessed model blocks a push."""
   serving_dir = os.path.join(penguins_output, 'serving', 'penguins')
-  before = _versions(serving_dir)
+  before = pushed.versions(serving_dir)
   # Two optimizer steps leave the MLP far below the blessed model; the
   # absolute gate is opened so only the comparison with the baseline decides.
   result = run_cli(['run', '--dataset', 'penguins', '--output',
@@ -223,7 +185,7 @@ def test_worse_model_on_same_data_is_not_pushed(penguins_output):
                     '--min-accuracy', '0'])
   assert result.returncode == 4, result.stdout + result.stderr
   assert 'blessed: no' in result.stdout
-  assert _versions(serving_dir) == before
+  assert pushed.versions(serving_dir) == before
 
 
 def test_model_failing_the_threshold_is_not_pushed(tmp_path):
@@ -237,7 +199,7 @@ def test_model_failing_the_threshold_is_not_pushed(tmp_path):
   assert summary.blessed is False
   assert not summary.pushed
   assert summary.accuracy < 0.999
-  assert _versions(os.path.join(output, 'serving', 'digits')) == []
+  assert pushed.versions(os.path.join(output, 'serving', 'digits')) == []
   assert 'pushed: nothing' in result.stdout
 
 
@@ -254,52 +216,9 @@ def test_digits_default_run_reaches_the_accuracy_bar(tmp_path):
   _check_pushed_tflite(output, summary, result.stdout)
   # --runtimes defaults to every installed runtime: the OpenVINO and ONNX
   # picks are pushed too, with raw-feature inputs.
-  _check_pushed_runtimes(output, summary, result.stdout)
+  pushed.check_pushed_runtimes(output, 'digits', summary, result.stdout)
 
 
-def _check_pushed_runtimes(output, summary, stdout):
-  """Each server runtime's pick: one version, raw pixels in, its runtime.
-
-  The pushed files are hashed in the manifest, the manifest says the model
-  takes the raw columns, and the model run through its own runtime on the
-  raw eval rows agrees with the SavedModel's classes.
-  """
-  import hashlib  # pylint: disable=g-import-not-at-top
-  import json  # pylint: disable=g-import-not-at-top
-  # pylint: disable=g-import-not-at-top
-  from leantfx.components.optimize import push
-  from leantfx.components.optimize import raw_runtimes
-  # pylint: enable=g-import-not-at-top
-  saved = tf.saved_model.load(summary.pushed_path).signatures[
-      'serving_default']
-  input_specs = saved.structured_input_signature[1]
-  serialized = _eval_examples(summary)
-  raw = {k: v.numpy() for k, v in _raw_columns(serialized,
-                                               input_specs).items()}
-  expected = saved(**{k: tf.constant(v) for k, v in raw.items()})[
-      'class_ids'].numpy()
-  for runtime in ('openvino', 'onnx'):
-    runtime_dir = os.path.join(output, runtime, 'digits')
-    versions = _versions(runtime_dir)
-    assert len(versions) == 1, (runtime, versions)
-    version_dir = os.path.join(runtime_dir, versions[0])
-    assert f'pushed to {version_dir}' in stdout, runtime
-    with open(os.path.join(version_dir, 'manifest.json'),
-              encoding='utf-8') as f:
-      manifest = json.load(f)
-    for name in push.RUNTIME_FILES[runtime]:
-      with open(os.path.join(version_dir, name), 'rb') as f:
-        assert hashlib.sha256(f.read()).hexdigest() == (
-            manifest['files'][name]['sha256']), (runtime, name)
-    assert manifest['metrics']['serving_inputs']['inputs'] == 'raw', (
-        runtime, manifest['metrics']['serving_inputs'])
-    model_file = push.RUNTIME_FILES[runtime][0]
-    predictor = raw_runtimes.RawPredictor(
-        runtime, os.path.join(version_dir, model_file))
-    got = np.argmax(predictor.predict(raw), axis=1)
-    # Quantized against float: the classes agree on all but a few examples.
-    agreement = float((got == expected).mean())
-    assert agreement >= 0.97, (runtime, agreement)
 
 
 def _check_pushed_tflite(output, summary, stdout):
@@ -310,21 +229,15 @@ def _check_pushed_tflite(output, summary, stdout):
   B, and low_rank/int8, 32904 B), so the test checks the policy: the push
   is the smallest blessed TFLite variant of the report, a quantized one.
   """
-  import hashlib  # pylint: disable=g-import-not-at-top
-  import json  # pylint: disable=g-import-not-at-top
   optimizer = summary.executions['ModelOptimizer']
   assert optimizer.state == 'complete'
   report_uri = optimizer.outputs['report'][0].uri
   assert os.path.isfile(os.path.join(report_uri, 'report.html'))
   assert os.path.join(report_uri, 'report.html') in stdout
-  tflite_dir = os.path.join(output, 'tflite', 'digits')
-  versions = _versions(tflite_dir)
-  assert len(versions) == 1, versions
-  version_dir = os.path.join(tflite_dir, versions[0])
-  with open(os.path.join(version_dir, 'manifest.json'), encoding='utf-8') as f:
-    manifest = json.load(f)
-  with open(os.path.join(version_dir, 'model.tflite'), 'rb') as f:
-    assert hashlib.sha256(f.read()).hexdigest() == manifest['sha256']
+  # Hashed, raw pixel columns in, the SavedModel's outputs and classes on
+  # all but a few examples (quantized against float).
+  manifest, got = pushed.check_pushed_tflite(output, 'digits', summary,
+                                             stdout)
   with open(os.path.join(report_uri, 'variants.json'), encoding='utf-8') as f:
     report = json.load(f)
   assert report['policy'] == 'smallest' and report['policy_size'] == (
@@ -336,38 +249,17 @@ def _check_pushed_tflite(output, summary, stdout):
                                                   smallest['name'])
   assert manifest['tflite_mode'] == smallest['tflite_mode'], manifest
   assert manifest['tflite_mode'] in ('dynamic_range', 'int8'), manifest
-  assert f'pushed to {version_dir}' in stdout
   # The summary names the fastest blessed variant of every runtime (an
   # ONNX one in a CI run) and its speed-ups.
   assert re.search(r'fastest blessed variant: \S+ \((tflite|openvino|onnx) '
                    r'\w+\), p50 '
                    r'[0-9.]+ ms at batch 1: [0-9.]+x the float SavedModel, '
                    r'[0-9.]+x TFLite float32', stdout), stdout
-  # It takes the raw pixel columns, as the SavedModel's serving_default
-  # does (the Transform is folded in), and answers the same outputs.
-  interpreter = tf.lite.Interpreter(
-      model_path=os.path.join(version_dir, 'model.tflite'))
-  runner = interpreter.get_signature_runner()
-  saved = tf.saved_model.load(summary.pushed_path).signatures[
-      'serving_default']
-  input_specs = saved.structured_input_signature[1]
-  assert set(runner.get_input_details()) == set(input_specs)
-  assert set(runner.get_output_details()) == {
-      'probabilities', 'class_ids', 'classes'}
-  serialized = _eval_examples(summary)
-  raw = _raw_columns(serialized, input_specs)
-  got = runner(**{k: v.numpy() for k, v in raw.items()})
-  expected = saved(**raw)['class_ids'].numpy()
-  # Quantized against float: the classes agree on all but a few examples.
-  agreement = float((got['class_ids'] == expected).mean())
-  assert agreement >= 0.97, agreement
   served = manifest['metrics']['serving_inputs']
-  assert served['inputs'] == 'raw', served
-  assert 'tflite: takes the raw columns, as serving_default does' in stdout
-  assert served['latency_includes_preprocessing'] is True
-  labels = _label_ids(serialized, datasets.BUNDLED['digits'])
+  labels = pushed.label_ids(pushed.eval_examples(summary),
+                            datasets.BUNDLED['digits'])
   assert served['accuracy'] == pytest.approx(
-      float((got['class_ids'] == labels).mean()), abs=1e-6), served
+      float((got == labels).mean()), abs=1e-6), served
   # The manifest's accuracy is measured on the report half of the eval split,
   # which the selection never saw; the Evaluator's figure is on the whole
   # split, so the pushed model is compared with the float model on the same

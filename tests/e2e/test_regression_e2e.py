@@ -22,6 +22,7 @@ from tensorflow_serving.apis import regression_pb2
 
 from leantfx import datasets
 from leantfx.pipeline import run_summary
+from tests.e2e import pushed
 from tests.helpers import run_cli
 
 pytestmark = pytest.mark.e2e
@@ -44,14 +45,6 @@ def diabetes_run(tmp_path_factory):
       os.path.join(output, 'metadata.sqlite'), 'leantfx-diabetes')
   with open(record, encoding='utf-8') as f:
     return result, summary, json.load(f), output
-
-
-def _eval_examples(summary):
-  uri = summary.executions['CsvExampleGen'].outputs['examples'][0].uri
-  files = glob.glob(os.path.join(uri, 'Split-eval', '*'))
-  assert files, uri
-  return [r.numpy() for r in
-          tf.data.TFRecordDataset(files, compression_type='GZIP')]
 
 
 def _features(serialized):
@@ -88,7 +81,7 @@ def test_diabetes_run_pushes_a_regression_at_its_reported_errors(diabetes_run):
   assert custom['dataset']['task'] == 'regression'
 
   # The pushed model reproduces the Evaluator's figures.
-  serialized = _eval_examples(summary)
+  serialized = pushed.eval_examples(summary)
   rows, labels = _features(serialized)
   assert len(labels) == summary.example_count
   model = tf.saved_model.load(summary.pushed_path)
@@ -110,7 +103,7 @@ def test_served_predict_and_regress_match_the_model(diabetes_run):
   # pylint: enable=g-import-not-at-top
   _, summary, _, output = diabetes_run
   assert summary.pushed, 'the run must have pushed'
-  serialized = _eval_examples(summary)
+  serialized = pushed.eval_examples(summary)
   rows, _ = _features(serialized)
   model = tf.saved_model.load(summary.pushed_path)
   expected = model.signatures['predict_examples'](

@@ -1,0 +1,118 @@
+"""End to end: a real image model (issue 12 point 9) through `leantfx run`.
+
+The product's mobilenet_v2 architecture (MobileNetV2 alpha 0.35 and the MLP
+head, 438k parameters) on the bundled digits, resized to 32 px inside the
+model, trained from scratch to a real accuracy; then the ModelOptimizer
+builds the trained model in every TFLite mode and in the OpenVINO and ONNX
+Runtime float32 and int8 modes (--techniques none: fine-tuning such a model
+once per technique would take longer than its training), scores each on the
+selection half of the eval split through its own runtime, times it with the
+inputs bound once, and pushes each runtime's pick with the raw pixel
+columns in.
+
+Measured on this machine (2 cores, idle, 2026-12-04): 402 s in all (Trainer
+197 s, ModelOptimizer 112 s); eval accuracy 0.9539.
+"""
+import json
+import os
+
+import pytest
+
+from leantfx import datasets
+from leantfx.pipeline import run_summary
+from tests.e2e import pushed
+from tests.helpers import run_cli
+
+pytestmark = pytest.mark.e2e
+
+# The schedule of benchmarks/bench_optimize.py's figure 6 (900 steps of
+# Adam 3e-3, 100 warm-up steps, cosine decay): 0.9539 here, 0.9528 in the
+# benchmark. The Trainer's default schedule reached 0.867 (docs/measurements).
+IMAGE_RUN = [
+    '--dataset', 'digits', '--architecture', 'mobilenet_v2',
+    '--width-multiplier', '0.35', '--image-size', '32', '--train-steps',
+    '900', '--learning-rate', '0.003', '--warmup-steps', '100', '--lr-decay',
+    'cosine', '--techniques', 'none'
+]
+# The Evaluator's default gate is 0.9; the two runs measured scored 0.95.
+MIN_ACCURACY = 0.9
+MODES = {
+    'tflite': {'float32', 'float16', 'dynamic_range', 'int8', 'int16x8'},
+    'openvino': {'openvino_float32', 'openvino_int8'},
+    'onnx': {'onnx_float32', 'onnx_int8'},
+}
+
+
+@pytest.fixture(scope='module')
+def image_run(tmp_path_factory):
+  output = str(tmp_path_factory.mktemp('mobilenet'))
+  result = run_cli(['run', '--output', output] + IMAGE_RUN, optimize=True)
+  assert result.returncode == 0, result.stdout + result.stderr
+  summary = run_summary.summarize(
+      os.path.join(output, 'metadata.sqlite'), 'leantfx-digits')
+  report_uri = summary.executions['ModelOptimizer'].outputs['report'][0].uri
+  with open(os.path.join(report_uri, 'variants.json'), encoding='utf-8') as f:
+    report = json.load(f)
+  return output, result.stdout, summary, report
+
+
+def test_the_mobilenet_trains_to_a_real_accuracy_and_is_pushed(image_run):
+  _, stdout, summary, report = image_run
+  assert summary.accuracy >= MIN_ACCURACY, stdout
+  assert summary.blessed and summary.pushed, stdout
+  # The model the optimizer read is the MobileNetV2 (its layer names), not
+  # the digits' default CNN.
+  layers = report['baseline']['details']['layer_sparsity']
+  assert any(name.startswith('mobilenetv2_0.35_32') for name in layers), (
+      layers)
+  assert report['baseline']['params'] > 400_000, report['baseline']
+
+
+def test_every_runtime_and_mode_is_built_scored_and_timed(image_run):
+  _, _, _, report = image_run
+  built = {}
+  for decision in report['decisions']:
+    variant = decision['variant']
+    # --techniques none: the trained model alone, in every mode.
+    assert variant['technique'] == 'baseline', variant['name']
+    built.setdefault(variant['runtime'], set()).add(
+        variant['name'].split('/', 1)[1])
+    # Scored on the selection half through its own runtime, timed with the
+    # inputs bound once (at least 200 timed runs, interleaved rounds).
+    assert variant['num_examples'] > 150, variant['name']
+    assert variant['latency_runs'] >= 200, variant['name']
+    assert 0 < variant['latency_p50_ms'] <= variant['latency_p99_ms'], (
+        variant['name'])
+    assert len(variant['latency_round_p50_ms']) >= 3, variant['name']
+  assert built == MODES, built
+  assert report['failures'] == [], report['failures']
+  # TFLite int8 on this model stays inside the 1-point budget (its drop
+  # measured 0.0 here and -0.28 pt in the benchmark).
+  tflite_int8 = next(d for d in report['decisions']
+                     if d['variant']['name'] == 'baseline/int8')
+  assert tflite_int8['blessed'], tflite_int8['reasons']
+
+
+def test_each_runtime_pushes_its_pick_with_the_raw_pixels_in(image_run):
+  output, stdout, summary, report = image_run
+  # TFLite: hashed, the SavedModel's raw pixel columns and outputs; on the
+  # whole raw eval split its classes are the SavedModel's on all but a few
+  # (quantized against float), and its manifest's serving accuracy is its
+  # own on those rows.
+  manifest, got = pushed.check_pushed_tflite(output, 'digits', summary,
+                                             stdout)
+  labels = pushed.label_ids(pushed.eval_examples(summary),
+                            datasets.BUNDLED['digits'])
+  assert manifest['metrics']['serving_inputs']['accuracy'] == pytest.approx(
+      float((got == labels).mean()), abs=1e-6)
+  assert manifest['metrics']['accuracy'] >= MIN_ACCURACY - 0.02, manifest
+  # OpenVINO and ONNX Runtime: each runtime's pick, its files hashed, raw
+  # columns in, run through its own runtime.
+  manifests = pushed.check_pushed_runtimes(output, 'digits', summary, stdout)
+  for runtime, pick in report['runtime_picks'].items():
+    assert pick['pushed_to'] == os.path.join(
+        output, runtime, 'digits', pushed.versions(
+            os.path.join(output, runtime, 'digits'))[0]), pick
+    # 'baseline/openvino_int8' -> the manifest's runtime and mode.
+    assert (manifests[runtime]['runtime'], manifests[runtime]['mode']) == (
+        tuple(pick['selected'].split('/')[1].split('_', 1))), pick
