@@ -330,9 +330,16 @@ def deploy_ovms(args: argparse.Namespace) -> int:
     path = runtime_deploy.write_ovms_config(args.model_base_path, args.out,
                                             args.num_threads)
     id_inputs = runtime_deploy.ovms_id_inputs(args.model_base_path)
+    reloaded = runtime_deploy.ovms_reloaded_models(args.model_base_path)
   except LeantfxError as e:
     return _fail(e)
   print(f'wrote {path}')
+  for name in reloaded:
+    print(f'note: {name} has "batch_size": "auto": its push measured that '
+          'OpenVINO answers batch 1 wrongly on its dynamic batch (an '
+          'OpenVINO CPU int8 bug), so OVMS reshapes it to each request\'s '
+          'batch size; a request whose batch size differs from the last one '
+          'reloads the model')
   for name, columns in id_inputs.items():
     print(f'note: OVMS serves {name} with {columns} as int64 vocabulary ids '
           f'(OpenVINO runs no lookup table; the vocabularies are in each '

@@ -4,10 +4,14 @@
 OpenVINO Model Server's ``config.json`` (``model_config_list``, one entry per
 model directory under the base, mounted at ``/models``); OVMS speaks TF
 Serving's REST and gRPC API, so the clients of ``leantfx serve`` work against
-it. ``leantfx deploy triton --model-repository <output>/onnx`` writes a
-``config.pbtxt`` into each model directory of the ONNX push base (Triton reads
-it beside the version folders), with the inputs and outputs read from the
-newest version's ``model.onnx``.
+it. The file is checked against OVMS's own schema before it is written. A
+model whose push recorded that its dynamic batch answers batch 1 wrongly
+(an OpenVINO CPU bug, components/optimize/openvino_runtime.py) gets
+``"batch_size": "auto"``: OVMS then runs each request at its own static
+batch, as leantfx gated it. ``leantfx deploy triton --model-repository
+<output>/onnx`` writes a ``config.pbtxt`` into each model directory of the
+ONNX push base (Triton reads it beside the version folders), with the inputs
+and outputs read from the newest version's ``model.onnx``.
 
 The config.pbtxt is checked by parsing it with protobuf's text format against
 the fields of Triton's ``inference.ModelConfig`` that it uses (names, numbers
@@ -20,12 +24,14 @@ import json
 import os
 from typing import Dict, List, Sequence
 
+import jsonschema
 from google.protobuf import descriptor_pb2
 from google.protobuf import descriptor_pool
 from google.protobuf import message_factory
 from google.protobuf import text_format
 
 from leantfx.components import versioned_push
+from leantfx.components.optimize import push
 from leantfx.errors import ConfigError
 from leantfx.models import raw_serving
 
@@ -60,19 +66,100 @@ def _model_dirs(base: str, filename: str) -> Dict[str, str]:
   return found
 
 
+# OVMS's config.json schema for the entries written here: the top level and
+# model_config of MODELS_CONFIG_SCHEMA in openvinotoolkit/model_server's
+# src/schema.cpp (same keys, types, bounds and additionalProperties: false
+# where it puts them; its pipeline and custom-loader lists are left out, as
+# leantfx writes none). OVMS refuses a config.json that fails it.
+_OVMS_MODEL_CONFIG = {
+    'type': 'object',
+    'required': ['name', 'base_path'],
+    'properties': {
+        'name': {'type': 'string'},
+        'base_path': {'type': 'string'},
+        'batch_size': {'type': ['integer', 'string'], 'minimum': 0},
+        'model_version_policy': {'type': 'object'},
+        'shape': {'type': ['object', 'string']},
+        'nireq': {'type': 'integer', 'minimum': 0},
+        'target_device': {'type': 'string'},
+        'plugin_config': {'type': 'object'},
+        'stateful': {'type': 'boolean'},
+        'idle_sequence_cleanup': {'type': 'boolean'},
+        'low_latency_transformation': {'type': 'boolean'},
+        'max_sequence_number': {'type': 'integer', 'minimum': 0},
+    },
+    'additionalProperties': False,
+}
+OVMS_CONFIG_SCHEMA = {
+    'type': 'object',
+    'required': ['model_config_list'],
+    'properties': {'model_config_list': {'type': 'array', 'items': {
+        'type': 'object', 'required': ['config'],
+        'properties': {'config': _OVMS_MODEL_CONFIG}}}},
+    'additionalProperties': False,
+}
+
+
+def check_ovms_config(config: Dict) -> None:
+  """Checks a config.json document against OVMS's schema (OVMS_CONFIG_SCHEMA).
+
+  Raises:
+    ConfigError: OVMS would refuse it; the message names the key.
+  """
+  try:
+    jsonschema.validate(config, OVMS_CONFIG_SCHEMA)
+  except jsonschema.ValidationError as e:
+    where = '/'.join(str(p) for p in e.absolute_path) or 'the top level'
+    raise ConfigError(f'The OVMS config.json is invalid at {where}: '
+                      f'{e.message}') from e
+
+
+def ovms_reloaded_models(base: str) -> List[str]:
+  """The OpenVINO models OVMS must run at each request's own batch size.
+
+  Those whose newest version's manifest says its dynamic batch answers
+  batch 1 differently from a static batch of 1 (``dynamic_batch_one_ok``
+  false, measured by the optimizer: components/optimize/openvino_runtime.py
+  says which OpenVINO CPU bug that is). A version pushed without the check
+  (older leantfx, the transformed-input fallback, or files copied in
+  without a manifest) is left as it is.
+  """
+  found = []
+  for name, path in _model_dirs(base, OPENVINO_FILENAME).items():
+    if not os.path.isfile(os.path.join(path, push.MANIFEST_FILE)):
+      continue
+    try:
+      inputs = push.read_manifest(path).get('metrics', {}).get(
+          'serving_inputs') or {}
+    except (OSError, ValueError) as e:
+      raise ConfigError(f'{path}: its manifest does not read ({e}); re-push '
+                        'the model or remove that version.') from e
+    if inputs.get('dynamic_batch_one_ok') is False:
+      found.append(name)
+  return found
+
+
 def ovms_config(base: str, num_threads: int = 1) -> Dict:
   """OVMS's config.json for every OpenVINO model under `base`."""
-  return {'model_config_list': [
-      {'config': {
-          'name': name,
-          'base_path': f'{CONTAINER_MODELS_DIR}/{name}',
-          'target_device': 'CPU',
-          # f32: what the optimizer gated and timed (a CPU with bfloat16
-          # instructions would otherwise run a float32 IR in bfloat16).
-          'plugin_config': {'INFERENCE_NUM_THREADS': num_threads,
-                            'PERFORMANCE_HINT': 'LATENCY',
-                            'INFERENCE_PRECISION_HINT': 'f32'},
-      }} for name in _model_dirs(base, OPENVINO_FILENAME)]}
+  reloaded = set(ovms_reloaded_models(base))
+  models = []
+  for name in _model_dirs(base, OPENVINO_FILENAME):
+    config = {
+        'name': name,
+        'base_path': f'{CONTAINER_MODELS_DIR}/{name}',
+        'target_device': 'CPU',
+        # f32: what the optimizer gated and timed (a CPU with bfloat16
+        # instructions would otherwise run a float32 IR in bfloat16).
+        'plugin_config': {'INFERENCE_NUM_THREADS': num_threads,
+                          'PERFORMANCE_HINT': 'LATENCY',
+                          'INFERENCE_PRECISION_HINT': 'f32'},
+    }
+    if name in reloaded:
+      # OVMS then reshapes the model to each request's batch (static), the
+      # shape leantfx gated it at; a change of batch size reloads it.
+      config['batch_size'] = 'auto'
+    models.append({'config': config})
+  return {'model_config_list': models}
 
 
 def ovms_id_inputs(base: str) -> Dict[str, List[str]]:
@@ -96,6 +183,7 @@ def ovms_id_inputs(base: str) -> Dict[str, List[str]]:
 def write_ovms_config(base: str, out_dir: str, num_threads: int = 1) -> str:
   """Writes <out_dir>/config.json; returns its path."""
   config = ovms_config(base, num_threads)
+  check_ovms_config(config)
   os.makedirs(out_dir, exist_ok=True)
   path = os.path.join(out_dir, OVMS_CONFIG)
   with open(path, 'w', encoding='utf-8') as f:

@@ -67,6 +67,13 @@ RUNTIMES = (OPENVINO, ONNX)
 FLOAT32 = 'float32'
 INT8 = 'int8'
 MODES = (FLOAT32, INT8)
+# The manifest fact (and measure_raw key) of RawPredictor.dynamic_batch_one_gap,
+# and how many eval rows it is measured on (the plugin bug it watches for
+# answers every row wrongly).
+DYNAMIC_BATCH_ONE_GAP = 'dynamic_batch_one_max_abs_diff'
+DYNAMIC_BATCH_ONE_ROWS = 100
+
+
 def _is_string(value: np.ndarray) -> bool:
   return np.asarray(value).dtype.kind in ('O', 'S', 'U')
 
@@ -477,6 +484,28 @@ class RawPredictor:
     result = request.infer({inputs[c]: v for c, v in feed.items()})
     return np.array(result[port])
 
+  def dynamic_batch_one_gap(self, data: measure.LabeledData,
+                            rows: int) -> float:
+    """How far the IR as pushed answers batch 1 from what leantfx runs.
+
+    OpenVINO only: the largest difference of the score between a batch-1
+    call on the model's dynamic batch (what OpenVINO Model Server compiles)
+    and on the static batch-1 copy (what ``predict`` runs), over the first
+    ``rows`` rows of ``data``. 0.0 for a model whose batch is static.
+    """
+    if self.runtime != OPENVINO:
+      raise ConfigError('dynamic_batch_one_gap is for OpenVINO models; '
+                        f'this one is {self.runtime!r}.')
+    request, inputs, port = self._request_for(None)
+    gap = 0.0
+    for i in range(min(rows, len(data))):
+      row = data.example(i)
+      feed = openvino_feed(row, self._lookups)
+      dynamic = np.array(
+          request.infer({inputs[c]: v for c, v in feed.items()})[port])
+      gap = max(gap, float(np.abs(dynamic - self.predict(row)).max()))
+    return gap
+
   def bind(self, raw: Mapping[str, np.ndarray]):
     """Prepares ``raw`` once; returns the runtime's own call on it.
 
@@ -509,7 +538,8 @@ def measure_raw(runtime: str, path: str, data: measure.LabeledData, quality,
 
   Returns:
     quality.scores(...) plus latency_p50_ms, latency_p99_ms and
-    call_overhead_ms.
+    call_overhead_ms; for OpenVINO also DYNAMIC_BATCH_ONE_GAP (what a
+    server compiling the IR as pushed would answer differently at batch 1).
   """
   predictor = RawPredictor(runtime, path, num_threads)
   scores = quality.scores(predictor.predict(data.features), data.labels)
@@ -527,10 +557,14 @@ def measure_raw(runtime: str, path: str, data: measure.LabeledData, quality,
 
   called = timed(lambda: predictor.predict(row))
   bound = timed(predictor.bind(row))
-  return dict(scores, latency_p50_ms=float(np.percentile(bound, 50)),
-              latency_p99_ms=float(np.percentile(bound, 99)),
-              call_overhead_ms=float(np.percentile(called, 50) -
-                                     np.percentile(bound, 50)))
+  measured = dict(scores, latency_p50_ms=float(np.percentile(bound, 50)),
+                  latency_p99_ms=float(np.percentile(bound, 99)),
+                  call_overhead_ms=float(np.percentile(called, 50) -
+                                         np.percentile(bound, 50)))
+  if runtime == OPENVINO:
+    measured[DYNAMIC_BATCH_ONE_GAP] = predictor.dynamic_batch_one_gap(
+        data, DYNAMIC_BATCH_ONE_ROWS)
+  return measured
 
 
 def raw_dir(variant_dir: str) -> str:
@@ -634,6 +668,12 @@ def checked_facts(runtime: str, out_dir: str, measured: Mapping[str, float],
                         'timed (RawPredictor.bind)',
       'call_overhead_ms': measured['call_overhead_ms'],
   }
+  if DYNAMIC_BATCH_ONE_GAP in measured:
+    # What OVMS would answer at batch 1 (it compiles the IR as pushed):
+    # leantfx deploy ovms reads dynamic_batch_one_ok.
+    facts[DYNAMIC_BATCH_ONE_GAP] = measured[DYNAMIC_BATCH_ONE_GAP]
+    facts['dynamic_batch_one_ok'] = (measured[DYNAMIC_BATCH_ONE_GAP] <=
+                                     openvino_runtime.DYNAMIC_BATCH_ONE_ATOL)
   looked_up = sorted(raw_serving.read_string_lookups(out_dir))
   if looked_up:
     # OpenVINO: these columns' strings become ids before the IR (in

@@ -16,6 +16,7 @@ import tf_keras
 from leantfx.components.optimize import onnx_export
 from leantfx.components.optimize import openvino_export
 from leantfx.components.optimize import push
+from leantfx.errors import ConfigError
 from leantfx.serving import model_config
 from leantfx.serving import model_manager
 from leantfx.serving import status
@@ -125,6 +126,31 @@ def test_deploy_writes_a_triton_config_that_parses_and_an_ovms_config(
                     str(tmp_path / 'ovms')]) == 0
   out = capfd.readouterr().out
   assert "note: OVMS serves m with ['island'] as int64 vocabulary ids" in out
+  assert '"batch_size": "auto"' not in out
+  # A push whose dynamic batch answers batch 1 wrongly (the optimizer's
+  # dynamic_batch_one_ok): OVMS reshapes it to each request's batch.
+  for ok, expected in ((True, None), (False, 'auto')):
+    (version / 'manifest.json').write_text(json.dumps({'metrics': {
+        'serving_inputs': {'inputs': 'raw', 'dynamic_batch_one_ok': ok,
+                           'dynamic_batch_one_max_abs_diff': 0.0 if ok
+                           else 0.04}}}))
+    assert main.main(['deploy', 'ovms', '--model-base-path',
+                      str(tmp_path / 'openvino'), '--out',
+                      str(tmp_path / 'ovms')]) == 0
+    with open(tmp_path / 'ovms' / 'config.json') as f:
+      written = json.load(f)['model_config_list'][0]['config']
+    assert written.get('batch_size') == expected
+    note = 'note: m has "batch_size": "auto"' in capfd.readouterr().out
+    assert note == (not ok)
+  # A manifest that does not read: a clear error, exit 2.
+  (version / 'manifest.json').write_text('{not json')
+  assert main.main(['deploy', 'ovms', '--model-base-path',
+                    str(tmp_path / 'openvino'), '--out',
+                    str(tmp_path / 'ovms2')]) == 2
+  captured = capfd.readouterr()
+  assert 'its manifest does not read' in captured.err + captured.out
+  assert not (tmp_path / 'ovms2' / 'config.json').exists()
+  (version / 'manifest.json').unlink()
   # An empty base is a clear error, exit 2.
   (tmp_path / 'empty').mkdir()
   assert main.main(['deploy', 'ovms', '--model-base-path',
@@ -132,6 +158,29 @@ def test_deploy_writes_a_triton_config_that_parses_and_an_ovms_config(
                     str(tmp_path / 'x')]) == 2
   captured = capfd.readouterr()
   assert 'No model under' in captured.err + captured.out
+
+
+def test_the_ovms_config_is_checked_against_ovms_schema():
+  """OVMS_CONFIG_SCHEMA mirrors model_server's src/schema.cpp: a key OVMS
+  does not know, a wrong type or a negative batch is refused."""
+  from leantfx.serving import runtime_deploy  # pylint: disable=g-import-not-at-top
+  good = {'name': 'm', 'base_path': '/models/m', 'target_device': 'CPU',
+          'batch_size': 'auto',
+          'plugin_config': {'INFERENCE_PRECISION_HINT': 'f32'}}
+  runtime_deploy.check_ovms_config({'model_config_list': [{'config': good}]})
+  for bad, where in (({**good, 'batch': 1}, 'model_config_list/0/config'),
+                     ({**good, 'batch_size': -1},
+                      'model_config_list/0/config/batch_size'),
+                     ({**good, 'nireq': 'two'},
+                      'model_config_list/0/config/nireq'),
+                     ({'base_path': '/models/m'},
+                      'model_config_list/0/config')):
+    with pytest.raises(ConfigError, match=f'invalid at {where}:'):
+      runtime_deploy.check_ovms_config(
+          {'model_config_list': [{'config': bad}]})
+  with pytest.raises(ConfigError, match='invalid at the top level'):
+    runtime_deploy.check_ovms_config({'model_config_list': [],
+                                      'pipelines': []})
 
 
 def test_a_raw_feature_onnx_model_gets_string_tensors_in_its_triton_config(
