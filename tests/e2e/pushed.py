@@ -14,6 +14,9 @@ import os
 import numpy as np
 import tensorflow as tf
 
+from leantfx.cli import main as cli_main
+from leantfx.components.optimize import measure
+from leantfx.components.optimize import openvino_runtime
 from leantfx.components.optimize import push
 from leantfx.components.optimize import raw_runtimes
 
@@ -116,8 +119,35 @@ def check_pushed_runtimes(output, model, summary, stdout,
     got = np.argmax(predictor.predict(raw), axis=1)
     agreement = float((got == expected).mean())
     assert agreement >= min_agreement, (runtime, agreement)
+    if runtime == 'openvino':
+      check_ovms_batch(output, model, manifest, predictor, raw)
     manifests[runtime] = manifest
   return manifests
+
+
+def check_ovms_batch(output, model, manifest, predictor, raw,
+                     rows=raw_runtimes.DYNAMIC_BATCH_ONE_ROWS):
+  """The OpenVINO push's dynamic-batch fact holds, and deploy follows it.
+
+  The manifest's dynamic_batch_one_ok is re-measured here (the push's IR
+  compiled as pushed, as OVMS compiles it, against the static batch-1
+  copy leantfx runs, on as many raw eval rows as the push measured), and
+  `leantfx deploy ovms` gives the model "batch_size": "auto" exactly when
+  it is false.
+  """
+  inputs = manifest['metrics']['serving_inputs']
+  data = measure.LabeledData(raw, np.zeros(len(next(iter(raw.values()))),
+                                           np.int64))
+  gap = predictor.dynamic_batch_one_gap(data, rows)
+  ok = gap <= openvino_runtime.DYNAMIC_BATCH_ONE_ATOL
+  assert inputs['dynamic_batch_one_ok'] is ok, (inputs, gap)
+  out = os.path.join(output, 'ovms-config')
+  assert cli_main.main(['deploy', 'ovms', '--model-base-path',
+                        os.path.join(output, 'openvino'), '--out', out]) == 0
+  with open(os.path.join(out, 'config.json'), encoding='utf-8') as f:
+    (entry,) = [e['config'] for e in json.load(f)['model_config_list']
+                if e['config']['name'] == model]
+  assert entry.get('batch_size') == (None if ok else 'auto'), (entry, gap)
 
 
 def check_pushed_tflite(output, model, summary, stdout, min_agreement=0.97):
