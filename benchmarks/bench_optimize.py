@@ -324,6 +324,108 @@ def _legacy_runner_p50(paths: Dict[str, str], inputs: Dict[str, Any],
           for label, d in durations.items()}
 
 
+# Profiled batch-1 infers per OpenVINO variant (after PROFILE_WARMUP).
+PROFILE_RUNS = 50
+PROFILE_WARMUP = 20
+# What int8 can gain on a convolution at most, from its arithmetic: an
+# AVX-512 VNNI instruction (vpdpbusd) does 4 int8 multiply-adds per 32-bit
+# lane where an FMA does one float32 multiply-add.
+VNNI_MACS_PER_LANE = 4
+
+
+def layer_kind(node_type: str, exec_type: str) -> str:
+  """'1x1 conv', 'depthwise conv' or 'other', from OpenVINO's profiling."""
+  if node_type == 'Convolution' and '1x1' in exec_type:
+    return '1x1 conv'
+  if node_type == 'GroupConvolution':
+    return 'depthwise conv'
+  return 'other'
+
+
+def openvino_layer_ms(xml_path: str, example: Dict[str, np.ndarray],
+                      runs: int = PROFILE_RUNS) -> Dict[str, float]:
+  """Median ms per layer kind (layer_kind) of a batch-1 OpenVINO infer.
+
+  The CPU plugin's own per-layer profiling (ENABLE_PROFILING) on the model
+  compiled as leantfx runs batch 1 (a static batch of 1, 1 thread, f32
+  precision), inputs set once; each kind's total per infer, median over
+  ``runs`` infers.
+  """
+  import openvino as ov  # pylint: disable=g-import-not-at-top
+  import openvino.properties as props  # pylint: disable=g-import-not-at-top
+  import openvino.properties.hint as hints  # pylint: disable=g-import-not-at-top
+  core = ov.Core()
+  model = core.read_model(xml_path)
+  (value,) = example.values()
+  model.reshape(list(np.shape(value)))
+  compiled = core.compile_model(model, 'CPU', {
+      props.inference_num_threads: 1, props.num_streams: 1,
+      hints.performance_mode: hints.PerformanceMode.LATENCY,
+      hints.inference_precision: ov.Type.f32, props.enable_profiling: True})
+  request = compiled.create_infer_request()
+  request.set_input_tensor(0, ov.Tensor(np.ascontiguousarray(value)))
+  for _ in range(PROFILE_WARMUP):
+    request.infer()
+  per_kind = {}
+  for _ in range(runs):
+    request.infer()
+    totals = {}
+    for layer in request.profiling_info:
+      if layer.status != layer.Status.EXECUTED:
+        continue
+      kind = layer_kind(layer.node_type, layer.exec_type)
+      totals[kind] = (totals.get(kind, 0.0) +
+                      layer.real_time.total_seconds() * 1e3)
+    for kind, ms in totals.items():
+      per_kind.setdefault(kind, []).append(ms)
+  return {kind: float(np.median(v)) for kind, v in per_kind.items()}
+
+
+def int8_ceiling_rows(xml_paths: Dict[str, str], example, tflite_f32_ms: float
+                     ) -> List[Dict[str, Any]]:
+  """Where OpenVINO's batch-1 time goes, and what int8 could reach at most.
+
+  Per layer kind, float32 and int8 (openvino_layer_ms). The ceiling: the
+  int8 model's time with its 1x1 convolutions at a quarter of their float32
+  time (VNNI_MACS_PER_LANE: the arithmetic limit) and every other layer as
+  measured in int8; TFLite float32's p50 over that is the largest speed-up
+  over TFLite float32 any int8 MobileNetV2 can show on this CPU without
+  faster depthwise convolutions.
+  """
+  layers = {mode: openvino_layer_ms(path, example)
+            for mode, path in xml_paths.items()}
+  rows = []
+  for mode, kinds in layers.items():
+    total = sum(kinds.values())
+    rows.append({
+        'figure': f'MobileNetV2 OpenVINO {mode} per-layer ms, 1 thread '
+                  '(plugin profiling, summed per infer)',
+        'measured': total,
+        'detail': '; '.join(f'{kind} {ms:.2f} ms ({ms / total:.0%})'
+                            for kind, ms in sorted(kinds.items(),
+                                                   key=lambda kv: -kv[1])),
+        'anchor': '-', 'anchor source': '-',
+    })
+  f32, int8 = layers['float32'], layers['int8']
+  ceiling = (sum(int8.values()) - int8.get('1x1 conv', 0.0) +
+             f32.get('1x1 conv', 0.0) / VNNI_MACS_PER_LANE)
+  rows.append({
+      'figure': 'MobileNetV2 int8 ceiling: speed-up over TFLite float32 if '
+                'every 1x1 conv ran at 4x its float32 speed',
+      'measured': tflite_f32_ms / ceiling,
+      'detail': (f"int8 1x1 convs {int8.get('1x1 conv', 0.0):.2f} ms -> "
+                 f"{f32.get('1x1 conv', 0.0) / VNNI_MACS_PER_LANE:.2f} ms "
+                 f"(float32 {f32.get('1x1 conv', 0.0):.2f} / "
+                 f"{VNNI_MACS_PER_LANE}); depthwise int8 "
+                 f"{int8.get('depthwise conv', 0.0):.2f} ms vs float32 "
+                 f"{f32.get('depthwise conv', 0.0):.2f} ms; other int8 "
+                 f"{int8.get('other', 0.0):.2f} ms; {ceiling:.2f} ms against "
+                 f'TFLite float32 {tflite_f32_ms:.2f} ms'),
+      'anchor': '>= 4x (best int8)', 'anchor source': 'issue 12 target',
+  })
+  return rows
+
+
 def latency_rows(work, runs, rounds=measure.DEFAULT_LATENCY_ROUNDS,
                  deploy_threads=None) -> List[Dict[str, Any]]:
   """Figure 5: MobileNetV2 1.0 224px, batch 1, TF vs TFLite float32 vs int8.
@@ -467,6 +569,10 @@ def latency_rows(work, runs, rounds=measure.DEFAULT_LATENCY_ROUNDS,
                    'session.run(None, feed)) minus the bound call'),
         'anchor': '-', 'anchor source': '-',
     })
+  if (runtimes.OPENVINO, 'int8') in server_paths:
+    rows += int8_ceiling_rows(
+        {mode: server_paths[(runtimes.OPENVINO, mode)]
+         for mode in ('float32', 'int8')}, example, tflite_f32)
   for mode in ('float32', 'int8'):
     rows.append({
         'figure': f'old method p50 ms: TFLite {mode}, 1 thread, '
