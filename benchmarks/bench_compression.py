@@ -33,7 +33,7 @@ every accuracy below is on the report half unless a row says otherwise.
    class-stratified 10% or 25% of the train rows only, while the teacher's
    soft targets exist on all 1437 train images. Distilled on those images
    with soft targets only (alpha 0: no label reaches it; the default
-   candidate's T, epochs and learning rate) vs scratch on the labeled rows
+   candidate's T, epochs, learning rate and mixup) vs scratch on the labeled rows
    for as many optimizer steps; for reference the student from scratch on
    all labels, and the teacher. 3 seeds. Figure 1 cannot show what the soft
    targets carry beyond the labels (teacher and student share the same 1437
@@ -181,7 +181,8 @@ def distillation_rows(data, seeds: int) -> List[Dict[str, Any]]:
   config = facts['config']
   recipe = (f"T {config['temperature']}, alpha {config['alpha']}, "
             f"{config['epochs']} epochs ({facts['optimizer_steps']} steps), "
-            f"lr {config['learning_rate']}")
+            f"lr {config['learning_rate']}, mixup {config['mixup']} (the "
+            'scratch student on the same mixed batches)')
   return [{
       'figure': 'distilled - scratch student accuracy (mean of seeds)',
       'measured': gain,
@@ -322,7 +323,7 @@ def transfer_rows(data, seeds: int,
       seen[fraction] = (epochs, s.details['optimizer_steps'])
   recipe = (f"alpha 0, T {base.temperature}, {base.epochs} epochs over all "
             f"{len(train)} images = {seen['distilled']} steps, lr "
-            f'{base.learning_rate}')
+            f'{base.learning_rate}, mixup {base.mixup}')
   rows = []
   for fraction, indices in subsets.items():
     counts = np.bincount(train.labels[indices])
