@@ -87,6 +87,11 @@ _OVMS_MODEL_CONFIG = {
         'idle_sequence_cleanup': {'type': 'boolean'},
         'low_latency_transformation': {'type': 'boolean'},
         'max_sequence_number': {'type': 'integer', 'minimum': 0},
+        'custom_loader_options': {'type': 'object',
+                                  'required': ['loader_name'],
+                                  'properties': {
+                                      'loader_name': {'type': 'string'}},
+                                  'minProperties': 1},
     },
     'additionalProperties': False,
 }
