@@ -11,7 +11,7 @@ inputs bound once, and pushes each runtime's pick with the raw pixel
 columns in.
 
 Measured on this machine (2 cores, idle, 2026-12-04): 402 s in all (Trainer
-197 s, ModelOptimizer 112 s); eval accuracy 0.9539.
+197 s, ModelOptimizer 112 s); eval accuracy 0.9539, with 900 steps.
 """
 import json
 import os
@@ -25,14 +25,21 @@ from tests.helpers import run_cli
 
 pytestmark = pytest.mark.e2e
 
-# The schedule of benchmarks/bench_optimize.py's figure 6 (900 steps of
-# Adam 3e-3, 100 warm-up steps, cosine decay): 0.9539 here, 0.9528 in the
-# benchmark. The Trainer's default schedule reached 0.867 (docs/measurements).
+# The schedule of benchmarks/bench_optimize.py's figure 6 (Adam 3e-3, 100
+# warm-up steps, cosine decay), run twice as long. At figure 6's 900 steps
+# four runs of this same command scored 0.9539, 0.954, 0.968 and 0.824 (a
+# fresh-clone CI run: the model was not blessed). Those runs had the same
+# seed and differed from the first epoch on (loss 2.326 vs 2.339), so the
+# order the Trainer reads the examples in, or an op's arithmetic, is not
+# the same between runs; a from-scratch MobileNetV2 at 900 steps on 2.9k
+# images had not converged in every such run. At 1800 steps two runs scored 0.9827 and 0.9827 (2026-12-05, 265 s
+# each with --no-optimize, side by side on the 2 cores). The Trainer's
+# default schedule reached 0.867 (docs/measurements).
 IMAGE_RUN = [
     '--dataset', 'digits', '--architecture', 'mobilenet_v2',
     '--width-multiplier', '0.35', '--image-size', '32', '--train-steps',
-    '900', '--learning-rate', '0.003', '--warmup-steps', '100', '--lr-decay',
-    'cosine', '--techniques', 'none'
+    '1800', '--learning-rate', '0.003', '--warmup-steps', '100',
+    '--lr-decay', 'cosine', '--techniques', 'none'
 ]
 # The Evaluator's default gate is 0.9; the two runs measured scored 0.95.
 MIN_ACCURACY = 0.9
