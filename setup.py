@@ -57,6 +57,8 @@ setuptools.setup(
         'palmerpenguins',
         'scikit-learn',
         'matplotlib',
+        # leantfx deploy ovms checks config.json against OVMS's schema.
+        'jsonschema',
     ],
     extras_require={
         # pytest-xdist: `make test` runs the test files on two workers (the
