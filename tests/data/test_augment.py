@@ -259,3 +259,54 @@ def test_counts_to_report_folds_entries():
   assert report['train']['problems'] == {'x': {'missing': 2,
                                                'out_of_domain': 0}}
   assert report['eval']['dropped_rows'] == 0
+
+
+def _reordered(serialized: bytes) -> bytes:
+  """The same tf.Example with its features serialized in reverse order.
+
+  A tf.Example's features are a map, whose byte order protobuf does not fix
+  (ExampleGen's bytes for the same rows differed between two runs):
+  concatenated messages merge, so one message per feature, concatenated
+  last to first, parses back to an equal Example.
+  """
+  example = tf.train.Example.FromString(serialized)
+  parts = []
+  for name in sorted(example.features.feature, reverse=True):
+    single = tf.train.Example()
+    single.features.feature[name].CopyFrom(example.features.feature[name])
+    parts.append(single.SerializeToString())
+  reordered = b''.join(parts)
+  assert reordered != serialized
+  assert tf.train.Example.FromString(reordered) == example
+  return reordered
+
+
+def _augmented_train_rows(p, rows, spec, cfg, name):
+  """The train split's Augment stages on `rows`, as one sorted list."""
+  kept = (p | f'Create[{name}]' >> beam.Create(rows)
+          | f'Clean[{name}]' >> stages.CleanRows(spec, {}, drop=False)
+         )[stages.KEPT_TAG]
+  return (kept | f'Oversample[{name}]' >> stages.Oversample(spec, cfg, {})
+          | f'Augment[{name}]' >> stages.AugmentImages(spec, cfg)
+          | f'List[{name}]' >> beam.combiners.ToList()
+          | f'Sort[{name}]' >> beam.Map(sorted))
+
+
+@pytest.mark.parametrize('spec, rows, cfg', [
+    (DIGITS, [_digit_example(i % 3, i) for i in range(6)] +
+     [_digit_example(3, 9)], config_lib.AugmentConfig(
+         copies=2, oversample='random', target_ratio=1.0, seed=5)),
+    (PENGUINS, _imbalanced(), config_lib.AugmentConfig(
+        oversample='smote', target_ratio=1.0, seed=3)),
+])
+def test_the_same_rows_in_other_bytes_are_augmented_the_same(spec, rows,
+                                                             cfg):
+  """Every seed and sort sees canonical bytes (CleanRows passes them on)."""
+  with TestPipeline() as p:
+    as_written = _augmented_train_rows(p, rows, spec, cfg, 'written')
+    reordered = _augmented_train_rows(
+        p, [_reordered(r) for r in rows], spec, cfg, 'reordered')
+    compared = as_written | beam.Map(
+        lambda a, b, n: (len(a) > n, a == b),
+        b=beam.pvalue.AsSingleton(reordered), n=len(rows))
+    beam_util.assert_that(compared, beam_util.equal_to([(True, True)]))
