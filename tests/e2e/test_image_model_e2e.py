@@ -29,10 +29,11 @@ pytestmark = pytest.mark.e2e
 # warm-up steps, cosine decay), run twice as long. At figure 6's 900 steps
 # four runs of this same command scored 0.9539, 0.954, 0.968 and 0.824 (a
 # fresh-clone CI run: the model was not blessed). Those runs had the same
-# seed and differed from the first epoch on (loss 2.326 vs 2.339), so the
-# order the Trainer reads the examples in, or an op's arithmetic, is not
-# the same between runs; a from-scratch MobileNetV2 at 900 steps on 2.9k
-# images had not converged in every such run. At 1800 steps two runs scored 0.9827 and 0.9827 (2026-12-05, 265 s
+# seed and differed from the first epoch on (loss 2.326 vs 2.339): Augment
+# drew other augmented images in every run (fixed since: docs/data.md),
+# and the order the Trainer reads the examples in still changes between
+# runs; a from-scratch MobileNetV2 at 900 steps on 2.9k images had not
+# converged in every such run. At 1800 steps two runs scored 0.9827 and 0.9827 (2026-12-05, 265 s
 # each with --no-optimize, side by side on the 2 cores). The Trainer's
 # default schedule reached 0.867 (docs/measurements).
 IMAGE_RUN = [
