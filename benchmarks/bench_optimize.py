@@ -101,6 +101,7 @@ from leantfx.components.optimize import _keras_utils  # pylint: disable=g-import
 from leantfx.components.optimize import distillation  # pylint: disable=g-import-not-at-top,wrong-import-position
 from leantfx.components.optimize import low_rank  # pylint: disable=g-import-not-at-top,wrong-import-position
 from leantfx.components.optimize import measure  # pylint: disable=g-import-not-at-top,wrong-import-position
+from leantfx.components.optimize import openvino_runtime  # pylint: disable=g-import-not-at-top,wrong-import-position
 from leantfx.components.optimize import pruning  # pylint: disable=g-import-not-at-top,wrong-import-position
 from leantfx.components.optimize import runtime_variants  # pylint: disable=g-import-not-at-top,wrong-import-position
 from leantfx.components.optimize import runtimes  # pylint: disable=g-import-not-at-top,wrong-import-position
@@ -346,22 +347,15 @@ def openvino_layer_ms(xml_path: str, example: Dict[str, np.ndarray],
                       runs: int = PROFILE_RUNS) -> Dict[str, float]:
   """Median ms per layer kind (layer_kind) of a batch-1 OpenVINO infer.
 
-  The CPU plugin's own per-layer profiling (ENABLE_PROFILING) on the model
-  compiled as leantfx runs batch 1 (a static batch of 1, 1 thread, f32
-  precision), inputs set once; each kind's total per infer, median over
-  ``runs`` infers.
+  The CPU plugin's own per-layer profiling on the model compiled as
+  leantfx runs batch 1 (openvino_runtime.compile_model: a static batch of
+  1, 1 thread, f32 precision), inputs set once; each kind's total per
+  infer, median over ``runs`` infers.
   """
   import openvino as ov  # pylint: disable=g-import-not-at-top
-  import openvino.properties as props  # pylint: disable=g-import-not-at-top
-  import openvino.properties.hint as hints  # pylint: disable=g-import-not-at-top
-  core = ov.Core()
-  model = core.read_model(xml_path)
   (value,) = example.values()
-  model.reshape(list(np.shape(value)))
-  compiled = core.compile_model(model, 'CPU', {
-      props.inference_num_threads: 1, props.num_streams: 1,
-      hints.performance_mode: hints.PerformanceMode.LATENCY,
-      hints.inference_precision: ov.Type.f32, props.enable_profiling: True})
+  compiled = openvino_runtime.compile_model(xml_path, 1, batch_size=1,
+                                            profiling=True)
   request = compiled.create_infer_request()
   request.set_input_tensor(0, ov.Tensor(np.ascontiguousarray(value)))
   for _ in range(PROFILE_WARMUP):

@@ -65,7 +65,7 @@ def _batch_shapes(model, batch_size: int) -> Dict[int, object]:
 
 
 def compile_model(xml_path: str, num_threads: int,
-                  batch_size: Optional[int] = None):
+                  batch_size: Optional[int] = None, profiling: bool = False):
   """Reads and compiles model.xml for the CPU with `num_threads` threads.
 
   In float32: on a CPU with bfloat16 instructions (AVX512_BF16, AMX; this
@@ -81,6 +81,8 @@ def compile_model(xml_path: str, num_threads: int,
       before compiling (the module docstring says why batch 1 wants it); the
       compiled model then takes only that batch. None compiles the IR's
       shapes as they are.
+    profiling: turn on the CPU plugin's per-layer profiling
+      (ENABLE_PROFILING; infer requests then report ``profiling_info``).
 
   Returns:
     The openvino.CompiledModel.
@@ -99,6 +101,7 @@ def compile_model(xml_path: str, num_threads: int,
       props.num_streams: 1,
       hints.performance_mode: hints.PerformanceMode.LATENCY,
       hints.inference_precision: ov.Type.f32,
+      props.enable_profiling: bool(profiling),
   })
 
 
