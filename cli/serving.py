@@ -327,14 +327,13 @@ def deploy_ovms(args: argparse.Namespace) -> int:
   from leantfx.models import raw_serving  # pylint: disable=g-import-not-at-top
   from leantfx.serving import runtime_deploy  # pylint: disable=g-import-not-at-top
   try:
-    path = runtime_deploy.write_ovms_config(args.model_base_path, args.out,
-                                            args.num_threads)
+    path, config = runtime_deploy.write_ovms_config(
+        args.model_base_path, args.out, args.num_threads)
     id_inputs = runtime_deploy.ovms_id_inputs(args.model_base_path)
-    reloaded = runtime_deploy.ovms_reloaded_models(args.model_base_path)
   except LeantfxError as e:
     return _fail(e)
   print(f'wrote {path}')
-  for name in reloaded:
+  for name in runtime_deploy.reloaded_in(config):
     print(f'note: {name} has "batch_size": "auto": its push measured that '
           'OpenVINO answers batch 1 wrongly on its dynamic batch (an '
           'OpenVINO CPU int8 bug), so OVMS reshapes it to each request\'s '

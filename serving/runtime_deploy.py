@@ -22,7 +22,7 @@ parse.
 """
 import json
 import os
-from typing import Dict, List, Sequence
+from typing import Dict, List, Sequence, Tuple
 
 import jsonschema
 from google.protobuf import descriptor_pb2
@@ -123,7 +123,7 @@ def ovms_reloaded_models(base: str) -> List[str]:
   """The OpenVINO models OVMS must run at each request's own batch size.
 
   Those whose newest version's manifest says its dynamic batch answers
-  batch 1 differently from a static batch of 1 (``dynamic_batch_one_ok``
+  batch 1 differently from a static batch of 1 (push.DYNAMIC_BATCH_ONE_OK
   false, measured by the optimizer: components/optimize/openvino_runtime.py
   says which OpenVINO CPU bug that is). A version pushed without the check
   (older leantfx, the transformed-input fallback, or files copied in
@@ -139,7 +139,7 @@ def ovms_reloaded_models(base: str) -> List[str]:
     except (OSError, ValueError) as e:
       raise ConfigError(f'{path}: its manifest does not read ({e}); re-push '
                         'the model or remove that version.') from e
-    if inputs.get('dynamic_batch_one_ok') is False:
+    if inputs.get(push.DYNAMIC_BATCH_ONE_OK) is False:
       found.append(name)
   return found
 
@@ -185,15 +185,22 @@ def ovms_id_inputs(base: str) -> Dict[str, List[str]]:
   return found
 
 
-def write_ovms_config(base: str, out_dir: str, num_threads: int = 1) -> str:
-  """Writes <out_dir>/config.json; returns its path."""
+def write_ovms_config(base: str, out_dir: str,
+                      num_threads: int = 1) -> Tuple[str, Dict]:
+  """Writes <out_dir>/config.json; returns its path and the config."""
   config = ovms_config(base, num_threads)
   check_ovms_config(config)
   os.makedirs(out_dir, exist_ok=True)
   path = os.path.join(out_dir, OVMS_CONFIG)
   with open(path, 'w', encoding='utf-8') as f:
     json.dump(config, f, indent=2)
-  return path
+  return path, config
+
+
+def reloaded_in(config: Dict) -> List[str]:
+  """The models of an OVMS config that OVMS reshapes per request's batch."""
+  return [entry['config']['name'] for entry in config['model_config_list']
+          if entry['config'].get('batch_size') == 'auto']
 
 
 def _dims(value_info) -> List[int]:

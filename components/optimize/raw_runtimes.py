@@ -55,6 +55,7 @@ from leantfx.components.optimize import onnx_export
 from leantfx.components.optimize import onnx_runtime
 from leantfx.components.optimize import openvino_export
 from leantfx.components.optimize import openvino_runtime
+from leantfx.components.optimize import push
 from leantfx.components.optimize import raw_features
 from leantfx.components.optimize import runtimes as runtimes_lib
 from leantfx.components.optimize import tflite_export
@@ -496,14 +497,14 @@ class RawPredictor:
     if self.runtime != OPENVINO:
       raise ConfigError('dynamic_batch_one_gap is for OpenVINO models; '
                         f'this one is {self.runtime!r}.')
-    request, inputs, port = self._request_for(None)
+    as_pushed, static = self._request_for(None), self._request_for(1)
     gap = 0.0
     for i in range(min(rows, len(data))):
-      row = data.example(i)
-      feed = openvino_feed(row, self._lookups)
-      dynamic = np.array(
-          request.infer({inputs[c]: v for c, v in feed.items()})[port])
-      gap = max(gap, float(np.abs(dynamic - self.predict(row)).max()))
+      feed = openvino_feed(data.example(i), self._lookups)
+      dynamic, one = (
+          np.array(request.infer({inputs[c]: v for c, v in feed.items()})[port])
+          for request, inputs, port in (as_pushed, static))
+      gap = max(gap, float(np.abs(dynamic - one).max()))
     return gap
 
   def bind(self, raw: Mapping[str, np.ndarray]):
@@ -670,10 +671,11 @@ def checked_facts(runtime: str, out_dir: str, measured: Mapping[str, float],
   }
   if DYNAMIC_BATCH_ONE_GAP in measured:
     # What OVMS would answer at batch 1 (it compiles the IR as pushed):
-    # leantfx deploy ovms reads dynamic_batch_one_ok.
+    # leantfx deploy ovms reads push.DYNAMIC_BATCH_ONE_OK.
     facts[DYNAMIC_BATCH_ONE_GAP] = measured[DYNAMIC_BATCH_ONE_GAP]
-    facts['dynamic_batch_one_ok'] = (measured[DYNAMIC_BATCH_ONE_GAP] <=
-                                     openvino_runtime.DYNAMIC_BATCH_ONE_ATOL)
+    facts[push.DYNAMIC_BATCH_ONE_OK] = (
+        measured[DYNAMIC_BATCH_ONE_GAP] <=
+        openvino_runtime.DYNAMIC_BATCH_ONE_ATOL)
   looked_up = sorted(raw_serving.read_string_lookups(out_dir))
   if looked_up:
     # OpenVINO: these columns' strings become ids before the IR (in
