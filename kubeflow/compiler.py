@@ -10,6 +10,9 @@ Metadata is the cluster's (no connection config is compiled in).
 
 What TFX 1.16's KubeflowV2DagRunner cannot express is added afterwards to the
 PipelineSpec, a plain protobuf (``kfp.pipeline_spec.pipeline_spec_pb2``):
+  * ``defaultPipelineRoot``, the root every compiled path is derived from, so
+    a run created from the uploaded YAML writes where the compiled paths
+    point;
   * a retry policy on every task (count, backoff, factor, cap);
   * CPU / memory requests and limits on every container, a GPU for Trainer;
   * caching switched off for chosen components.
@@ -250,6 +253,27 @@ def set_parameter_defaults(job: Dict[str, Any],
   job.setdefault('runtimeConfig', {})['parameterValues'] = dict(defaults)
 
 
+def set_pipeline_root(pipeline_spec: Dict[str, Any], pipeline_root: str) -> None:
+  """Writes the pipeline root into the PipelineSpec as defaultPipelineRoot.
+
+  TFX 1.16 puts it only in the PipelineJob's runtimeConfig, which a YAML
+  upload drops: a run created from the uploaded spec would then write to the
+  cluster's default root while the paths compiled from the root (the drift
+  baselines, the blessed-model records) point at this one.
+
+  Args:
+    pipeline_spec: the PipelineSpec as a JSON dict, changed in place.
+    pipeline_root: the root every compiled path is derived from.
+
+  Raises:
+    ConfigError: if the root is empty.
+  """
+  if not pipeline_root:
+    raise ConfigError('The pipeline root is empty: pass --pipeline-root '
+                      'gs://BUCKET/root (or s3://, minio://, a mounted path).')
+  pipeline_spec['defaultPipelineRoot'] = pipeline_root
+
+
 def relocate_strings(value: Any, mapping: Mapping[str, str]) -> Any:
   """Returns value with every occurrence of a mapping key in its strings
   replaced (also inside JSON-encoded parameters such as custom_config)."""
@@ -338,6 +362,7 @@ def compile_pipeline(config: config_lib.PipelineConfig,
   except TypeError as e:
     raise ConfigError(f'The pipeline cannot be compiled for Kubeflow: {e}')
   set_parameter_defaults(job, retraining.runtime_parameter_defaults(config))
+  set_pipeline_root(job['pipelineSpec'], config.pipeline_root)
   apply_task_options(job['pipelineSpec'], options)
   if relocate:
     job = relocate_strings(job, relocate)

@@ -104,6 +104,42 @@ def test_retries_resources_and_caching_are_applied(compiled):
   assert 'accelerator' not in pusher
 
 
+def _strings(value):
+  """Every string in a JSON value, and in JSON-encoded strings inside it."""
+  if isinstance(value, dict):
+    for item in value.values():
+      yield from _strings(item)
+  elif isinstance(value, list):
+    for item in value:
+      yield from _strings(item)
+  elif isinstance(value, str):
+    yield value
+    if value.startswith(('{', '[')):
+      try:
+        decoded = json.loads(value)
+      except ValueError:
+        return
+      yield from _strings(decoded)
+
+
+def test_pipeline_root_is_in_the_spec_and_every_root_path_derives_from_it(
+    compiled):
+  spec = _spec(compiled['yaml'])
+  # --pipeline-root gs://bucket/root (COMPILE_ARGS).
+  assert spec.default_pipeline_root == 'gs://bucket/root'
+  with open(compiled['yaml']) as f:
+    raw = yaml.safe_load(f)
+  # Paths compiled from the root: the drift baselines (and whatever else a
+  # component keeps across runs) are below it, never beside it.
+  kept = [s for s in _strings(raw) if s.startswith('gs://bucket/')
+          and not s.startswith(('gs://bucket/data', 'gs://bucket/serving',
+                                'gs://bucket/tflite'))]
+  assert any(s.endswith('/ValidationGate/drift_baselines') for s in kept)
+  root = spec.default_pipeline_root
+  for path in kept:
+    assert path == root or path.startswith(root + '/'), path
+
+
 def test_compile_is_deterministic_and_json_job_matches(compiled):
   with open(compiled['yaml'], 'rb') as a, open(compiled['yaml_again'],
                                                'rb') as b:
