@@ -61,12 +61,14 @@ class KubeflowTarget:
     tflite_dir: the ModelOptimizer's TFLite push base (None: optimization
       off is then required).
     scratch: a local folder for the sample data of a bundled dataset.
+    kfp_backend: the KFP backend compiled for (compiler.BACKENDS).
   """
   pipeline_root: str
   data_root: str
   serving_dir: str
   tflite_dir: Optional[str]
   scratch: str
+  kfp_backend: str = compiler.DEFAULT_BACKEND
 
 
 Target = Union[LocalTarget, KubeflowTarget]
@@ -403,7 +405,8 @@ def build_pipeline_config(args: argparse.Namespace, target: Target) -> Built:
       optimization=optimization,
       **paths)
   if on_cluster:
-    config = compiler.kubeflow_pipeline_config(config, target.pipeline_root)
+    config = compiler.kubeflow_pipeline_config(config, target.pipeline_root,
+                                               target.kfp_backend)
   return Built(config, data, tuple(notes))
 
 

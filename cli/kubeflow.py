@@ -83,12 +83,16 @@ def cmd_compile(args: argparse.Namespace) -> int:
         data_root=build.cluster_path('--data-root', args.data_root),
         serving_dir=build.cluster_path('--serving-dir', args.serving_dir),
         tflite_dir=build.cluster_path('--tflite-dir', args.tflite_dir),
-        scratch=scratch)
+        scratch=scratch, kfp_backend=args.kfp_backend)
     built = build.build_pipeline_config(args, target)
     config = built.config
     print(f'task: {built.data.task.task} ({built.data.task.reason})')
     for note in built.notes:
       print(note.strip())
+    root_note = compiler.pipeline_root_note(config.pipeline_root,
+                                            args.kfp_backend)
+    if root_note:
+      print(root_note)
   options = compiler.TaskOptions(
       retry=compiler.RetryPolicy(max_retries=args.retries,
                                  backoff=f'{args.retry_backoff}s'),
@@ -160,6 +164,12 @@ def _add_compile(sub) -> None:
   p.add_argument('--image', required=True,
                  help='image built from kubeflow/Dockerfile')
   p.add_argument('--out', required=True, help='FILE.yaml or FILE.json')
+  p.add_argument('--kfp-backend', choices=('oss', 'vertex'), default='oss',
+                 help='the backend that runs the spec: oss (default: the '
+                 'open-source Kubeflow Pipelines backend, which runs no '
+                 'resolver task; the last blessed model comes from records '
+                 'the Pusher keeps under --pipeline-root) or vertex (Vertex '
+                 "AI Pipelines, which runs TFX's ML Metadata resolvers)")
   p.add_argument('--spec-format', choices=('spec-yaml', 'job-json'),
                  help='default: from the --out extension (.yaml/.yml: '
                  'spec-yaml, .json: job-json)')
@@ -178,7 +188,10 @@ def _add_compile(sub) -> None:
                  metavar='ID', help='caching off for this component '
                  '(repeatable), e.g. Pusher')
   tasks = p.add_argument_group('tasks (added to the compiled spec)')
-  tasks.add_argument('--retries', type=argtypes.non_negative_int, default=2)
+  tasks.add_argument('--retries', type=argtypes.non_negative_int, default=2,
+                     help='retries of a failed task (pod lost, storage '
+                     'error); the ValidationGate, whose failure is its '
+                     'verdict on the data, is never retried')
   tasks.add_argument('--retry-backoff', type=argtypes.positive_int,
                      default=60, metavar='SECONDS')
   tasks.add_argument('--cpu', type=argtypes.positive_float, default=1.0)

@@ -13,9 +13,15 @@ PipelineSpec, a plain protobuf (``kfp.pipeline_spec.pipeline_spec_pb2``):
   * ``defaultPipelineRoot``, the root every compiled path is derived from, so
     a run created from the uploaded YAML writes where the compiled paths
     point;
-  * a retry policy on every task (count, backoff, factor, cap);
+  * a retry policy (count, backoff, factor, cap) on every task that runs a
+    container, except the ValidationGate, whose failure is a verdict on the
+    data that a retry would only repeat;
   * CPU / memory requests and limits on every container, a GPU for Trainer;
-  * caching switched off for chosen components.
+  * caching switched off for chosen components;
+  * for the open-source backend (``--kfp-backend oss``), a ResolveSpan task
+    before ExampleGen that resolves the span and the input files'
+    fingerprint, ExampleGen's inputs from then on, so a new span changes
+    ExampleGen's cache key (kubeflow/resolve_span.py).
 
 Output: ``.yaml``/``.yml`` is the bare PipelineSpec that ``kfp.Client``
 uploads; ``.json`` is the PipelineJob (spec + runtime config) that Vertex AI
@@ -45,9 +51,25 @@ from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
 
 from leantfx import config as config_lib
 from leantfx.errors import ConfigError
+from leantfx.kubeflow import resolve_span
+from leantfx.pipeline import data_stages
 from leantfx.pipeline import retraining
 
 FORMATS = ('spec-yaml', 'job-json')
+BACKENDS = config_lib.KFP_BACKENDS
+DEFAULT_BACKEND = 'oss'
+# The pipeline roots the open-source backend's launcher can write to.
+OSS_ROOT_SCHEMES = ('gs://', 's3://', 'minio://')
+# Tasks that must look again on every run (their inputs never change):
+# TFX's resolvers, and the task reading the Pusher's records.
+_ALWAYS_RUN = (retraining.LAST_BLESSED_MODEL_ID, resolve_span.TASK_ID)
+# Tasks whose failure is a verdict on the data, never retried: a retry
+# re-checks the same span. KFP's Argo compiler turns a task's retryPolicy
+# into an Argo retryStrategy of a limit and a backoff only, with no
+# condition (backend/src/v2/compiler/argocompiler/container.go,
+# getTaskRetryStrategyFromInput), so a retried task is retried on any
+# failure, a data-validation stop included.
+_NEVER_RETRIED = (data_stages.GATE_ID,)
 _IMAGE_RE = re.compile(r'^[a-z0-9][a-z0-9._\-/:@]*$')
 _DURATION_RE = re.compile(r'^[0-9]+s$')
 # Kubernetes-style quantities as kfp-pipeline-spec 0.2.2 takes them: CPU in
@@ -116,7 +138,8 @@ class TaskOptions:
   """What is applied to the compiled tasks after compilation.
 
   Attributes:
-    retry: the retry policy of every task.
+    retry: the retry policy of every task a retry can help (see
+      apply_task_options).
     default_resources: resources of every component's container.
     component_resources: per component id, replacing the default.
     no_cache: component ids whose tasks never use KFP's cache.
@@ -198,20 +221,22 @@ def apply_task_options(pipeline_spec: Dict[str, Any],
   retry = options.retry
   for name, task in tasks.items():
     component_id = _component_id(name)
-    if retry.max_retries:
+    if component_id in options.no_cache or component_id in _ALWAYS_RUN:
+      task['cachingOptions'] = {'enableCache': False}
+    executor_label = components[task['componentRef']['name']].get(
+        'executorLabel')
+    container = executors.get(executor_label, {}).get('container')
+    if container is None:
+      continue  # Resolvers and importers run no pod to lose or retry.
+    # A retry helps where a pod can be lost or storage fail for a moment;
+    # not where the task's failure is its verdict on the data.
+    if retry.max_retries and component_id not in _NEVER_RETRIED:
       task['retryPolicy'] = {
           'maxRetryCount': retry.max_retries,
           'backoffDuration': retry.backoff,
           'backoffFactor': retry.backoff_factor,
           'backoffMaxDuration': retry.backoff_max,
       }
-    if component_id in options.no_cache:
-      task['cachingOptions'] = {'enableCache': False}
-    executor_label = components[task['componentRef']['name']].get(
-        'executorLabel')
-    container = executors.get(executor_label, {}).get('container')
-    if container is None:
-      continue  # Resolvers and importers run no container.
     resources = options.resources_of(component_id)
     spec = {
         'cpuRequest': resources.cpu,
@@ -253,6 +278,42 @@ def set_parameter_defaults(job: Dict[str, Any],
   job.setdefault('runtimeConfig', {})['parameterValues'] = dict(defaults)
 
 
+def example_gen_task(pipeline_spec: Dict[str, Any]) -> str:
+  """The name of the compiled file-based ExampleGen task.
+
+  Raises:
+    ConfigError: when there is not exactly one.
+  """
+  found = [name for name, task in pipeline_spec['root']['dag']['tasks'].items()
+           if {'input_base', 'input_config'} <= set(
+               task.get('inputs', {}).get('parameters', {}))]
+  if len(found) != 1:
+    raise ConfigError(
+        f'Expected one file-based ExampleGen task in the compiled pipeline, '
+        f'found {sorted(found)}: pipeline/data_stages.py and the compiler '
+        'disagree.')
+  return found[0]
+
+
+def pipeline_root_note(pipeline_root: str, kfp_backend: str) -> Optional[str]:
+  """A warning when the open-source backend cannot store under the root.
+
+  Its launcher keeps artifacts in object stores only: gs://, s3:// or
+  minio:// (kubeflow/pipelines backend/src/v2/objectstore/config.go,
+  ParseBucketPathToConfig). A mounted path is fine for the tasks' own files
+  but not as the root KFP itself writes to.
+
+  Returns:
+    The note to print, or None.
+  """
+  if kfp_backend != 'oss' or pipeline_root.startswith(OSS_ROOT_SCHEMES):
+    return None
+  return (f'note: --pipeline-root {pipeline_root} is not a gs://, s3:// or '
+          'minio:// bucket path; the open-source KFP backend stores task '
+          'outputs in such a bucket only (on a KFP standalone install: '
+          'minio://mlpipeline/...), so a run of this spec fails there.')
+
+
 def set_pipeline_root(pipeline_spec: Dict[str, Any], pipeline_root: str) -> None:
   """Writes the pipeline root into the PipelineSpec as defaultPipelineRoot.
 
@@ -289,13 +350,18 @@ def relocate_strings(value: Any, mapping: Mapping[str, str]) -> Any:
 
 
 def kubeflow_pipeline_config(config: config_lib.PipelineConfig,
-                             pipeline_root: str) -> config_lib.PipelineConfig:
+                             pipeline_root: str,
+                             kfp_backend: str = DEFAULT_BACKEND
+                            ) -> config_lib.PipelineConfig:
   """The local config turned into the Kubeflow one.
 
   Args:
     config: a resolved PipelineConfig (dataset, training, evaluation, ...).
     pipeline_root: where components write on the cluster (gs://, s3://,
       minio://, or a mounted path).
+    kfp_backend: 'oss' (the open-source backend: no resolver task; the last
+      blessed model from the Pusher's records under the pipeline root) or
+      'vertex' (Vertex AI Pipelines, which runs TFX's resolvers).
 
   Returns:
     The same config with the cluster's pipeline root, no local ML Metadata,
@@ -311,6 +377,7 @@ def kubeflow_pipeline_config(config: config_lib.PipelineConfig,
       metadata_path=None,
       orchestration=dataclasses.replace(
           config.orchestration, runtime_parameters=True,
+          kfp_backend=kfp_backend,
           # SpanWindowCsvExampleGen reads CSV; other formats have no window
           # on Kubeflow (the CLI refuses --span-window > 1 for them).
           window_in_example_gen=config.ingestion.data_format == 'csv'))
@@ -363,6 +430,11 @@ def compile_pipeline(config: config_lib.PipelineConfig,
     raise ConfigError(f'The pipeline cannot be compiled for Kubeflow: {e}')
   set_parameter_defaults(job, retraining.runtime_parameter_defaults(config))
   set_pipeline_root(job['pipelineSpec'], config.pipeline_root)
+  if config.orchestration.kfp_backend == 'oss':
+    # Vertex AI resolves the span in ExampleGen's preCacheCheck hook; the
+    # open-source backend runs no such hook (kubeflow/resolve_span.py).
+    resolve_span.add_to_spec(job['pipelineSpec'],
+                             example_gen_task(job['pipelineSpec']), image)
   apply_task_options(job['pipelineSpec'], options)
   if relocate:
     job = relocate_strings(job, relocate)

@@ -21,6 +21,9 @@ BAD_IMAGE_POLICIES = ('fail', 'skip')
 OVERSAMPLING_METHODS = ('none', 'random', 'smote')
 CLASS_WEIGHT_MODES = ('none', 'auto')
 TASKS = ('classification', 'regression')
+# The Kubeflow Pipelines backends a compiled spec can target: the open-source
+# backend (Argo; runs no resolver task) and Vertex AI Pipelines.
+KFP_BACKENDS = ('oss', 'vertex')
 
 
 def _check(condition: bool, message: str) -> None:
@@ -336,12 +339,17 @@ class OrchestrationConfig:
       earlier runs' spans from ML Metadata; the Kubeflow compile sets it,
       since TFX 1.16's V2 compiler cannot compile SpanRangeStrategy. With
       runtime_parameters, K is then a pipeline parameter too.
+    kfp_backend: the Kubeflow Pipelines backend compiled for ('oss' or
+      'vertex'), None for the local runners. On 'oss' no ML Metadata resolver
+      runs: the last blessed model comes from the records the Pusher keeps
+      under the pipeline root (components/blessed_model/).
   """
   span: Optional[int] = None
   span_window: int = 1
   warm_start: bool = False
   runtime_parameters: bool = False
   window_in_example_gen: bool = False
+  kfp_backend: Optional[str] = None
 
   def __post_init__(self):
     _check(
@@ -350,6 +358,14 @@ class OrchestrationConfig:
         f'{self.span_window!r}.')
     _check(self.span is None or (isinstance(self.span, int) and self.span >= 1),
            f'span must be a span number >= 1, got {self.span!r}.')
+    _check(self.kfp_backend is None or self.kfp_backend in KFP_BACKENDS,
+           f'Unknown Kubeflow Pipelines backend {self.kfp_backend!r}; use one '
+           f'of {KFP_BACKENDS}.')
+
+  @property
+  def blessed_model_from_records(self) -> bool:
+    """The last blessed model comes from the Pusher's records, not MLMD."""
+    return self.kfp_backend == 'oss'
 
 
 @dataclasses.dataclass(frozen=True)

@@ -251,25 +251,24 @@ def _evaluate_and_push(config: config_lib.PipelineConfig,
   Returns:
     The Evaluator's blessing channel.
   """
-  model_resolver = tfx.dsl.Resolver(
-      strategy_class=tfx.dsl.experimental.LatestBlessedModelStrategy,
-      model=tfx.dsl.Channel(type=tfx.types.standard_artifacts.Model),
-      model_blessing=tfx.dsl.Channel(
-          type=tfx.types.standard_artifacts.ModelBlessing)).with_id(
-              'latest_blessed_model_resolver')
-  evaluator = tfx.components.Evaluator(
+  # A Resolver, or the Pusher's records where no resolver runs (retraining).
+  baseline = retraining.latest_blessed_model(
+      config, nodes, retraining.BASELINE_RESOLVER_ID)
+  evaluator = retraining.evaluator_class(config)(
       examples=examples,
       model=model,
-      baseline_model=model_resolver.outputs['model'],
+      baseline_model=baseline,
       example_splits=['eval'],
-      eval_config=_eval_config(config.dataset, config.evaluation))
+      eval_config=_eval_config(config.dataset, config.evaluation)).with_id(
+          'Evaluator')
   pusher = versioned_pusher.VersionedPusher(
       model=model,
       model_blessing=evaluator.outputs['blessing'],
       push_destination=tfx.proto.PushDestination(
           filesystem=tfx.proto.PushDestination.Filesystem(
-              base_directory=config.serving_model_dir))).with_id('Pusher')
-  nodes.extend([model_resolver, evaluator, pusher])
+              base_directory=config.serving_model_dir)),
+      custom_config=retraining.pusher_custom_config(config)).with_id('Pusher')
+  nodes.extend([evaluator, pusher])
   return evaluator.outputs['blessing']
 
 

@@ -8,6 +8,11 @@ Kept apart from pipeline.py so that file stays a readable list of stages:
     the K spans itself instead (components/span_window_example_gen);
   * warm start: a Resolver of the latest blessed model feeds the Trainer's
     ``base_model`` (models/warm_start.py loads its weights);
+  * the last blessed model (the Evaluator's baseline, the warm start's base)
+    from ML Metadata with a Resolver, or, for the open-source KFP backend,
+    which runs no resolver task, from the records the Pusher keeps under the
+    pipeline root (components/blessed_model/): one LastBlessedModel task
+    serves both;
   * RuntimeParameters for the data root, the pinned span and the train steps,
     so one compiled Kubeflow spec serves every run (their defaults are the
     config's values).
@@ -18,10 +23,14 @@ from tfx import v1 as tfx
 from tfx.proto import range_config_pb2
 
 from leantfx import config as config_lib
+from leantfx.components.blessed_model import component as blessed_model
+from leantfx.components.versioned_pusher import executor as pusher_executor
 from leantfx.pipeline import run_parameters
 
 SPAN_WINDOW_RESOLVER_ID = 'span_window_resolver'
 WARM_START_RESOLVER_ID = 'warm_start_model_resolver'
+BASELINE_RESOLVER_ID = 'latest_blessed_model_resolver'
+LAST_BLESSED_MODEL_ID = 'LastBlessedModel'
 # The parameters' names and JSON values live in run_parameters (no TFX).
 DATA_ROOT_PARAMETER = run_parameters.DATA_ROOT_PARAMETER
 RANGE_CONFIG_PARAMETER = run_parameters.RANGE_CONFIG_PARAMETER
@@ -147,11 +156,56 @@ def warm_start_model(
   """
   if not config.orchestration.warm_start:
     return None
-  resolver = tfx.dsl.Resolver(
-      strategy_class=tfx.dsl.experimental.LatestBlessedModelStrategy,
-      model=tfx.dsl.Channel(type=tfx.types.standard_artifacts.Model),
-      model_blessing=tfx.dsl.Channel(
-          type=tfx.types.standard_artifacts.ModelBlessing)).with_id(
-              WARM_START_RESOLVER_ID)
-  nodes.append(resolver)
-  return resolver.outputs['model']
+  return latest_blessed_model(config, nodes, WARM_START_RESOLVER_ID)
+
+
+def latest_blessed_model(config: config_lib.PipelineConfig,
+                         nodes: List[tfx.types.BaseNode],
+                         resolver_id: str) -> tfx.types.BaseChannel:
+  """Returns a channel of the latest blessed model (empty before any).
+
+  Args:
+    config: the pipeline configuration (orchestration.kfp_backend).
+    nodes: the pipeline's node list; the new node is appended to it.
+    resolver_id: the id of the Resolver, where one is used.
+
+  Returns:
+    A LatestBlessedModelStrategy Resolver's model channel; with
+    orchestration.blessed_model_from_records, the LastBlessedModel task's
+    (one task, shared by every caller).
+  """
+  if not config.orchestration.blessed_model_from_records:
+    resolver = tfx.dsl.Resolver(
+        strategy_class=tfx.dsl.experimental.LatestBlessedModelStrategy,
+        model=tfx.dsl.Channel(type=tfx.types.standard_artifacts.Model),
+        model_blessing=tfx.dsl.Channel(
+            type=tfx.types.standard_artifacts.ModelBlessing)).with_id(
+                resolver_id)
+    nodes.append(resolver)
+    return resolver.outputs['model']
+  node = next((n for n in nodes if n.id == LAST_BLESSED_MODEL_ID), None)
+  if node is None:
+    node = blessed_model.LastBlessedModel(
+        records_dir=blessed_model.records_dir(
+            config.pipeline_root, config.pipeline_name)).with_id(
+                LAST_BLESSED_MODEL_ID)
+    nodes.append(node)
+  return node.outputs['model']
+
+
+def evaluator_class(config: config_lib.PipelineConfig):
+  """The Evaluator: one that takes LastBlessedModel's empty Model as none,
+  with the records; TFX's otherwise."""
+  if config.orchestration.blessed_model_from_records:
+    return blessed_model.BaselineEvaluator
+  return tfx.components.Evaluator
+
+
+def pusher_custom_config(
+    config: config_lib.PipelineConfig) -> Optional[Dict[str, str]]:
+  """The Pusher's custom_config: where to keep its blessed-model records
+  (with orchestration.blessed_model_from_records), else None."""
+  if not config.orchestration.blessed_model_from_records:
+    return None
+  return {pusher_executor.RECORDS_DIR_CONFIG_KEY: blessed_model.records_dir(
+      config.pipeline_root, config.pipeline_name)}

@@ -18,11 +18,16 @@ versioned atomic push the TFLite push uses too:
   * picks a version strictly greater than every existing one and than the
     last one ever pushed there (versioned_push.next_version);
   * does not push a model whose files are identical to the newest pushed
-    version: it records that version as the push instead.
+    version: it records that version as the push instead;
+  * with ``custom_config['blessed_model_records']`` (a folder), adds a
+    record of the pushed model there, from which the next runs take their
+    last blessed model where no ML Metadata resolver runs
+    (components/blessed_model/records.py).
 All file access goes through tfx.dsl.io.fileio (tf.io.gfile), so the same
 code pushes to a local folder and to a bucket on Kubeflow.
 """
 import hashlib
+import json
 import os
 from typing import Any, Dict, List
 
@@ -37,9 +42,12 @@ from tfx.utils import io_utils
 from tfx.utils import proto_utils
 
 from leantfx.components import versioned_push
+from leantfx.components.blessed_model import records
 from leantfx.models import serving_graph
 
 REUSED_VERSION_KEY = 'reused_existing_version'
+# custom_config key: the folder of the blessed-model records to keep.
+RECORDS_DIR_CONFIG_KEY = 'blessed_model_records'
 # The pushed serving graph's op count and call cost (models/serving_graph.py);
 # pipeline/run_summary.py reads them by these names.
 SERVING_OPS_KEY = 'serving_graph_ops'
@@ -124,6 +132,7 @@ class Executor(tfx_pusher_executor.Executor):
         model_push.set_int_custom_property(REUSED_VERSION_KEY, 1)
         self._MarkPushed(model_push, pushed_destination=newest,
                          pushed_version=str(versions[-1]))
+        _keep_record(input_dict, exec_properties, str(versions[-1]))
         return
     pushed = versioned_push.push(
         base_directory,
@@ -137,6 +146,24 @@ class Executor(tfx_pusher_executor.Executor):
     _record_serving_cost(model_path, model_push)
     self._MarkPushed(model_push, pushed_destination=serving_path,
                      pushed_version=str(version))
+    _keep_record(input_dict, exec_properties, str(version))
+
+
+def _keep_record(input_dict: Dict[str, List[types.Artifact]],
+                 exec_properties: Dict[str, Any], version: str) -> None:
+  """Records the pushed model as the last blessed one, when asked to."""
+  custom_config = exec_properties.get(
+      standard_component_specs.CUSTOM_CONFIG_KEY) or '{}'
+  if isinstance(custom_config, str):
+    custom_config = json.loads(custom_config)
+  directory = (custom_config or {}).get(RECORDS_DIR_CONFIG_KEY)
+  if not directory:
+    return
+  model = artifact_utils.get_single_instance(
+      input_dict[standard_component_specs.MODEL_KEY])
+  path = records.write_record(directory, model.uri, version)
+  logging.info('Recorded %s as the last blessed model in %s.', model.uri,
+               path)
 
 
 def _record_serving_cost(model_path: str, model_push: types.Artifact) -> None:

@@ -7,30 +7,98 @@ their defaults or a run's overrides), build the ExecutorInput the launcher
 substitutes for ``{{$}}``, and run the task's own driver (``preCacheCheck``,
 when it has one) and executor command lines with this Python in place of
 the image's.
+
+It also computes a task's cache key the way the open-source backend's driver
+does before it decides to run the task or reuse a cached execution
+(backend/src/v2/driver/cache.go, getFingerPrint, and
+backend/src/v2/cacheutils/cache.go, GenerateCacheKey): the input parameter
+values, the input artifacts' names, the output artifacts with their URIs
+wiped, the output parameters' types, and the container's image, command and
+arguments, hashed with SHA-256. The JSON here is Python's, not Go's
+protojson, so the hex digits differ from a cluster's; what matters for a
+test, which inputs change the key, is the same.
 """
+import hashlib
 import json
 import subprocess
 import sys
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from google.protobuf import json_format
+from kfp.pipeline_spec import pipeline_spec_pb2
 
 from leantfx.kubeflow import compiler
 
 
 def task_parameters(spec, task_name: str,
-                    overrides: Optional[Mapping[str, Any]] = None
+                    overrides: Optional[Mapping[str, Any]] = None,
+                    produced: Optional[Mapping[Tuple[str, str], Any]] = None
                    ) -> Dict[str, Any]:
-  """The task's parameter values as the launcher resolves them."""
+  """The task's parameter values as the launcher resolves them.
+
+  Args:
+    spec: the compiled PipelineSpec.
+    task_name: the task.
+    overrides: pipeline parameters of the run (others at their defaults).
+    produced: (producer task, output parameter key) -> value, for inputs
+      taken from an upstream task's output parameter.
+  """
   defaults = compiler.parameters_of(spec)
   defaults.update(overrides or {})
   values = {}
   for name, param in spec.root.dag.tasks[task_name].inputs.parameters.items():
     if param.HasField('component_input_parameter'):
       values[name] = defaults[param.component_input_parameter]
+    elif param.HasField('task_output_parameter'):
+      source = param.task_output_parameter
+      values[name] = (produced or {})[(source.producer_task,
+                                       source.output_parameter_key)]
     else:
       values[name] = json_format.MessageToDict(param.runtime_value.constant)
   return values
+
+
+def cache_key(spec, task_name: str, executor_input: Mapping[str, Any]) -> str:
+  """The task's cache fingerprint as the open-source backend computes it.
+
+  Args:
+    spec: the compiled PipelineSpec.
+    task_name: the task.
+    executor_input: the ExecutorInput dict the task is (or would be) run
+      with: inputs.parameterValues, inputs.artifacts, outputs.artifacts.
+
+  Returns:
+    The SHA-256 hex digest of the key's fields (see the module docstring).
+  """
+  task = spec.root.dag.tasks[task_name]
+  component = spec.components[task.component_ref.name]
+  container = container_of(spec, task_name)
+  inputs = executor_input.get('inputs', {})
+  outputs = executor_input.get('outputs', {})
+  key = {
+      'inputArtifactNames': {
+          name: [a.get('name', '') for a in artifacts.get('artifacts', [])]
+          for name, artifacts in inputs.get('artifacts', {}).items()},
+      'inputParameterValues': dict(inputs.get('parameterValues', {})),
+      # GenerateCacheKey keeps name, type and metadata; the URI is wiped.
+      'outputArtifactsSpec': {
+          name: {k: v for k, v in artifacts['artifacts'][0].items()
+                 if k in ('name', 'type', 'metadata')}
+          for name, artifacts in outputs.get('artifacts', {}).items()
+          if artifacts.get('artifacts')},
+      'outputParametersSpec': {
+          name: pipeline_spec_pb2.ParameterType.ParameterTypeEnum.Name(
+              definition.parameter_type)
+          for name, definition in
+          component.output_definitions.parameters.items()},
+      'containerSpec': {
+          'image': container['image'],
+          'cmdArgs': list(container.get('command', [])) +
+                     list(container.get('args', [])),
+      },
+  }
+  text = json.dumps(key, sort_keys=True, separators=(',', ':'))
+  return hashlib.sha256(text.encode('utf-8')).hexdigest()
 
 
 def container_of(spec, task_name: str) -> Dict[str, Any]:
@@ -68,3 +136,33 @@ def run(lines: List[List[str]], timeout: float
     if result.returncode:
       return result
   return result
+
+
+def run_output_parameters(spec, task_name: str, task_dir: str,
+                          overrides: Optional[Mapping[str, Any]] = None,
+                          timeout: float = 300) -> Dict[Tuple[str, str], Any]:
+  """Runs a task that has only parameters in and out (e.g. ResolveSpan).
+
+  Returns:
+    (task, output parameter key) -> value, as KFP records them from the
+    ExecutorOutput file, for task_parameters' ``produced``.
+
+  Raises:
+    AssertionError: with the task's stderr, if it fails.
+  """
+  component = spec.components[spec.root.dag.tasks[task_name].component_ref.name]
+  output_file = f'{task_dir}/executor_output.json'
+  executor_input = {
+      'inputs': {'parameterValues': task_parameters(spec, task_name,
+                                                    overrides)},
+      'outputs': {'parameters': {
+          name: {'outputFile': f'{task_dir}/{name}'}
+          for name in component.output_definitions.parameters},
+                  'outputFile': output_file},
+  }
+  result = run(command_lines(container_of(spec, task_name), executor_input),
+               timeout=timeout)
+  assert result.returncode == 0, result.stderr[-4000:]
+  with open(output_file, encoding='utf-8') as f:
+    values = json.load(f)['parameterValues']
+  return {(task_name, name): value for name, value in values.items()}

@@ -15,11 +15,15 @@ from tests.orchestration.conftest import COMPILE_ARGS, IMAGE
 
 pytestmark = pytest.mark.unit
 
-# create_pipeline's components for a bundled dataset with a curated schema;
-# the LatestBlessedModel resolvers compile into two tasks each.
+# create_pipeline's components for a bundled dataset with a curated schema.
 COMPONENTS = {'CsvExampleGen', 'StatisticsGen', 'ImportSchemaGen',
               'ExampleValidator', 'Transform', 'Trainer', 'Evaluator',
               'Pusher'}
+# The open-source backend's (the default): one task reads the Pusher's
+# records for the Evaluator's baseline and the warm start.
+LAST_BLESSED = 'LastBlessedModel'
+# --kfp-backend vertex: the LatestBlessedModel resolvers compile into two
+# tasks each.
 RESOLVER_TASKS = {
     f'{r}-{part}' for r in ('latest_blessed_model_resolver',
                             'warm_start_model_resolver')
@@ -35,20 +39,20 @@ def test_compiled_yaml_parses_with_kfp_protos_and_has_every_component(
   spec = _spec(compiled['yaml'])
   tasks = set(spec.root.dag.tasks)
   assert COMPONENTS <= tasks
-  assert RESOLVER_TASKS <= tasks
+  assert LAST_BLESSED in tasks
+  assert not any('resolver' in t for t in tasks), tasks
   assert spec.pipeline_info.name == 'leantfx-penguins'
   assert spec.schema_version == '2.1.0'
   for name, task in spec.root.dag.tasks.items():
     label = spec.components[task.component_ref.name].executor_label
     executor = spec.deployment_spec['executors'][label]
-    if name in RESOLVER_TASKS:
-      assert 'resolver' in executor, name
-      continue
+    # The open-source backend runs containers and importers, no resolver.
+    assert set(executor) == {'container'}, name
     container = executor['container']
     assert container['image'] == IMAGE, name
-    assert list(container['command'])[:3] == [
-        'python', '-m',
-        'tfx.orchestration.kubeflow.v2.container.kubeflow_v2_run_executor']
+    module = ('leantfx.kubeflow.resolve_span' if name == 'ResolveSpan' else
+              'tfx.orchestration.kubeflow.v2.container.kubeflow_v2_run_executor')
+    assert list(container['command'])[:3] == ['python', '-m', module], name
   assert f'{len(tasks)} tasks, image {IMAGE}' in compiled['stdout']
   # Every component of the local run is compiled: the ValidationGate with
   # its drift check, and the ModelOptimizer (under the blessing condition).
@@ -80,20 +84,33 @@ def test_runtime_parameters_are_declared_with_defaults_and_wired(compiled):
   with open(compiled['yaml']) as f:
     text = f.read()
   assert os.path.dirname(os.path.dirname(compiler.__file__)) not in text
-  # Warm start: the Trainer's base_model comes from the blessed-model resolver.
-  base = tasks['Trainer'].inputs.artifacts['base_model']
-  assert base.task_output_artifact.producer_task == (
-      'warm_start_model_resolver-model-resolver')
+  # Warm start and the Evaluator's baseline: the one task that reads the
+  # Pusher's records, kept below the pipeline root.
+  for task, key in (('Trainer', 'base_model'), ('Evaluator', 'baseline_model')):
+    source = tasks[task].inputs.artifacts[key].task_output_artifact
+    assert (source.producer_task, source.output_artifact_key) == (
+        LAST_BLESSED, 'model')
+  records = 'gs://bucket/root/leantfx-penguins/Pusher/blessed_models'
+  assert tasks[LAST_BLESSED].inputs.parameters[
+      'records_dir'].runtime_value.constant.string_value == records
+  pusher_config = json.loads(tasks['Pusher'].inputs.parameters[
+      'custom_config'].runtime_value.constant.string_value)
+  assert pusher_config == {'blessed_model_records': records}
 
 
 def test_retries_resources_and_caching_are_applied(compiled):
   spec = _spec(compiled['yaml'])
   executors = spec.deployment_spec['executors']
   for name, task in spec.root.dag.tasks.items():
-    assert task.retry_policy.max_retry_count == 3, name  # --retries 3
-    assert task.retry_policy.backoff_duration.seconds == 60
-    # Resolvers must resolve anew each run; --no-cache-component Pusher.
-    cached = name not in RESOLVER_TASKS and name != 'Pusher'
+    if name == 'ValidationGate':
+      # Its failure is a data-validation stop: a retry re-checks the span.
+      assert not task.HasField('retry_policy'), name
+    else:
+      assert task.retry_policy.max_retry_count == 3, name  # --retries 3
+      assert task.retry_policy.backoff_duration.seconds == 60
+    # The records and the data root must be read anew each run;
+    # --no-cache-component Pusher.
+    cached = name not in (LAST_BLESSED, 'ResolveSpan', 'Pusher')
     assert task.caching_options.enable_cache == cached, name
   trainer = executors['Trainer_executor']['container']['resources']
   assert trainer['cpuRequest'] == 2.0 and trainer['memoryRequest'] == 4.0
@@ -166,8 +183,30 @@ def test_span_window_compiles_into_example_gen_without_a_resolver(tmp_path):
   spec = _spec(out)
   assert compiler.parameters_of(spec)['span_window'] == 3
   tasks = set(spec.root.dag.tasks)
-  assert COMPONENTS <= tasks and RESOLVER_TASKS <= tasks
+  assert COMPONENTS <= tasks and LAST_BLESSED in tasks
   assert not any('span_window' in t for t in tasks), tasks
+
+
+def test_vertex_backend_keeps_tfx_resolvers(tmp_path):
+  """--kfp-backend vertex: the spec TFX's runner writes, resolvers and all."""
+  out = str(tmp_path / 'p.yaml')
+  result = run_cli(COMPILE_ARGS + ['--out', out, '--kfp-backend', 'vertex'])
+  assert result.returncode == 0, result.stdout + result.stderr
+  spec = _spec(out)
+  tasks = spec.root.dag.tasks
+  assert COMPONENTS | RESOLVER_TASKS <= set(tasks)
+  assert LAST_BLESSED not in tasks
+  for name in RESOLVER_TASKS:
+    label = spec.components[tasks[name].component_ref.name].executor_label
+    assert 'resolver' in spec.deployment_spec['executors'][label], name
+    assert not tasks[name].caching_options.enable_cache, name
+    assert not tasks[name].HasField('retry_policy'), name  # No pod to retry.
+  base = tasks['Trainer'].inputs.artifacts['base_model']
+  assert base.task_output_artifact.producer_task == (
+      'warm_start_model_resolver-model-resolver')
+  pusher_config = tasks['Pusher'].inputs.parameters['custom_config']
+  assert pusher_config.runtime_value.constant.string_value == 'null'
+  assert spec.default_pipeline_root == 'gs://bucket/root'
 
 
 @pytest.mark.parametrize('args, message', [

@@ -1,27 +1,31 @@
 """The ValidationGate's drift check on Kubeflow: the compiled tasks, really run.
 
 No KFP cluster exists here, so the test plays KFP's backend for two runs of
-the compiled pipeline (span 1, then a drifted span 2). For each task from
-CsvExampleGen to the ValidationGate, in dependency order, it builds the
-ExecutorInput the KFP launcher substitutes for ``{{$}}``: the task's
-parameters (constants, pipeline parameters at their defaults), its input
+the compiled pipeline, one after the other (span 1, then a drifted span 2
+that landed since). For each task from ResolveSpan to the ValidationGate, in
+dependency order, it builds the ExecutorInput the KFP driver makes and the
+launcher substitutes for ``{{$}}``: the task's parameters (constants,
+pipeline parameters at their defaults, upstream output parameters), its input
 artifacts as the producing tasks of the same run recorded them in their
 ExecutorOutput (name, type, uri, metadata), and fresh output URIs under
 ``<pipeline root>/<run>/<task>/``. It then runs the task's own command lines
-(CsvExampleGen's driver first), with this Python in place of the image's.
-As in TFX's V2 entry point, the executor takes only parameters (span, input
-config) from its driver's ExecutorOutput; what KFP records for a task is what
-its executor wrote.
+with this Python in place of the image's. The spec is the open-source
+backend's: CsvExampleGen runs no driver hook, and takes its span, input
+fingerprint and input config from ResolveSpan's output parameters.
+
+Before each task the test computes its cache key as the backend's driver
+does (kfp_launcher.cache_key) and reuses the first run's outputs where the
+key is the same, as KFP's cache would: only ImportSchemaGen (same parameters,
+no inputs). CsvExampleGen's key differs, since ResolveSpan found span 2.
 
 The compiled pipeline has no resolver task for the drift baseline (TFX's
 LatestArtifact query cannot find a custom artifact type, and the open-source
 KFP backend runs no resolver task): the gate reads the baseline folder under
 the compiled pipeline root, where span 1's passing gate kept its statistics
 (components/validation_gate/component.py). To stay within a few minutes,
-the two runs' tasks before the gate run side by side (run 1 pins span 1 with
-the range_config parameter) and run 2 reuses run 1's ImportSchemaGen output,
-as KFP's cache would (same parameters, no inputs); run 1's gate runs before
-run 2's.
+the two runs' ResolveSpan tasks run in a row (run 2's after span 2 landed),
+then the other tasks before the gate run side by side; run 1's gate runs
+before run 2's.
 """
 import concurrent.futures
 import csv
@@ -36,7 +40,6 @@ from leantfx import config as config_lib
 from leantfx import datasets
 from leantfx import schemas
 from leantfx.kubeflow import compiler
-from leantfx.pipeline import run_parameters
 from tests.orchestration import kfp_launcher
 from tests.orchestration.conftest import IMAGE
 
@@ -100,24 +103,20 @@ def _ancestors(spec, task_name):
   return found
 
 
-def _run_task(spec, name, run_dir, produced, overrides):
-  """Runs one compiled task as the KFP launcher would.
+def _executor_input(spec, name, run_dir, produced, overrides):
+  """The ExecutorInput KFP's driver builds for one compiled task.
 
   Args:
     spec: the compiled PipelineSpec.
     name: the task's name.
     run_dir: <pipeline root>/<run id>.
-    produced: (task, output key) -> the RuntimeArtifact dict KFP recorded;
-      the task's outputs are added to it when it succeeds.
+    produced: (task, output key) -> the RuntimeArtifact dict KFP recorded,
+      or the output parameter's value.
     overrides: pipeline parameters of the run (others at their defaults).
-
-  Returns:
-    The executor's CompletedProcess (the driver's must succeed).
   """
   from google.protobuf import json_format  # pylint: disable=g-import-not-at-top
   task = spec.root.dag.tasks[name]
   component = spec.components[task.component_ref.name]
-  container = kfp_launcher.container_of(spec, name)
   inputs = {}
   for key, source in task.inputs.artifacts.items():
     producer = source.task_output_artifact
@@ -127,29 +126,51 @@ def _run_task(spec, name, run_dir, produced, overrides):
   outputs = {}
   for key, definition in component.output_definitions.artifacts.items():
     outputs[key] = {'artifacts': [{
-        'name': f'{os.path.basename(run_dir)}-{name}-{key}',
         'type': json_format.MessageToDict(definition.artifact_type),
         'uri': os.path.join(task_dir, key),
         'metadata': {},
     }]}
-  output_file = os.path.join(task_dir, 'executor_output.json')
-  executor_input = {
-      'inputs': {'parameterValues':
-                     kfp_launcher.task_parameters(spec, name, overrides),
+  return {
+      'inputs': {'parameterValues': kfp_launcher.task_parameters(
+          spec, name, overrides, produced),
                  'artifacts': inputs},
-      'outputs': {'artifacts': outputs, 'outputFile': output_file},
+      'outputs': {'artifacts': outputs,
+                  'outputFile': os.path.join(task_dir,
+                                             'executor_output.json')},
   }
+
+
+def _run_task(spec, name, run_dir, produced, overrides):
+  """Runs one compiled task as the KFP launcher would.
+
+  Args:
+    spec: the compiled PipelineSpec.
+    name: the task's name.
+    run_dir: <pipeline root>/<run id>.
+    produced: (task, output key) -> the RuntimeArtifact dict KFP recorded
+      (named <run>-<task>-<key>), or the output parameter's value; the
+      task's outputs are added to it when it succeeds.
+    overrides: pipeline parameters of the run (others at their defaults).
+
+  Returns:
+    The executor's CompletedProcess.
+  """
+  executor_input = _executor_input(spec, name, run_dir, produced, overrides)
   result = kfp_launcher.run(
-      kfp_launcher.command_lines(container, executor_input), timeout=300)
+      kfp_launcher.command_lines(kfp_launcher.container_of(spec, name),
+                                 executor_input), timeout=300)
   if result.returncode:
     return result
-  with open(output_file, encoding='utf-8') as f:
+  with open(executor_input['outputs']['outputFile'], encoding='utf-8') as f:
     executor_output = json.load(f)
-  for key, output in outputs.items():
+  for key, output in executor_input['outputs']['artifacts'].items():
     (written,) = executor_output['artifacts'][key]['artifacts']
     recorded = dict(output['artifacts'][0])
+    recorded['name'] = f'{os.path.basename(run_dir)}-{name}-{key}'
     recorded['metadata'] = written.get('metadata', {})
     produced[(name, key)] = recorded
+  for key, value in executor_output.get('parameterValues', {}).items():
+    produced[(name, key)] = value
   return result
 
 
@@ -165,42 +186,53 @@ def _levels(spec, names):
   return levels
 
 
-def _run_two_spans(kfp):
-  """Run 1 (span 1) and run 2 (the newest span, 2) up to their gates.
+def _run_two_spans(kfp, write_span_2):
+  """Run 1 (span 1, the newest) and run 2 (span 2, landed since) to the gates.
 
-  The tasks before the gate of both runs go level by level, two processes at
-  a time (independent runs: run 1 pins span 1 with the range_config
-  parameter, as `kfp submit --span 1` does); then run 1's gate, then run
-  2's.
+  Args:
+    kfp: the fixture.
+    write_span_2: writes span 2 into the data root.
 
   Returns:
-    (the two runs' produced artifacts, the two gates' processes).
+    (the two runs' produced artifacts and parameters, the two gates'
+    processes, {task: (run 1's cache key, run 2's)}).
   """
   spec = kfp['spec']
-  runs = ({'range_config': run_parameters.pinned_span_json(1)}, {})
   produced = ({}, {})
-  levels = _levels(spec, _ancestors(spec, GATE))
+  keys = {}
+  resolve, rest = 'ResolveSpan', _ancestors(spec, GATE) - {'ResolveSpan'}
+  for index in (0, 1):
+    if index == 1:
+      write_span_2()
+    result = _run_task(spec, resolve, _run_dir(kfp, index), produced[index],
+                       {})
+    assert result.returncode == 0, (index, result.stderr[-4000:])
+
+  def key(index, name):
+    return kfp_launcher.cache_key(spec, name, _executor_input(
+        spec, name, _run_dir(kfp, index), produced[index], {}))
 
   def run(job):
     index, name = job
-    if index == 1 and name == 'ImportSchemaGen':
-      # A KFP cache hit: same parameters, no inputs.
-      produced[1][(name, 'schema')] = produced[0][(name, 'schema')]
+    if index == 1 and keys[name][0] == keys[name][1]:
+      # A KFP cache hit: run 2 takes run 1's outputs.
+      for (task, output), value in produced[0].items():
+        if task == name:
+          produced[1][(task, output)] = value
       return
-    result = _run_task(spec, name, _run_dir(kfp, index), produced[index],
-                       runs[index])
+    result = _run_task(spec, name, _run_dir(kfp, index), produced[index], {})
     assert result.returncode == 0, (index, name, result.stderr[-4000:])
 
   with concurrent.futures.ThreadPoolExecutor(2) as pool:
-    for level in levels:
-      # Run 2's ImportSchemaGen waits for run 1's (the cache entry).
-      jobs = [(i, n) for n in level for i in (0, 1)]
-      list(pool.map(run, [j for j in jobs if j != (1, 'ImportSchemaGen')]))
-      if (1, 'ImportSchemaGen') in jobs:
-        run((1, 'ImportSchemaGen'))
-  gates = [_run_task(spec, GATE, _run_dir(kfp, i), produced[i], runs[i])
+    for level in _levels(spec, rest):
+      for name in level:
+        keys[name] = (key(0, name), key(1, name))
+      # Run 1's tasks first: a cache hit of run 2 needs run 1's outputs.
+      list(pool.map(run, [(0, n) for n in level]))
+      list(pool.map(run, [(1, n) for n in level]))
+  gates = [_run_task(spec, GATE, _run_dir(kfp, i), produced[i], {})
            for i in (0, 1)]
-  return produced, gates
+  return produced, gates, keys
 
 
 def _span(examples):
@@ -231,8 +263,16 @@ def test_drift_stops_the_compiled_pipeline_at_the_gate(kfp):
   _write_span(kfp['data_root'], 1, kfp['rows'])
   adelie = [r for r in kfp['rows'] if r['species'] == 'Adelie']
   others = [r for r in kfp['rows'] if r['species'] != 'Adelie']
-  _write_span(kfp['data_root'], 2, adelie + others[:40])
-  produced, (gate_1, gate_2) = _run_two_spans(kfp)
+  produced, (gate_1, gate_2), keys = _run_two_spans(
+      kfp, lambda: _write_span(kfp['data_root'], 2, adelie + others[:40]))
+
+  # KFP's cache: the schema import is the same task in both runs; the new
+  # span changed ExampleGen's key (through ResolveSpan), and so every key
+  # downstream of it.
+  assert produced[0][('ResolveSpan', 'span')] == 1
+  assert produced[1][('ResolveSpan', 'span')] == 2
+  same = {name for name, (first, second) in keys.items() if first == second}
+  assert same == {'ImportSchemaGen'}, keys
 
   # Run 1 passes span 1 and keeps its statistics as the baseline.
   assert _span(produced[0][('CsvExampleGen', 'examples')]) == 1

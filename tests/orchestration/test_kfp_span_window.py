@@ -1,17 +1,16 @@
 """The span window on Kubeflow: the compiled ExampleGen task, really run.
 
 No KFP cluster exists here, so these tests do what its launcher does for the
-compiled CsvExampleGen task: build the ExecutorInput from the task's inputs in
-the compiled PipelineSpec (constants, and pipeline parameters at their
-defaults or overridden as `kfp submit --param` would), substitute it for
-``{{$}}`` in the task's own driver (pre-cache-check) and executor command
-lines, and run both, with this Python in place of the image's. What they
-write is then read back: the Examples artifact must hold exactly the rows of
-the newest K spans.
+compiled ResolveSpan and CsvExampleGen tasks: build the ExecutorInput from
+the task's inputs in the compiled PipelineSpec (constants, pipeline
+parameters at their defaults or overridden as `kfp submit --param` would,
+and ResolveSpan's output parameters), substitute it for ``{{$}}`` in the
+task's own command line, and run it, with this Python in place of the
+image's. What they write is then read back: the Examples artifact must hold
+exactly the rows of the newest K spans.
 """
 import csv
 import glob
-import json
 import os
 
 import pytest
@@ -61,19 +60,22 @@ def window_spec(tmp_path_factory):
 
 
 def _run_example_gen_task(spec, workdir, overrides=None):
-  """Runs the compiled CsvExampleGen task's driver, then its executor.
+  """Runs the compiled ResolveSpan task, then the CsvExampleGen task.
 
   Returns:
-    (the Examples artifact's folder, the driver's ExecutorOutput dict: the
-    span and fingerprint KFP records on the task before the executor runs).
+    (the Examples artifact's folder, ResolveSpan's output parameters: the
+    span and fingerprint ExampleGen takes as inputs).
   """
+  resolved = kfp_launcher.run_output_parameters(
+      spec, 'ResolveSpan', os.path.join(workdir, 'resolve'), overrides)
   container = kfp_launcher.container_of(spec, 'CsvExampleGen')
   examples_uri = os.path.join(workdir, 'examples')
   output_file = os.path.join(workdir, 'task', 'executor_output.json')
   executor_input = {
       'inputs': {
           'parameterValues':
-              kfp_launcher.task_parameters(spec, 'CsvExampleGen', overrides)
+              kfp_launcher.task_parameters(spec, 'CsvExampleGen', overrides,
+                                           resolved)
       },
       'outputs': {
           'artifacts': {
@@ -89,14 +91,11 @@ def _run_example_gen_task(spec, workdir, overrides=None):
           'outputFile': output_file,
       },
   }
-  driver, executor = kfp_launcher.command_lines(container, executor_input)
-  result = kfp_launcher.run([driver], timeout=600)
+  # The open-source backend runs no driver hook before the executor.
+  (executor_line,) = kfp_launcher.command_lines(container, executor_input)
+  result = kfp_launcher.run([executor_line], timeout=600)
   assert result.returncode == 0, result.stderr[-4000:]
-  with open(output_file, encoding='utf-8') as f:
-    driver_output = json.load(f)
-  result = kfp_launcher.run([executor], timeout=600)
-  assert result.returncode == 0, result.stderr[-4000:]
-  return examples_uri, driver_output
+  return examples_uri, {key: value for (_, key), value in resolved.items()}
 
 
 def _count(examples_uri):
@@ -123,10 +122,10 @@ def test_compiled_example_gen_task_reads_the_newest_k_spans(window_spec,
 
   examples_uri, output = _run_example_gen_task(spec, str(tmp_path / 'k2'))
   counts = _count(examples_uri)
-  # The driver resolved span 3; the window adds span 2, and not span 1.
+  # ResolveSpan resolved span 3; the window adds span 2, and not span 1.
   assert sum(counts.values()) == SPAN_ROWS[2] + SPAN_ROWS[3]
   assert counts['train'] > counts['eval'] > 0
-  assert output['parameterValues']['span'] == 3
+  assert output['span'] == 3
 
 
 @pytest.mark.e2e

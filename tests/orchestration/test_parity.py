@@ -23,7 +23,9 @@ from leantfx import datasets
 from leantfx.cli import build
 from leantfx.cli import main
 from leantfx.kubeflow import compiler
+from leantfx.kubeflow import resolve_span
 from leantfx.pipeline import pipeline as pipeline_lib
+from leantfx.pipeline import retraining
 from tests.orchestration.conftest import IMAGE
 
 pytestmark = pytest.mark.unit
@@ -181,22 +183,36 @@ def test_run_and_compile_build_the_same_pipeline(tmp_path, case):
   assert local.dataset.schema_file == cluster.dataset.schema_file
   assert local.orchestration == dataclasses.replace(
       cluster.orchestration, runtime_parameters=False,
-      window_in_example_gen=False)
+      window_in_example_gen=False, kfp_backend=None)
 
   nodes = {n.id: n for n in pipeline_lib.create_pipeline(local).components}
   compiled = _compiled_components(spec)
-  assert set(nodes) == set(compiled), (sorted(nodes), sorted(compiled))
+  assert set(_oss_ids(nodes)) == set(compiled), (sorted(nodes),
+                                                 sorted(compiled))
   paths = _paths(tmp_path, local, cluster)
   runtime = {'input_base', 'range_config', 'train_args', 'span_window'}
   for node_id, node in nodes.items():
     if type(node).__name__ == 'Resolver':
-      continue  # Compiled into resolver tasks: their ids are compared above.
+      continue  # LastBlessedModel on the open-source backend (above).
     for key, value in node.exec_properties.items():
       if key in runtime or value is None:
         continue  # KFP pipeline parameters, set per run.
-      assert key in compiled[node_id], (node_id, key)
+      if (node_id, key) == ('Pusher', 'custom_config'):
+        # A runner fact of the open-source backend: where the Pusher keeps
+        # the blessed-model records that stand in for ML Metadata.
+        assert _canonical(value, paths) is None
+        assert _canonical(compiled[node_id][key], paths) == {
+            'blessed_model_records':
+                f'<ROOT>/{local.pipeline_name}/Pusher/blessed_models'}
+        continue
+      # On the open-source backend ExampleGen takes its input config from
+      # the ResolveSpan task, which takes the compiled one.
+      owner = (resolve_span.TASK_ID
+               if key == 'input_config' and key not in compiled[node_id]
+               else node_id)
+      assert key in compiled[owner], (node_id, key)
       assert (_canonical(value, paths) ==
-              _canonical(compiled[node_id][key], paths)), (node_id, key)
+              _canonical(compiled[owner][key], paths)), (node_id, key)
   if local.optimization is not None:
     condition = spec['root']['dag']['tasks']['ModelOptimizer'][
         'triggerPolicy']['condition']
@@ -211,4 +227,16 @@ def test_default_digits_compiles_every_component_of_the_local_run(tmp_path):
   # ExampleGen, statistics, schema, validator, the gate, Augment, Transform,
   # Trainer, the baseline resolver, Evaluator, Pusher, ModelOptimizer.
   assert len(nodes) == 12 and 'ModelOptimizer' in nodes, sorted(nodes)
-  assert set(_compiled_components(spec)) == nodes
+  assert set(_compiled_components(spec)) == set(_oss_ids(nodes))
+
+
+def _oss_ids(local_ids):
+  """The local run's node ids as the open-source backend's spec has them:
+  the blessed-model Resolvers are the one LastBlessedModel task, and the
+  ResolveSpan task comes before ExampleGen."""
+  resolvers = {retraining.BASELINE_RESOLVER_ID,
+               retraining.WARM_START_RESOLVER_ID}
+  ids = (set(local_ids) - resolvers) | {resolve_span.TASK_ID}
+  if resolvers & set(local_ids):
+    ids.add(retraining.LAST_BLESSED_MODEL_ID)
+  return ids

@@ -1,0 +1,1 @@
+"""The last blessed model without ML Metadata: records kept by the Pusher."""
