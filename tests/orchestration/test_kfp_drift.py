@@ -46,8 +46,8 @@ from tests.orchestration.conftest import IMAGE
 GATE = 'ValidationGate'
 PIPELINE_NAME = 'leantfx-penguins'
 # Every task the gate's inputs come from, and nothing else.
-GATE_ANCESTORS = {'CsvExampleGen', 'ImportSchemaGen', 'StatisticsGen',
-                  'ExampleValidator'}
+GATE_ANCESTORS = {'ResolveSpan', 'CsvExampleGen', 'ImportSchemaGen',
+                  'StatisticsGen', 'ExampleValidator'}
 
 
 @pytest.fixture(scope='module')
