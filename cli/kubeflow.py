@@ -12,6 +12,7 @@ Exit codes: 0 done; 2 bad option or input (nothing compiled or sent); 5 the
 KFP API was unreachable or refused (nothing more was sent).
 """
 import argparse
+import dataclasses
 import os
 import tempfile
 
@@ -93,16 +94,24 @@ def cmd_compile(args: argparse.Namespace) -> int:
                                             args.kfp_backend)
     if root_note:
       print(root_note)
+  component_resources = {
+      'Transform': _resources(args.trainer_cpu, args.trainer_memory),
+      'Evaluator': _resources(args.trainer_cpu, args.trainer_memory),
+      'Trainer': _resources(args.trainer_cpu, args.trainer_memory,
+                            args.trainer_gpu),
+  }
+  for text in args.task_resources:
+    name, resources = compiler.parse_task_resources(text)
+    if name == 'Trainer' and args.trainer_gpu:
+      resources = dataclasses.replace(
+          resources, gpu_type=component_resources[name].gpu_type,
+          gpu_count=component_resources[name].gpu_count)
+    component_resources[name] = resources
   options = compiler.TaskOptions(
       retry=compiler.RetryPolicy(max_retries=args.retries,
                                  backoff=f'{args.retry_backoff}s'),
       default_resources=_resources(args.cpu, args.memory),
-      component_resources=(
-          ('Transform', _resources(args.trainer_cpu, args.trainer_memory)),
-          ('Evaluator', _resources(args.trainer_cpu, args.trainer_memory)),
-          ('Trainer', _resources(args.trainer_cpu, args.trainer_memory,
-                                 args.trainer_gpu)),
-      ),
+      component_resources=tuple(sorted(component_resources.items())),
       no_cache=tuple(args.no_cache_component))
   # Components read the schema inside the image, where the repository is
   # IMAGE_SOURCE_DIR (the pipeline itself reads it here while being built).
@@ -202,6 +211,13 @@ def _add_compile(sub) -> None:
                      help='also Transform and Evaluator')
   tasks.add_argument('--trainer-gpu', metavar='TYPE[:COUNT]',
                      help='e.g. nvidia.com/gpu:1')
+  tasks.add_argument('--task-resources', action='append', default=[],
+                     metavar='NAME=CPU,MEM',
+                     help='CPU cores and memory of one component\'s task '
+                     '(repeatable), e.g. Transform=4,8G; a task given 2 or '
+                     'more cores runs Beam\'s DirectRunner multi_processing '
+                     'with one worker per core (unless --beam-mode or '
+                     '--beam-workers say otherwise)')
   p.set_defaults(func=cmd_compile)
 
 

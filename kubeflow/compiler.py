@@ -16,7 +16,10 @@ PipelineSpec, a plain protobuf (``kfp.pipeline_spec.pipeline_spec_pb2``):
   * a retry policy (count, backoff, factor, cap) on every task that runs a
     container, except the ValidationGate, whose failure is a verdict on the
     data that a retry would only repeat;
-  * CPU / memory requests and limits on every container, a GPU for Trainer;
+  * CPU / memory requests and limits on every container, a GPU for Trainer
+    (``--task-resources NAME=CPU,MEM`` for any component), and the
+    DirectRunner of a task with N >= 2 cores in multi_processing mode with
+    N workers, where the Beam options are the defaults;
   * caching switched off for chosen components;
   * for the open-source backend (``--kfp-backend oss``), a ResolveSpan task
     before ExampleGen that resolves the span and the input files'
@@ -167,6 +170,25 @@ def parse_memory(text: str) -> float:
   return float(match.group(1)) * _MEMORY_FACTOR_GB[match.group(2)]
 
 
+def parse_task_resources(text: str) -> Tuple[str, Resources]:
+  """'Transform=4,8G' -> ('Transform', Resources(cpu=4, memory_gb=8)).
+
+  Raises:
+    ConfigError: if malformed.
+  """
+  name, _, value = text.partition('=')
+  cpu, _, memory = value.partition(',')
+  try:
+    cores = float(cpu)
+  except ValueError:
+    cores = 0.0
+  if not name.strip() or not memory or cores <= 0:
+    raise ConfigError(
+        f'--task-resources {text!r} is not NAME=CPU,MEM, e.g. '
+        'Transform=4,8G (4 cores, 8 GB for the Transform task).')
+  return name.strip(), Resources(cpu=cores, memory_gb=parse_memory(memory))
+
+
 def parse_gpu(text: str) -> Tuple[str, int]:
   """'nvidia.com/gpu:1' or 'NVIDIA_TESLA_T4' -> (type, count)."""
   kind, _, count = text.rpartition(':') if ':' in text else (text, '', '1')
@@ -250,6 +272,34 @@ def apply_task_options(pipeline_spec: Dict[str, Any],
           'count': str(resources.gpu_count)
       }
     container['resources'] = spec
+    container['args'] = beam_args_for_cpu(container.get('args', []),
+                                          resources.cpu)
+
+
+def beam_args_for_cpu(args: Sequence[str], cpu: float) -> list:
+  """A container's arguments with the DirectRunner sized to its CPUs.
+
+  Every Beam-based task gets the same beam_pipeline_args; with the defaults
+  (in_memory, one worker) a task given N >= 2 cores would use one of them.
+  Such a task runs multi_processing with one worker per whole core instead.
+  Arguments the user chose (another mode or worker count, another runner)
+  are kept as they are.
+
+  Args:
+    args: the container's args.
+    cpu: the cores requested for the task.
+
+  Returns:
+    The args, changed only where the defaults were.
+  """
+  args = list(args)
+  defaults = ('--direct_running_mode=in_memory', '--direct_num_workers=1')
+  workers = int(cpu)
+  if workers < 2 or not all(a in args for a in defaults):
+    return args
+  return [('--direct_running_mode=multi_processing' if a == defaults[0] else
+           f'--direct_num_workers={workers}' if a == defaults[1] else a)
+          for a in args]
 
 
 def set_parameter_defaults(job: Dict[str, Any],

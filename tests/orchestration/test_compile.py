@@ -119,6 +119,33 @@ def test_retries_resources_and_caching_are_applied(compiled):
   pusher = executors['Pusher_executor']['container']['resources']
   assert pusher['cpuLimit'] == 1.0 and pusher['memoryLimit'] == 2.0
   assert 'accelerator' not in pusher
+  # The DirectRunner uses the task's cores: Transform's 2 (--trainer-cpu's
+  # default), StatisticsGen's 1 (--cpu's default).
+  transform = list(executors['Transform_executor']['container']['args'])
+  assert '--direct_running_mode=multi_processing' in transform
+  assert '--direct_num_workers=2' in transform
+  statistics = list(executors['StatisticsGen_executor']['container']['args'])
+  assert '--direct_running_mode=in_memory' in statistics
+  assert '--direct_num_workers=1' in statistics
+
+
+def test_task_resources_override_a_component_and_size_its_beam(tmp_path):
+  out = str(tmp_path / 'p.yaml')
+  result = run_cli(COMPILE_ARGS + [
+      '--out', out, '--task-resources', 'StatisticsGen=3,6G',
+      '--task-resources', 'Trainer=4,16Gi'])
+  assert result.returncode == 0, result.stdout + result.stderr
+  executors = _spec(out).deployment_spec['executors']
+  statistics = executors['StatisticsGen_executor']['container']
+  assert statistics['resources']['cpuLimit'] == 3.0
+  assert statistics['resources']['memoryLimit'] == 6.0
+  assert '--direct_num_workers=3' in list(statistics['args'])
+  trainer = executors['Trainer_executor']['container']['resources']
+  assert trainer['cpuLimit'] == 4.0
+  assert trainer['memoryLimit'] == pytest.approx(16 * 1.073741824)
+  # --trainer-gpu (COMPILE_ARGS) still holds.
+  assert dict(trainer['accelerator']) == {'type': 'nvidia.com/gpu',
+                                          'count': '1'}
 
 
 def _strings(value):
@@ -215,6 +242,8 @@ def test_vertex_backend_keeps_tfx_resolvers(tmp_path):
     (['--memory', 'lots'], 'is not a quantity'),
     (['--trainer-gpu', 'nvidia.com/gpu:0'], 'is not TYPE or TYPE:COUNT'),
     (['--no-cache-component', 'Trainr'], "No component named ['Trainr']"),
+    (['--task-resources', 'Transform=lots'], 'is not NAME=CPU,MEM'),
+    (['--task-resources', 'Trainr=2,4G'], "No component named ['Trainr']"),
 ])
 def test_bad_compile_options(tmp_path, args, message, cli):
   out = str(tmp_path / 'p.yaml')
