@@ -36,10 +36,13 @@ and, in the JSON job, ``labels`` (TFX telemetry: tfx and Python versions).
 The local rolling span window is a Resolver with SpanRangeStrategy, which
 TFX 1.16's Kubeflow V2 step builder cannot compile (it supports only the
 LatestArtifact and LatestBlessedModel strategies). On Kubeflow, ExampleGen
-reads the window itself instead (components/span_window_example_gen): the
-V2 ExampleGen driver resolves the newest span N and the executor reads spans
-N-K+1..N, so statistics, validation, Transform, Trainer and Evaluator all see
-the window's examples. The ValidationGate's drift check against the previous
+reads the window itself instead (components/span_window_example_gen):
+ResolveSpan (on Vertex AI, the V2 ExampleGen driver) resolves the newest
+span N and the executor reads spans N-K+1..N, so statistics, validation,
+Transform, Trainer and Evaluator all see the window's examples. The last
+blessed model, which the local run and Vertex AI resolve from ML Metadata,
+comes on the open-source backend from records the Pusher keeps under the
+pipeline root (components/blessed_model/). The ValidationGate's drift check against the previous
 span runs on Kubeflow too: instead of the local custom-strategy Resolver of
 earlier reports, the gate keeps each passed span's statistics in a baseline
 folder under the pipeline root and compares with the highest span below its
