@@ -11,6 +11,10 @@ BaselineEvaluator is TFX's Evaluator whose executor drops such an empty
 baseline (so the change thresholds are skipped, as they are on a first
 local run); the warm start finds no model in it and trains cold, saying why
 (models/warm_start.py).
+
+The cost: the task runs in every run (the records change between runs while
+its inputs do not) and its output is a new artifact each time, so the
+Evaluator, and a warm-started Trainer, are never KFP cache hits.
 """
 from typing import Any, Dict, List
 
