@@ -367,7 +367,8 @@ def pipeline_root_note(pipeline_root: str, kfp_backend: str) -> Optional[str]:
           'minio://mlpipeline/...), so a run of this spec fails there.')
 
 
-def set_pipeline_root(pipeline_spec: Dict[str, Any], pipeline_root: str) -> None:
+def set_pipeline_root(pipeline_spec: Dict[str, Any],
+                      pipeline_root: str) -> None:
   """Writes the pipeline root into the PipelineSpec as defaultPipelineRoot.
 
   TFX 1.16 puts it only in the PipelineJob's runtimeConfig, which a YAML

@@ -26,7 +26,7 @@ import argparse
 import json
 import os
 import sys
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, Optional, Sequence
 
 from tfx.components.example_gen import input_processor
 from tfx.components.example_gen import utils as example_gen_utils
@@ -90,7 +90,8 @@ def _parameter(executor_input: Dict[str, Any], name: str) -> Any:
   if name not in values:
     raise ValueError(
         f'{TASK_ID}: the ExecutorInput has no parameter {name!r} (it has '
-        f'{sorted(values)}); the compiled task must pass {sorted(INPUT_TYPES)}.')
+        f'{sorted(values)}); the compiled task must pass '
+        f'{sorted(INPUT_TYPES)}.')
   return values[name]
 
 

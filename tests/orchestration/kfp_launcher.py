@@ -20,6 +20,7 @@ test, which inputs change the key, is the same.
 """
 import hashlib
 import json
+import os
 import subprocess
 import sys
 from typing import Any, Dict, List, Mapping, Optional, Tuple
@@ -166,3 +167,96 @@ def run_output_parameters(spec, task_name: str, task_dir: str,
   with open(output_file, encoding='utf-8') as f:
     values = json.load(f)['parameterValues']
   return {(task_name, name): value for name, value in values.items()}
+
+
+def ancestors(spec, task_name):
+  """Every task task_name depends on, directly or not."""
+  found, todo = set(), [task_name]
+  while todo:
+    for dependency in spec.root.dag.tasks[todo.pop()].dependent_tasks:
+      if dependency not in found:
+        found.add(dependency)
+        todo.append(dependency)
+  return found
+
+
+def executor_input(spec, name, run_dir, produced, overrides):
+  """The ExecutorInput KFP's driver builds for one compiled task.
+
+  Args:
+    spec: the compiled PipelineSpec.
+    name: the task's name.
+    run_dir: <pipeline root>/<run id>.
+    produced: (task, output key) -> the RuntimeArtifact dict KFP recorded,
+      or the output parameter's value.
+    overrides: pipeline parameters of the run (others at their defaults).
+  """
+  task = spec.root.dag.tasks[name]
+  component = spec.components[task.component_ref.name]
+  inputs = {}
+  for key, source in task.inputs.artifacts.items():
+    producer = source.task_output_artifact
+    inputs[key] = {'artifacts': [
+        produced[(producer.producer_task, producer.output_artifact_key)]]}
+  task_dir = os.path.join(run_dir, name)
+  outputs = {}
+  for key, definition in component.output_definitions.artifacts.items():
+    outputs[key] = {'artifacts': [{
+        'type': json_format.MessageToDict(definition.artifact_type),
+        'uri': os.path.join(task_dir, key),
+        'metadata': {},
+    }]}
+  return {
+      'inputs': {'parameterValues': task_parameters(
+          spec, name, overrides, produced),
+                 'artifacts': inputs},
+      'outputs': {'artifacts': outputs,
+                  'outputFile': os.path.join(task_dir,
+                                             'executor_output.json')},
+  }
+
+
+def run_task(spec, name, run_dir, produced, overrides, timeout=600):
+  """Runs one compiled task as the KFP launcher would.
+
+  Args:
+    spec: the compiled PipelineSpec.
+    name: the task's name.
+    run_dir: <pipeline root>/<run id>.
+    produced: (task, output key) -> the RuntimeArtifact dict KFP recorded
+      (named <run>-<task>-<key>), or the output parameter's value; the
+      task's outputs are added to it when it succeeds.
+    overrides: pipeline parameters of the run (others at their defaults).
+    timeout: seconds the task may take.
+
+  Returns:
+    The executor's CompletedProcess.
+  """
+  task_input = executor_input(spec, name, run_dir, produced, overrides)
+  result = run(command_lines(container_of(spec, name), task_input),
+               timeout=timeout)
+  if result.returncode:
+    return result
+  with open(task_input['outputs']['outputFile'], encoding='utf-8') as f:
+    executor_output = json.load(f)
+  for key, output in task_input['outputs']['artifacts'].items():
+    (written,) = executor_output['artifacts'][key]['artifacts']
+    recorded = dict(output['artifacts'][0])
+    recorded['name'] = f'{os.path.basename(run_dir)}-{name}-{key}'
+    recorded['metadata'] = written.get('metadata', {})
+    produced[(name, key)] = recorded
+  for key, value in executor_output.get('parameterValues', {}).items():
+    produced[(name, key)] = value
+  return result
+
+
+def levels(spec, names):
+  """names in dependency levels: each level depends only on earlier ones."""
+  found, left = [], set(names)
+  while left:
+    ready = sorted(n for n in left
+                   if not set(spec.root.dag.tasks[n].dependent_tasks) & left)
+    assert ready, f'dependency cycle among {left}'
+    found.append(ready)
+    left -= set(ready)
+  return found

@@ -50,8 +50,9 @@ def test_compiled_yaml_parses_with_kfp_protos_and_has_every_component(
     assert set(executor) == {'container'}, name
     container = executor['container']
     assert container['image'] == IMAGE, name
-    module = ('leantfx.kubeflow.resolve_span' if name == 'ResolveSpan' else
-              'tfx.orchestration.kubeflow.v2.container.kubeflow_v2_run_executor')
+    module = (
+        'leantfx.kubeflow.resolve_span' if name == 'ResolveSpan' else
+        'tfx.orchestration.kubeflow.v2.container.kubeflow_v2_run_executor')
     assert list(container['command'])[:3] == ['python', '-m', module], name
   assert f'{len(tasks)} tasks, image {IMAGE}' in compiled['stdout']
   # Every component of the local run is compiled: the ValidationGate with

@@ -93,99 +93,6 @@ def _write_span(data_root, span, rows):
     writer.writerows(rows)
 
 
-def _ancestors(spec, task_name):
-  found, todo = set(), [task_name]
-  while todo:
-    for dependency in spec.root.dag.tasks[todo.pop()].dependent_tasks:
-      if dependency not in found:
-        found.add(dependency)
-        todo.append(dependency)
-  return found
-
-
-def _executor_input(spec, name, run_dir, produced, overrides):
-  """The ExecutorInput KFP's driver builds for one compiled task.
-
-  Args:
-    spec: the compiled PipelineSpec.
-    name: the task's name.
-    run_dir: <pipeline root>/<run id>.
-    produced: (task, output key) -> the RuntimeArtifact dict KFP recorded,
-      or the output parameter's value.
-    overrides: pipeline parameters of the run (others at their defaults).
-  """
-  from google.protobuf import json_format  # pylint: disable=g-import-not-at-top
-  task = spec.root.dag.tasks[name]
-  component = spec.components[task.component_ref.name]
-  inputs = {}
-  for key, source in task.inputs.artifacts.items():
-    producer = source.task_output_artifact
-    inputs[key] = {'artifacts': [
-        produced[(producer.producer_task, producer.output_artifact_key)]]}
-  task_dir = os.path.join(run_dir, name)
-  outputs = {}
-  for key, definition in component.output_definitions.artifacts.items():
-    outputs[key] = {'artifacts': [{
-        'type': json_format.MessageToDict(definition.artifact_type),
-        'uri': os.path.join(task_dir, key),
-        'metadata': {},
-    }]}
-  return {
-      'inputs': {'parameterValues': kfp_launcher.task_parameters(
-          spec, name, overrides, produced),
-                 'artifacts': inputs},
-      'outputs': {'artifacts': outputs,
-                  'outputFile': os.path.join(task_dir,
-                                             'executor_output.json')},
-  }
-
-
-def _run_task(spec, name, run_dir, produced, overrides):
-  """Runs one compiled task as the KFP launcher would.
-
-  Args:
-    spec: the compiled PipelineSpec.
-    name: the task's name.
-    run_dir: <pipeline root>/<run id>.
-    produced: (task, output key) -> the RuntimeArtifact dict KFP recorded
-      (named <run>-<task>-<key>), or the output parameter's value; the
-      task's outputs are added to it when it succeeds.
-    overrides: pipeline parameters of the run (others at their defaults).
-
-  Returns:
-    The executor's CompletedProcess.
-  """
-  executor_input = _executor_input(spec, name, run_dir, produced, overrides)
-  result = kfp_launcher.run(
-      kfp_launcher.command_lines(kfp_launcher.container_of(spec, name),
-                                 executor_input), timeout=300)
-  if result.returncode:
-    return result
-  with open(executor_input['outputs']['outputFile'], encoding='utf-8') as f:
-    executor_output = json.load(f)
-  for key, output in executor_input['outputs']['artifacts'].items():
-    (written,) = executor_output['artifacts'][key]['artifacts']
-    recorded = dict(output['artifacts'][0])
-    recorded['name'] = f'{os.path.basename(run_dir)}-{name}-{key}'
-    recorded['metadata'] = written.get('metadata', {})
-    produced[(name, key)] = recorded
-  for key, value in executor_output.get('parameterValues', {}).items():
-    produced[(name, key)] = value
-  return result
-
-
-def _levels(spec, names):
-  """names in dependency levels: each level depends only on earlier ones."""
-  levels, left = [], set(names)
-  while left:
-    ready = sorted(n for n in left
-                   if not set(spec.root.dag.tasks[n].dependent_tasks) & left)
-    assert ready, f'dependency cycle among {left}'
-    levels.append(ready)
-    left -= set(ready)
-  return levels
-
-
 def _run_two_spans(kfp, write_span_2):
   """Run 1 (span 1, the newest) and run 2 (span 2, landed since) to the gates.
 
@@ -200,16 +107,17 @@ def _run_two_spans(kfp, write_span_2):
   spec = kfp['spec']
   produced = ({}, {})
   keys = {}
-  resolve, rest = 'ResolveSpan', _ancestors(spec, GATE) - {'ResolveSpan'}
+  resolve = 'ResolveSpan'
+  rest = kfp_launcher.ancestors(spec, GATE) - {resolve}
   for index in (0, 1):
     if index == 1:
       write_span_2()
-    result = _run_task(spec, resolve, _run_dir(kfp, index), produced[index],
-                       {})
+    result = kfp_launcher.run_task(spec, resolve, _run_dir(kfp, index),
+                                   produced[index], {})
     assert result.returncode == 0, (index, result.stderr[-4000:])
 
   def key(index, name):
-    return kfp_launcher.cache_key(spec, name, _executor_input(
+    return kfp_launcher.cache_key(spec, name, kfp_launcher.executor_input(
         spec, name, _run_dir(kfp, index), produced[index], {}))
 
   def run(job):
@@ -220,18 +128,21 @@ def _run_two_spans(kfp, write_span_2):
         if task == name:
           produced[1][(task, output)] = value
       return
-    result = _run_task(spec, name, _run_dir(kfp, index), produced[index], {})
+    result = kfp_launcher.run_task(spec, name, _run_dir(kfp, index),
+                                   produced[index], {})
     assert result.returncode == 0, (index, name, result.stderr[-4000:])
 
   with concurrent.futures.ThreadPoolExecutor(2) as pool:
-    for level in _levels(spec, rest):
+    for level in kfp_launcher.levels(spec, rest):
       for name in level:
         keys[name] = (key(0, name), key(1, name))
       # Run 1's tasks first: a cache hit of run 2 needs run 1's outputs.
       list(pool.map(run, [(0, n) for n in level]))
       list(pool.map(run, [(1, n) for n in level]))
-  gates = [_run_task(spec, GATE, _run_dir(kfp, i), produced[i], {})
-           for i in (0, 1)]
+  gates = [
+      kfp_launcher.run_task(spec, GATE, _run_dir(kfp, i), produced[i], {})
+      for i in (0, 1)
+  ]
   return produced, gates, keys
 
 
@@ -252,7 +163,7 @@ def test_drift_stops_the_compiled_pipeline_at_the_gate(kfp):
   spec = kfp['spec']
   tasks = spec.root.dag.tasks
   # The baseline is no resolver task: the gate depends only on its data.
-  assert _ancestors(spec, GATE) == GATE_ANCESTORS
+  assert kfp_launcher.ancestors(spec, GATE) == GATE_ANCESTORS
   assert not any('resolver' in t and 'validation' in t for t in tasks), tasks
   gate_params = kfp_launcher.task_parameters(spec, GATE)
   assert gate_params['check_drift'] == 1
@@ -308,7 +219,7 @@ def test_drift_stops_the_compiled_pipeline_at_the_gate(kfp):
   assert GATE in tasks['Augment'].dependent_tasks
   assert 'Augment' in tasks['Transform'].dependent_tasks
   for name in ('Augment', 'Transform', 'Trainer', 'Evaluator', 'Pusher'):
-    assert GATE in _ancestors(spec, name), name
+    assert GATE in kfp_launcher.ancestors(spec, name), name
 
 
 def _gate(tmp_path, name, rows, span, baseline_dir):
