@@ -11,11 +11,13 @@ REST and gRPC). A request's inputs are renamed back to the keys just before
 the wrapped version runs, so the backend and its fast paths (the SavedModel's
 packed call, the TFLite and OpenVINO prepared tensors) see the same inputs as
 before. A request that sends a key instead of its original name is an
-unknown input, refused with TF Serving's INVALID_ARGUMENT. Signatures over
-other inputs (``predict_examples`` on serialized examples) are unchanged.
+unknown input, refused with TF Serving's INVALID_ARGUMENT, to which
+:func:`with_key_hint` adds the original name to send. Signatures over other
+inputs (``predict_examples`` on serialized examples) are unchanged.
 """
 import dataclasses
-from typing import Dict, Mapping, Optional, Sequence
+import json
+from typing import Dict, Iterable, Mapping, Optional, Sequence
 
 import numpy as np
 
@@ -105,6 +107,53 @@ class RenamedInputsServable(servable_lib.Servable):
 
   def close(self) -> None:
     self.model.close()
+
+  def keys_sent_instead(self, signature_name: str,
+                        names: Iterable[str]) -> Dict[str, str]:
+    """{key: original name} of the model keys a request sent as input names.
+
+    Args:
+      signature_name: the signature the request names ('' = default).
+      names: the input names the request used.
+    """
+    key_of = self._key_of.get(signature_name or signature_lib.DEFAULT_SIGNATURE)
+    if key_of is None:
+      return {}
+    original_of = {key: name for name, key in key_of.items() if key != name}
+    return {name: original_of[name] for name in sorted(set(names))
+            if name in original_of and name not in key_of}
+
+
+def with_key_hint(error: status.ServingError, servable: servable_lib.Servable,
+                  signature_name: str,
+                  names: Iterable[str]) -> status.ServingError:
+  """`error`, told which original names to send when the request sent keys.
+
+  TF Serving's message for an unknown or missing input names the input; a
+  client that sent the model's keys (from TF Serving, or an export's own
+  signature) also needs to hear that this server takes the original names.
+
+  Args:
+    error: the request's INVALID_ARGUMENT.
+    servable: the version it was for.
+    signature_name: the signature it named ('' = default).
+    names: the input names it used.
+
+  Returns:
+    `error` itself when the version is not renamed or no key was sent, else
+    the same error with a sentence naming each key's original name.
+  """
+  if not isinstance(servable, RenamedInputsServable):
+    return error
+  sent = servable.keys_sent_instead(signature_name, names)
+  if not sent:
+    return error
+  pairs = ', '.join(f'{json.dumps(name, ensure_ascii=False)} for {key}'
+                    for key, name in sent.items())
+  separator = ' ' if error.message.endswith('.') else '. '
+  return status.ServingError(
+      error.code, f'{error.message}{separator}This model takes its columns by '
+      f'their original names: send {pairs}.')
 
 
 def in_original_names(model: servable_lib.Servable,

@@ -204,15 +204,22 @@ def test_a_key_in_place_of_its_original_name_is_an_unknown_input(
   columns = _columns()
   keys_as_names = dict(MAPPING, **{'alcohol_x1': 'alcohol_x1'})
   del keys_as_names['alcohol (%)']
+  hint = ('This model takes its columns by their original names: send '
+          '"alcohol (%)" for alcohol_x1.')
   with pytest.raises(client_lib.RestError) as error:
     rest.predict(model, instances=_rows(columns, keys_as_names))
   assert error.value.status == 400
-  assert 'does not have named input: alcohol_x1' in error.value.message
+  # TF Serving's message, and which name to send instead.
+  assert error.value.message == (
+      "Failed to process element: 0 key: alcohol_x1 of 'instances' list. "
+      'Error: INVALID_ARGUMENT: JSON object: does not have named input: '
+      f'alcohol_x1. {hint}')
   with pytest.raises(client_lib.RestError) as error:
     rest.predict(model, inputs={name: columns[key].tolist()
                                 for name, key in keys_as_names.items()})
   assert error.value.status == 400
-  assert "Missing named input: alcohol (%) in 'inputs'" in error.value.message
+  assert error.value.message == (
+      f"Missing named input: alcohol (%) in 'inputs' object. {hint}")
 
   request = predict_pb2.PredictRequest()
   request.model_spec.name = model
@@ -224,7 +231,7 @@ def test_a_key_in_place_of_its_original_name_is_an_unknown_input(
   # TF Serving's message, naming the inputs it expects: the original names.
   assert rpc_error.value.details() == (
       'input tensor alias not found in signature: alcohol_x1. Inputs '
-      'expected to be in the set {a,b "q",age,alcohol (%),größe}.')
+      'expected to be in the set {a,b "q",age,alcohol (%),größe}. ' + hint)
 
 
 def test_a_signature_over_other_inputs_is_unchanged(base, rest, server):
@@ -260,8 +267,13 @@ def test_a_version_without_the_file_is_served_as_before(base, rest, server):
   defs = rest.metadata('wine_plain')['metadata']['signature_def'][
       'signature_def']
   assert sorted(defs['serving_default']['inputs']) == sorted(keys)
-  with pytest.raises(client_lib.RestError, match='named input: alcohol'):
+  # TF Serving's message alone: no other names to suggest.
+  with pytest.raises(client_lib.RestError) as error:
     rest.predict('wine_plain', instances=_rows(columns))
+  assert error.value.message == (
+      "Failed to process element: 0 key: alcohol (%) of 'instances' list. "
+      'Error: INVALID_ARGUMENT: JSON object: does not have named input: '
+      'alcohol (%)')
 
 
 @pytest.mark.parametrize('model, message', [
