@@ -1,0 +1,146 @@
+"""What a CSV span file is, as leantfx reads it: one definition for every reader.
+
+The pre-flight checks (leantfx/input_checks.py) and the CSV ExampleGen
+(components/csv_example_gen) both read files through this module, so they
+agree on the rows, the columns and each column's type by construction:
+
+* the header is line 1, parsed as CSV (so a quoted name may hold commas);
+  a UTF-8 byte-order mark before it is dropped (Excel's "CSV UTF-8");
+* data records follow RFC 4180 (quoted fields may hold commas, quotes and
+  line breaks); blank lines are skipped;
+* an empty field is a missing value, the only missing-value marker;
+* a column's kind is ``int`` when every present value is a Python ``int``
+  within int64, else ``float`` when every one is a Python ``float``, else
+  ``bytes`` (text, kept exactly as written). Columns read as text whatever
+  they hold: the label of a classification (``+1``, ``01`` and ``1.0`` stay
+  three classes) and categorical columns.
+
+Files are streamed in blocks (pyarrow's CSV reader), never loaded whole.
+"""
+import codecs
+import csv
+import math
+from typing import Dict, Iterator, List, Optional, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyarrow import csv as pa_csv
+
+INT, FLOAT, BYTES = 'int', 'float', 'bytes'
+# Kinds ordered by what they can hold: a column takes the widest kind of its
+# values (an int column with one '2.5' is float, with one 'x' it is text).
+_ORDER = {None: -1, INT: 0, FLOAT: 1, BYTES: 2}
+_INT64_MIN, _INT64_MAX = -2**63, 2**63 - 1
+# pyarrow parses this many bytes per record batch.
+BLOCK_BYTES = 8 << 20
+
+
+def widest(a: Optional[str], b: Optional[str]) -> Optional[str]:
+  """The kind that holds the values of two kinds (None: no value seen)."""
+  return a if _ORDER[a] >= _ORDER[b] else b
+
+
+def value_kind(text: str) -> str:
+  """The kind of one present (non-empty) value."""
+  try:
+    number = int(text)
+  except ValueError:
+    pass
+  else:
+    return INT if _INT64_MIN <= number <= _INT64_MAX else FLOAT
+  try:
+    float(text)
+  except ValueError:
+    return BYTES
+  return FLOAT
+
+
+def is_finite_number(text: str) -> bool:
+  """Whether a value reads as a finite number."""
+  try:
+    return math.isfinite(float(text))
+  except ValueError:
+    return False
+
+
+def read_header(path: str) -> List[str]:
+  """The column names of line 1, parsed as CSV (BOM dropped).
+
+  Raises:
+    OSError: the file cannot be read.
+    UnicodeDecodeError: line 1 is not UTF-8.
+    csv.Error: line 1 is not valid CSV.
+  """
+  with open(path, 'rb') as f:
+    raw = f.readline()
+  if raw.startswith(codecs.BOM_UTF8):
+    raw = raw[len(codecs.BOM_UTF8):]
+  text = raw.decode('utf-8').rstrip('\r\n')
+  if not text:
+    return []
+  return next(csv.reader([text], strict=True))
+
+
+def batches(path: str, columns: Sequence[str]) -> Iterator[pa.RecordBatch]:
+  """The data records of a file as record batches of strings (null: missing).
+
+  Args:
+    path: the CSV file.
+    columns: its header (read_header), which names the batches' columns.
+
+  Raises:
+    pyarrow.ArrowInvalid: a record that is not valid CSV or has another
+      number of fields than the header; the pre-flight checks explain these
+      with file and line first.
+  """
+  reader = pa_csv.open_csv(
+      path,
+      read_options=pa_csv.ReadOptions(
+          column_names=list(columns), skip_rows=1, block_size=BLOCK_BYTES,
+          use_threads=False),
+      parse_options=pa_csv.ParseOptions(newlines_in_values=True,
+                                        ignore_empty_lines=True),
+      convert_options=pa_csv.ConvertOptions(
+          column_types={c: pa.string() for c in columns},
+          null_values=[''], strings_can_be_null=True,
+          quoted_strings_can_be_null=True))
+  for batch in reader:
+    if batch.num_rows:
+      yield batch
+
+
+def array_kind(values: pa.Array) -> Optional[str]:
+  """The widest kind of a string array's present values (None: all missing)."""
+  kind = None
+  for text in values.drop_null().unique().to_pylist():
+    kind = widest(kind, value_kind(text))
+    if kind == BYTES:
+      break
+  return kind
+
+
+def batch_kinds(batch: pa.RecordBatch,
+                skip: Sequence[str] = ()) -> Dict[str, Optional[str]]:
+  """{column: kind} of a batch's columns, ``skip`` ones left out."""
+  return {name: array_kind(batch.column(i))
+          for i, name in enumerate(batch.schema.names) if name not in skip}
+
+
+def merge_kinds(a: Dict[str, Optional[str]],
+                b: Dict[str, Optional[str]]) -> Dict[str, Optional[str]]:
+  """Column kinds over two parts of the data."""
+  return {name: widest(a.get(name), b.get(name)) for name in {**a, **b}}
+
+
+def numbers(values: pa.Array, kind: str) -> np.ndarray:
+  """A string array's present values as int64 or float64 (missing dropped)."""
+  present = values.drop_null()
+  uniques = present.unique()
+  if kind == INT:
+    converted = np.fromiter((int(t) for t in uniques.to_pylist()),
+                            dtype=np.int64, count=len(uniques))
+  else:
+    converted = np.fromiter((float(t) for t in uniques.to_pylist()),
+                            dtype=np.float64, count=len(uniques))
+  return converted[pc.index_in(present, value_set=uniques).to_numpy()]
