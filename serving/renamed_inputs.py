@@ -71,8 +71,8 @@ class RenamedInputsServable(servable_lib.Servable):
         continue
       signatures[name] = dataclasses.replace(
           signature,
-          inputs={original_of[key]: spec for key, spec in sorted(
-              signature.inputs.items(), key=lambda item: original_of[item[0]])})
+          inputs={original_of[key]: signature.inputs[key]
+                  for key in sorted(signature.inputs, key=original_of.get)})
       if name in signature_defs:
         signature_defs[name] = _renamed_def(signature_defs[name], original_of)
       self._key_of[name] = dict(column_keys)
