@@ -18,18 +18,21 @@ listing every raw input column of the version's ``serving_default`` (original
 mistaken for part of the SavedModel); a TFLite, OpenVINO or ONNX version
 directly in ``<version>/``. The reader checks both places for any runtime.
 
-This module needs only the standard library, so the pipeline side imports
-the writer without pulling the server in.
+The file's name, place and format, and the writing, are the pipeline's
+(``leantfx/feature_names.py``, the layer below both); this module is the
+server's reading side, with the checks a file from any source must pass, and
+a writer that refuses what the reader would.
 """
 import json
 import os
-import tempfile
 from typing import Dict, List, Mapping, Optional, Tuple
 
-FEATURE_NAMES_FILE = 'feature_names.json'
+from leantfx import feature_names as contract
+
+FEATURE_NAMES_FILE = contract.FILE_NAME
 # Where a SavedModel version keeps it, relative to the version directory.
-SAVED_MODEL_FOLDER = 'assets.extra'
-FORMAT = 1
+SAVED_MODEL_FOLDER = contract.SAVED_MODEL_DIR
+FORMAT = contract.FORMAT
 _FORMAT_FIELD = 'format'
 _INPUTS_FIELD = 'inputs'
 
@@ -175,17 +178,19 @@ def read_feature_names(version_dir: str) -> Optional[Dict[str, str]]:
 
 
 def write_feature_names(folder: str, mapping: Mapping[str, str]) -> str:
-  """Writes ``<folder>/feature_names.json`` (format 1), replacing it atomically.
+  """Writes ``<folder>/feature_names.json`` (format 1).
 
   The folder is ``<version>/assets.extra`` for a SavedModel version
   (:data:`SAVED_MODEL_FOLDER`) and the version directory itself for a
-  TFLite, OpenVINO or ONNX one; it is created when missing.
+  TFLite, OpenVINO or ONNX one; it is created when missing. The mapping is
+  checked with the reader's rules first, then written by the pipeline's
+  writer (``leantfx.feature_names.write``), so there is one file format.
 
   Args:
-    folder: where the file goes.
+    folder: where the file goes (any filesystem ``tf.io.gfile`` writes).
     mapping: original column name -> model input key, for every raw input
       column of the model's ``serving_default`` (original == key for the
-      columns not renamed); its order is kept.
+      columns not renamed).
 
   Returns:
     The path written.
@@ -194,21 +199,4 @@ def write_feature_names(folder: str, mapping: Mapping[str, str]) -> str:
     FeatureNamesError: the mapping is not str -> non-empty str with
       distinct keys (:func:`validate_mapping`).
   """
-  checked = validate_mapping(mapping, 'the mapping')
-  os.makedirs(folder, exist_ok=True)
-  path = os.path.join(folder, FEATURE_NAMES_FILE)
-  text = json.dumps({_FORMAT_FIELD: FORMAT, _INPUTS_FIELD: checked},
-                    ensure_ascii=False, indent=2) + '\n'
-  descriptor, temporary = tempfile.mkstemp(prefix=f'.{FEATURE_NAMES_FILE}.',
-                                           dir=folder)
-  try:
-    with os.fdopen(descriptor, 'w', encoding='utf-8') as f:
-      f.write(text)
-    # mkstemp's 0600 would hide the file from a server run as another user.
-    os.chmod(temporary, 0o644)
-    os.replace(temporary, path)
-  except BaseException:
-    if os.path.exists(temporary):
-      os.remove(temporary)
-    raise
-  return path
+  return contract.write(folder, validate_mapping(mapping, 'the mapping'))
