@@ -20,12 +20,14 @@ Files are streamed in blocks (pyarrow's CSV reader), never loaded whole.
 import codecs
 import csv
 import math
-from typing import Dict, Iterator, List, Optional, Sequence
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyarrow import csv as pa_csv
+
+from leantfx import columns
 
 INT, FLOAT, BYTES = 'int', 'float', 'bytes'
 # Kinds ordered by what they can hold: a column takes the widest kind of its
@@ -144,3 +146,80 @@ def numbers(values: pa.Array, kind: str) -> np.ndarray:
     converted = np.fromiter((float(t) for t in uniques.to_pylist()),
                             dtype=np.float64, count=len(uniques))
   return converted[pc.index_in(present, value_set=uniques).to_numpy()]
+
+
+def _list_array(values: pa.Array, present: np.ndarray) -> pa.Array:
+  """One value per present row, an empty list per missing one."""
+  offsets = np.zeros(len(present) + 1, dtype=np.int64)
+  np.cumsum(present, out=offsets[1:])
+  return pa.LargeListArray.from_arrays(pa.array(offsets), values)
+
+
+def encode_batch(batch: pa.RecordBatch, kinds: Mapping[str, Optional[str]],
+                 keys: Mapping[str, str], encoder: Any,
+                 strip_column: Optional[str] = None) -> List[bytes]:
+  """Serialized tf.Examples of a batch of string columns.
+
+  Args:
+    batch: a record batch of ``batches``.
+    kinds: every column's kind over the whole span (a column whose values
+      are all missing has none and is left out).
+    keys: {column: feature key} (leantfx/columns.py).
+    encoder: a tfx_bsl ``example_coder.RecordBatchToExamplesEncoder()``.
+    strip_column: a text column whose values lose surrounding white space
+      (the label with --normalize-labels), or None.
+
+  Returns:
+    One serialized tf.Example per row, features under their keys: numbers
+    as int64 or float, text as bytes exactly as written; a missing value is
+    an empty list.
+  """
+  arrays, names = [], []
+  for i, name in enumerate(batch.schema.names):
+    kind = kinds.get(name)
+    if kind is None:
+      continue
+    column = batch.column(i)
+    present = np.logical_not(column.is_null().to_numpy(zero_copy_only=False))
+    if kind == BYTES:
+      values = column.drop_null()
+      if name == strip_column:
+        values = pc.utf8_trim_whitespace(values)
+      values = values.cast(pa.large_binary())
+    elif kind == INT:
+      values = pa.array(numbers(column, kind), pa.int64())
+    else:
+      values = pa.array(numbers(column, kind).astype(np.float32),
+                        pa.float32())
+    arrays.append(_list_array(values, present))
+    names.append(keys[name])
+  return encoder.encode(pa.RecordBatch.from_arrays(arrays, names))
+
+
+def span_kinds(files: Sequence[str], header: Sequence[str],
+               text_columns: Sequence[str]) -> Dict[str, Optional[str]]:
+  """Every column's kind over all files (text_columns: text)."""
+  kinds: Dict[str, Optional[str]] = {}
+  for path in files:
+    for batch in batches(path, header):
+      kinds = merge_kinds(kinds, batch_kinds(batch, skip=text_columns))
+  kinds.update({name: BYTES for name in text_columns})
+  return kinds
+
+
+def encode_files(files: Sequence[str], text_columns: Sequence[str],
+                 strip_column: Optional[str] = None) -> Iterator[bytes]:
+  """The serialized tf.Examples of CSV files, typed over all of them.
+
+  What the CSV ExampleGen writes, in one process (``leantfx schema infer``
+  infers a schema from them, so it matches the pipeline's examples).
+  """
+  # Lazy: the CLI's checks import this module and must start light.
+  from tfx_bsl.coders import example_coder  # pylint: disable=g-import-not-at-top
+  header = read_header(files[0])
+  kinds = span_kinds(files, header, text_columns)
+  keys = columns.feature_keys(header)
+  encoder = example_coder.RecordBatchToExamplesEncoder()
+  for path in files:
+    for batch in batches(path, header):
+      yield from encode_batch(batch, kinds, keys, encoder, strip_column)

@@ -6,8 +6,8 @@ fingerprint as for any FileBasedExampleGen. Then:
 1. ``scan_files`` reads every file once (leantfx/csv_format.py): the header
    (the same in every file), the rows per file and each column's kind over
    all files, so a column has one type in the whole span;
-2. the Beam stage encodes each file's records with tfx_bsl's
-   RecordBatchToExamplesEncoder under the columns' feature keys
+2. the Beam stage encodes each file's records (csv_format.encode_batch,
+   tfx_bsl's RecordBatchToExamplesEncoder) under the columns' feature keys
    (leantfx/columns.py): numbers as int64/float, text exactly as written
    (the label of a classification and categorical columns always as text);
 3. TFX's base executor splits them by hash (4:1 by default) and writes them;
@@ -20,14 +20,11 @@ import os
 from typing import Any, Dict, Iterable, List, Mapping, Sequence, Tuple
 
 import apache_beam as beam
-import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 from tfx.components.example_gen import utils as example_gen_utils
 from tfx.components.example_gen.base_example_gen_executor import BaseExampleGenExecutor
 from tfx.dsl.io import fileio
 from tfx.proto import example_gen_pb2
-from tfx.types import artifact_utils
 from tfx.types import standard_component_specs
 from tfx.utils import proto_utils
 from tfx_bsl.coders import example_coder
@@ -140,44 +137,6 @@ def _batches(path: str, header: Sequence[str]) -> Iterable[pa.RecordBatch]:
         'file and line.') from e
 
 
-def _list_array(values: pa.Array, present: np.ndarray) -> pa.Array:
-  """One value per present row, an empty list per missing one."""
-  offsets = np.zeros(len(present) + 1, dtype=np.int64)
-  np.cumsum(present, out=offsets[1:])
-  return pa.LargeListArray.from_arrays(pa.array(offsets), values)
-
-
-def encode_batch(batch: pa.RecordBatch, kinds: Mapping[str, Any],
-                 keys: Mapping[str, str], options: options_lib.CsvReadOptions,
-                 encoder: example_coder.RecordBatchToExamplesEncoder
-                ) -> List[bytes]:
-  """Serialized tf.Examples of a batch of string columns.
-
-  A column whose values are all missing in the whole span has no kind and is
-  left out, as CsvExampleGen leaves a column of unknown type untyped.
-  """
-  arrays, names = [], []
-  for i, name in enumerate(batch.schema.names):
-    kind = kinds.get(name)
-    if kind is None:
-      continue
-    column = batch.column(i)
-    present = np.logical_not(column.is_null().to_numpy(zero_copy_only=False))
-    if kind == csv_format.BYTES:
-      values = column.drop_null()
-      if name == options.label and options.normalize_labels:
-        values = pc.utf8_trim_whitespace(values)
-      values = values.cast(pa.large_binary())
-    elif kind == csv_format.INT:
-      values = pa.array(csv_format.numbers(column, kind), pa.int64())
-    else:
-      values = pa.array(
-          csv_format.numbers(column, kind).astype(np.float32), pa.float32())
-    arrays.append(_list_array(values, present))
-    names.append(keys[name])
-  return encoder.encode(pa.RecordBatch.from_arrays(arrays, names))
-
-
 class _EncodeFile(beam.DoFn):
   """A CSV file's records -> serialized tf.Examples."""
 
@@ -193,8 +152,10 @@ class _EncodeFile(beam.DoFn):
 
   def process(self, path: str) -> Iterable[bytes]:
     for batch in _batches(path, self._plan['header']):
-      yield from encode_batch(batch, self._plan['kinds'], self._keys,
-                              self._options, self._encoder)
+      yield from csv_format.encode_batch(
+          batch, self._plan['kinds'], self._keys, self._encoder,
+          strip_column=(self._options.label
+                        if self._options.normalize_labels else None))
 
 
 @beam.ptransform_fn
