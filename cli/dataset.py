@@ -12,6 +12,7 @@ import os
 import re
 from typing import Optional, Tuple
 
+from leantfx import columns as columns_lib
 from leantfx import config as config_lib
 from leantfx.cli import data_checks
 from leantfx import data_formats
@@ -254,6 +255,7 @@ def resolve_dataset(args: argparse.Namespace, local_root: Optional[str],
   else:
     profile = data_checks.profile_tfrecord_data_root(local_root, args.label,
                                                      span=span)
+    _check_tfrecord_names(profile, args.label)
     categorical = tuple(sorted(set(profile.categorical_columns) |
                                set(args.categorical)))
     numeric = tuple(c for c in profile.numeric_columns
@@ -269,6 +271,28 @@ def resolve_dataset(args: argparse.Namespace, local_root: Optional[str],
       schema_file=args.schema, column_names=column_names)
   return ResolvedData(os.path.abspath(local_root), spec, profile, fmt,
                       decision)
+
+
+def _check_tfrecord_names(profile, label: str) -> None:
+  """Refuses tf.Example feature names the pipeline cannot train under.
+
+  A CSV column of any name gets a feature key as the ExampleGen writes it
+  (leantfx/columns.py); a TFRecord's features are read as they are, so a
+  name that is no plain identifier (or is reserved) cannot be served.
+  """
+  names = (label,) + tuple(profile.numeric_columns) + tuple(
+      profile.categorical_columns)
+  keys = columns_lib.feature_keys(list(names))
+  bad = [n for n in names if keys[n] != n]
+  if bad:
+    raise ConfigError(
+        f'Span {profile.span} ({profile.span_dir}) has tf.Example features '
+        f'named {", ".join(repr(n) for n in bad[:10])}. TFRecord features are '
+        'trained and served under their own names, which must be plain '
+        'identifiers (a letter, then letters, digits or "_"), not "label", '
+        '"image" or ending in "_xf", and distinct in case. Rename them in '
+        'the examples, or deliver the data as CSV (any column name works '
+        'there).')
 
 
 def expected_rows(data: ResolvedData) -> Tuple[Tuple[str, int], ...]:

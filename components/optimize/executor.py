@@ -48,6 +48,7 @@ from leantfx.components.optimize import tflite_export
 from leantfx.errors import ConfigError
 from leantfx.errors import InputDataError
 from leantfx.models import features
+from leantfx.models import model_layout
 from leantfx.models.model_layout import KERAS_MODEL_DIR
 
 VARIANTS_DIR = 'variants'
@@ -740,10 +741,10 @@ def _manifest_metrics(decision: selection.GateDecision,
   }
 
 
-def _feature_names_file(model_dir: str) -> Optional[str]:
+def _feature_names_file(model_uri: str) -> Optional[str]:
   """The trained SavedModel's feature-names file, pushed with raw exports."""
-  path = os.path.join(model_dir, feature_names.SAVED_MODEL_DIR,
-                      feature_names.FILE_NAME)
+  path = os.path.join(model_uri, model_layout.SERVING_MODEL_DIR,
+                      feature_names.SAVED_MODEL_DIR, feature_names.FILE_NAME)
   return path if fileio.exists(path) else None
 
 
@@ -841,7 +842,7 @@ def optimize(model: tf_keras.Model,
         lambda v, data: _scores_on(v, data, config), quality)
     pushed = None
     serving_inputs = None
-    names_file = _feature_names_file(model_dir)
+    names_file = _feature_names_file(source_model_uri)
     exports = _raw_exports(
         {runtime: pick.variant for runtime, pick in
          [(runtimes_lib.TFLITE, selected)] + list(picks.items())

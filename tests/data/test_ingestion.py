@@ -174,3 +174,18 @@ def test_schema_infer_on_csv_names_keys_and_reads_labels_as_text(tmp_path):
       schema_pb2.Schema())
   label = next(f for f in schema.feature if f.name == 'target')
   assert label.type == schema_pb2.BYTES  # '+1' stays '+1'.
+
+
+def test_tfrecord_features_that_cannot_be_served_are_refused(tmp_path):
+  # CSV columns get feature keys; tf.Example features keep their names, so
+  # one named 'alcohol (%)' or 'label' is refused before anything runs.
+  table = [['alcohol (%)', 'label', 'y']] + [
+      [str(i), str(i * 2), 'ab'[i % 2]] for i in range(20)]
+  os.makedirs(tmp_path / 'data' / 'span-1')
+  (tmp_path / 'data' / 'span-1' / 'x.tfrecord').write_bytes(
+      data_formats.tfrecord_bytes(data_formats.rows_to_examples(table)))
+  result = run_cli(['run', '--data-root', str(tmp_path / 'data'), '--label',
+                    'y', '--output', str(tmp_path / 'out')])
+  assert result.returncode == 2, result.stderr
+  assert "'alcohol (%)', 'label'" in result.stderr
+  assert 'Traceback' not in result.stderr
