@@ -76,8 +76,9 @@ def _data_lines(summary, config) -> List[str]:
       section = noisy[split]
       problems = section.get('problems', {})
       detail = ', '.join(
-          f'{feature}: ' + '/'.join(f'{n} {k.replace("_", " ")}'
-                                    for k, n in sorted(kinds.items()) if n)
+          f'{config.dataset.original_name(feature)}: ' + '/'.join(
+              f'{n} {k.replace("_", " ")}'
+              for k, n in sorted(kinds.items()) if n)
           for feature, kinds in sorted(problems.items()))
       parts.append(f'{split} {section.get("noisy_rows", 0)} noisy, '
                    f'{section.get("dropped_rows", 0)} dropped'

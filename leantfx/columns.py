@@ -34,6 +34,9 @@ _IDENTIFIER_RE = re.compile(r'[A-Za-z][A-Za-z0-9_]*')
 RESERVED_NAMES = frozenset({'label', 'image'})
 RESERVED_SUFFIX = '_xf'
 _HASH_CHARS = 6
+# The Examples artifact's record of {feature key: name as written} for the
+# columns whose key differs (JSON), set by the CSV ExampleGen.
+FEATURE_NAMES_PROPERTY = 'feature_names'
 
 
 def is_plain(name: str) -> bool:

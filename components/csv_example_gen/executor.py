@@ -13,7 +13,8 @@ fingerprint as for any FileBasedExampleGen. Then:
 3. TFX's base executor splits them by hash (4:1 by default) and writes them;
 4. the Examples artifact records the span, the rows read per file and in all
    (leantfx/row_counts.py), which the ValidationGate checks against the
-   splits before anything trains.
+   splits before anything trains, and the names as written of the columns
+   whose feature key differs (``feature_names``), which its report uses.
 """
 import json
 import os
@@ -214,3 +215,8 @@ class Executor(BaseExampleGenExecutor):
                                        sum(rows.values()))
       examples.set_string_custom_property(row_counts.ROWS_BY_FILE_PROPERTY,
                                           row_counts.encode(rows))
+      renamed = columns_lib.renamed(plan['header'])
+      if renamed:
+        examples.set_string_custom_property(
+            columns_lib.FEATURE_NAMES_PROPERTY,
+            json.dumps(renamed, ensure_ascii=False, sort_keys=True))

@@ -11,6 +11,7 @@ The previous spans' statistics come from the baseline folder
 (``baseline_dir``), where a passing gate also keeps its span's statistics;
 component.py says why it is a folder.
 """
+import dataclasses
 import json
 import os
 
@@ -28,6 +29,7 @@ from tfx.utils import io_utils
 import tensorflow_data_validation as tfdv
 from tensorflow_metadata.proto.v0 import anomalies_pb2
 
+from leantfx import columns
 from leantfx import row_counts
 from leantfx import spans
 from leantfx.components.validation_gate import checks
@@ -120,6 +122,24 @@ def keep_baseline(baseline_dir: str, span: int, statistics: bytes) -> bool:
   io_utils.write_bytes_file(temporary, statistics)
   fileio.rename(temporary, target, overwrite=True)
   return True
+
+
+def as_written(rows: List[checks.AnomalyRow],
+               examples: types.Artifact) -> List[checks.AnomalyRow]:
+  """Rows naming each renamed column as written, its feature key after it.
+
+  The statistics and anomalies name features by their keys
+  (leantfx/columns.py); ExampleGen records the keys it gave columns whose
+  names it could not keep, so the report speaks the user's names.
+  """
+  if not examples.has_custom_property(columns.FEATURE_NAMES_PROPERTY):
+    return rows
+  names = json.loads(examples.get_string_custom_property(
+      columns.FEATURE_NAMES_PROPERTY))
+  return [dataclasses.replace(
+      row, feature=(f'{names[row.feature]} ({row.feature})'
+                    if row.feature in names else row.feature))
+          for row in rows]
 
 
 def check_rows(examples: types.Artifact, num_examples: Dict[str, int],
@@ -217,6 +237,7 @@ class Executor(base_executor.BaseExecutor):
                                 previous, schema, span, spec_lib.DRIFT_SPLIT,
                                 baseline_span, allowed)
 
+    rows = as_written(rows, examples)
     stopping = checks.blocking(rows)
     # TFX deletes a failed execution's outputs: a failing report goes where
     # it stays.

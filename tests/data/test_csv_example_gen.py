@@ -89,6 +89,10 @@ def test_every_row_of_every_csv_file_is_read_and_counted(tmp_path, span):
       row_counts.ROWS_BY_FILE_PROPERTY)) == {'span-1/a.csv': 2,
                                             'span-1/b.CSV': 2}
   assert artifact.get_int_custom_property('span') == 1
+  renamed = json.loads(artifact.get_string_custom_property(
+      columns.FEATURE_NAMES_PROPERTY))
+  assert sorted(renamed.values()) == ['a,b "q"', 'alcohol (%)', 'label',
+                                      'target (y)']
   # The pre-flight counts the same rows per file, by the same file rule.
   profile = input_checks.profile_csv_data_root(
       str(span), 'target (y)', categorical_columns=['zip'])

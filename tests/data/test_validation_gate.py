@@ -4,6 +4,7 @@ Statistics are real TFDV statistics of the bundled penguins rows (typed as
 CsvExampleGen types them, tests/data/helpers.py), changed one way per test;
 the anomalies come from tfdv.validate_statistics, as in ExampleValidator.
 """
+import dataclasses
 import json
 import os
 
@@ -12,6 +13,7 @@ import tensorflow_data_validation as tfdv
 from tfx.types import artifact_utils
 from tfx.types import standard_artifacts
 
+from leantfx import columns
 from leantfx import row_counts
 from leantfx.components.validation_gate import checks
 from leantfx.components.validation_gate import executor as executor_lib
@@ -300,3 +302,16 @@ def test_allowing_anomalies_never_lets_lost_rows_through(tmp_path, penguins,
                 spec_lib.EXPECTED_ROWS_KEY: row_counts.encode({'span-1': 1})}
   with pytest.raises(InputDataError, match='Rows were lost'):
     executor_lib.Executor().Do(inputs, outputs, properties)
+
+
+def test_the_report_names_renamed_columns_as_written():
+  examples = standard_artifacts.Examples()
+  examples.set_string_custom_property(
+      columns.FEATURE_NAMES_PROPERTY, json.dumps({'alcohol_1a2b3c': 'alcohol (%)'}))
+  row = checks.AnomalyRow(span=1, split='train', feature='alcohol_1a2b3c',
+                          kind='X', short_description='s', description='d',
+                          allowed=False)
+  other = dataclasses.replace(row, feature='plain')
+  named = executor_lib.as_written([row, other], examples)
+  assert [r.feature for r in named] == ['alcohol (%) (alcohol_1a2b3c)',
+                                        'plain']
