@@ -63,7 +63,7 @@ setuptools.setup(
     extras_require={
         # pytest-xdist: `make test` runs the test files on two workers (the
         # machine's two cores; a pipeline run keeps about one core busy).
-        'test': ['pytest', 'pytest-xdist'],
+        'test': ['pytest', 'pytest-xdist', 'hypothesis'],
         # The serving benchmark's baseline is the Flask app most users write.
         'bench': ['flask'],
         # The x86 server runtimes the ModelOptimizer exports to beside TFLite

@@ -395,11 +395,15 @@ def build_pipeline_config(args: argparse.Namespace, target: Target) -> Built:
       orchestration=config_lib.OrchestrationConfig(
           span=getattr(args, 'span', None), span_window=args.span_window,
           warm_start=args.warm_start),
-      ingestion=config_lib.IngestionConfig(data_format=data.data_format,
-                                           bad_images=args.bad_images),
+      ingestion=config_lib.IngestionConfig(
+          data_format=data.data_format, bad_images=args.bad_images,
+          normalize_labels=args.normalize_labels),
       validation=config_lib.ValidationConfig(
           allow_anomalies=allowed_kinds(args.allow_anomalies),
-          check_drift=not args.no_drift_check),
+          check_drift=not args.no_drift_check,
+          # A compiled pipeline reads data the command never saw.
+          expected_rows=(None if on_cluster else
+                         dataset_lib.expected_rows(data))),
       augment=augment_config(args, spec),
       class_weights=args.class_weights,
       optimization=optimization,

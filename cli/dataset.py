@@ -12,6 +12,7 @@ import os
 import re
 from typing import Optional, Tuple
 
+from leantfx import columns as columns_lib
 from leantfx import config as config_lib
 from leantfx.cli import data_checks
 from leantfx import data_formats
@@ -205,7 +206,8 @@ def resolve_dataset(args: argparse.Namespace, local_root: Optional[str],
           data_root, spec.label,
           numeric_columns=spec.numeric_features + spec.image_features,
           categorical_columns=spec.categorical_features,
-          required_columns=spec.feature_columns, span=span)
+          required_columns=spec.feature_columns, span=span,
+          normalize_labels=args.normalize_labels)
     if args.task not in ('auto', spec.task):
       raise ConfigError(
           f'--task {args.task} does not match the bundled dataset '
@@ -238,14 +240,22 @@ def resolve_dataset(args: argparse.Namespace, local_root: Optional[str],
     raise ConfigError(
         f'--data-root {local_root} needs --label COLUMN: the {what} that '
         'holds the class or number to predict.')
+  column_names = ()
+  label = args.label
   if fmt == 'csv':
     profile = input_checks.profile_csv_data_root(
         local_root, args.label, categorical_columns=args.categorical,
-        span=span)
-    numeric, categorical = profile.numeric_columns, profile.categorical_columns
+        span=span, normalize_labels=args.normalize_labels)
+    keys = profile.feature_keys
+    numeric = tuple(keys[c] for c in profile.numeric_columns)
+    categorical = tuple(keys[c] for c in profile.categorical_columns)
+    label = keys[args.label]
+    column_names = tuple((key, name) for name, key in keys.items()
+                         if key != name)
   else:
     profile = data_checks.profile_tfrecord_data_root(local_root, args.label,
                                                      span=span)
+    _check_tfrecord_names(profile, args.label)
     categorical = tuple(sorted(set(profile.categorical_columns) |
                                set(args.categorical)))
     numeric = tuple(c for c in profile.numeric_columns
@@ -253,11 +263,45 @@ def resolve_dataset(args: argparse.Namespace, local_root: Optional[str],
   decision = _decide_task(args, args.label, profile, fmt)
   regression = decision.task == 'regression'
   spec = config_lib.DatasetSpec(
-      name=name, label=args.label,
+      name=name, label=label,
       classes=() if regression else tuple(profile.label_values),
       task=decision.task,
       numeric_features=tuple(numeric),
       categorical_features=tuple(categorical), model='mlp',
-      schema_file=args.schema)
+      schema_file=args.schema, column_names=column_names)
   return ResolvedData(os.path.abspath(local_root), spec, profile, fmt,
                       decision)
+
+
+def _check_tfrecord_names(profile, label: str) -> None:
+  """Refuses tf.Example feature names the pipeline cannot train under.
+
+  A CSV column of any name gets a feature key as the ExampleGen writes it
+  (leantfx/columns.py); a TFRecord's features are read as they are, so a
+  name that is no plain identifier (or is reserved) cannot be served.
+  """
+  names = (label,) + tuple(profile.numeric_columns) + tuple(
+      profile.categorical_columns)
+  keys = columns_lib.feature_keys(list(names))
+  bad = [n for n in names if keys[n] != n]
+  if bad:
+    raise ConfigError(
+        f'Span {profile.span} ({profile.span_dir}) has tf.Example features '
+        f'named {", ".join(repr(n) for n in bad[:10])}. TFRecord features are '
+        'trained and served under their own names, which must be plain '
+        'identifiers (a letter, then letters, digits or "_"), not "label", '
+        '"image" or ending in "_xf", and distinct in case. Rename them in '
+        'the examples, or deliver the data as CSV (any column name works '
+        'there).')
+
+
+def expected_rows(data: ResolvedData) -> Tuple[Tuple[str, int], ...]:
+  """(span-N/file, rows) the checks counted, for the pipeline's own count.
+
+  CSV profiles count per file; TFRecord and image profiles count the span
+  as a whole (their ExampleGens count nothing to compare per file).
+  """
+  by_file = getattr(data.profile, 'rows_by_file', None)
+  if by_file:
+    return tuple(sorted(by_file.items()))
+  return ((os.path.basename(data.profile.span_dir), data.profile.num_rows),)

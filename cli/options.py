@@ -107,6 +107,10 @@ def add_pipeline_options(parser: argparse.ArgumentParser,
   data.add('--categorical', action='append', default=[], metavar='COLUMN',
            help='treat COLUMN as categorical even if its values look '
            'numeric (repeatable)')
+  data.add('--normalize-labels', action='store_true',
+           help='strip white space around CSV labels ("barolo " is "barolo");'
+           ' without it such labels are refused before anything runs. '
+           'Labels are otherwise kept exactly as written ("+1", "01")')
   data.add('--schema', help='a curated schema.pbtxt to validate against '
            '(default: the bundled one, else inferred)')
   data.add('--name', help='model name for your own data (default: the data '

@@ -33,6 +33,9 @@ def _data_lines(summary, config) -> List[str]:
                            sorted(bad.items())) or 'none'
       lines.append(f'  images: {good} ingested; bad images left out: '
                    f'{left_out}')
+  rows = rows_record(summary)
+  if rows:
+    lines.append(f'  rows: {rows["read"]:,} read, {rows["used"]:,} used')
   gate = summary.executions.get('ValidationGate')
   if gate and gate.outputs.get('report'):
     report = gate.outputs['report'][0]
@@ -73,8 +76,9 @@ def _data_lines(summary, config) -> List[str]:
       section = noisy[split]
       problems = section.get('problems', {})
       detail = ', '.join(
-          f'{feature}: ' + '/'.join(f'{n} {k.replace("_", " ")}'
-                                    for k, n in sorted(kinds.items()) if n)
+          f'{config.dataset.original_name(feature)}: ' + '/'.join(
+              f'{n} {k.replace("_", " ")}'
+              for k, n in sorted(kinds.items()) if n)
           for feature, kinds in sorted(problems.items()))
       parts.append(f'{split} {section.get("noisy_rows", 0)} noisy, '
                    f'{section.get("dropped_rows", 0)} dropped'
@@ -265,6 +269,22 @@ STATUS_EXIT_CODES = {'pushed': 0, 'rejected': 2, 'failed': 3,
                      'not_blessed': 4}
 
 
+def rows_record(summary) -> Optional[Dict[str, int]]:
+  """{'read': rows in the files, 'used': rows in the splits}, from the gate.
+
+  The ValidationGate stops a run where they differ (leantfx/row_counts.py),
+  so a finished run shows them equal. None before the gate ran.
+  """
+  gate = summary.executions.get('ValidationGate')
+  if not gate or not gate.outputs.get('report'):
+    return None
+  props = gate.outputs['report'][0].custom_properties
+  if 'rows_read' not in props or 'rows_used' not in props:
+    return None
+  return {'read': props['rows_read'].int_value,
+          'used': props['rows_used'].int_value}
+
+
 def run_record(summary, config) -> Dict[str, Any]:
   """The facts of a finished run as JSON-ready values (from ML Metadata).
 
@@ -273,13 +293,15 @@ def run_record(summary, config) -> Dict[str, Any]:
     config: the run's PipelineConfig.
 
   Returns:
-    status, task, metrics (every overall TFMA metric of the candidate),
-    accuracy, example_count, blessed, pushed_path, reused_version,
+    status, task, rows (read and used), metrics (every overall TFMA metric
+    of the candidate), accuracy, example_count, blessed, pushed_path,
+    reused_version,
     per-node execution states and ids, and the TFLite push when there was one.
   """
   record: Dict[str, Any] = {
       'status': 'pushed' if summary.pushed else 'not_blessed',
       'task': config.dataset.task,
+      'rows': rows_record(summary),
       'metrics': dict(summary.metrics),
       'accuracy': summary.accuracy,
       'example_count': summary.example_count,

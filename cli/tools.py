@@ -20,6 +20,7 @@ from leantfx import datasets
 from leantfx import input_checks
 from leantfx import memory_plan
 from leantfx import schema_infer
+from leantfx import task as task_lib
 from leantfx.cli import argtypes
 from leantfx.errors import ConfigError, InputDataError
 
@@ -194,15 +195,30 @@ def cmd_infer(args: argparse.Namespace) -> int:
                            'with images (span-N/<class name>/*.png).')
     schema = schema_infer.image_schema(classes, label=args.label or 'label')
   else:
-    if data_format == 'csv' and args.label:
+    label, categorical, text_columns = args.label, args.categorical, ()
+    if data_format == 'csv':
+      if not args.label:
+        raise ConfigError(
+            'leantfx schema infer on CSV data needs --label COLUMN: a class '
+            'label is read as text, as the pipeline reads it, and the schema '
+            'names the columns by their feature keys.')
       # The CSV checks: readable files, consistent headers, the label.
-      input_checks.profile_csv_data_root(args.data_root, args.label,
-                                         span=span)
-    statistics = schema_infer.span_statistics(span_dir, data_format)
+      profile = input_checks.profile_csv_data_root(
+          args.data_root, args.label, categorical_columns=args.categorical,
+          span=span)
+      decision = task_lib.decide(args.label, profile.label_values,
+                                 profile.num_rows, 'auto')
+      text_columns = tuple(args.categorical) + (
+          () if decision.task == 'regression' else (args.label,))
+      keys = profile.feature_keys
+      label = keys[args.label]
+      categorical = [keys[c] for c in args.categorical]
+    statistics = schema_infer.span_statistics(span_dir, data_format,
+                                              text_columns)
     if not statistics.datasets or not statistics.datasets[0].num_examples:
       raise InputDataError(f'Span {span} ({span_dir}) holds no example to '
                            'infer a schema from.')
-    schema = schema_infer.infer_schema(statistics, args.label, args.categorical)
+    schema = schema_infer.infer_schema(statistics, label, categorical)
   header = (
       f'# Inferred by `leantfx schema infer` from span {span} of '
       f'{os.path.abspath(args.data_root)} ({data_format}) on '

@@ -56,6 +56,9 @@ class DatasetSpec:
       out-of-domain value (schema domains): 'impute' (numbers take the mean,
       categories the OOV bucket) or 'drop' (the Augment step removes it from
       the train split). Counted and reported either way.
+    column_names: (feature key, name as written) of every column whose
+      feature key differs from its name in the file (leantfx/columns.py);
+      label, feature lists and classes above use the keys.
   """
   name: str
   label: str
@@ -70,8 +73,15 @@ class DatasetSpec:
   schema_file: Optional[str] = None
   image_key: Optional[str] = None
   noisy_rows: str = 'impute'
+  column_names: Tuple[Tuple[str, str], ...] = ()
 
   def __post_init__(self):
+    # From JSON the pairs arrive as lists; tuples keep the spec hashable.
+    object.__setattr__(self, 'column_names',
+                       tuple(tuple(pair) for pair in self.column_names))
+    _check(all(len(pair) == 2 for pair in self.column_names),
+           f'column_names must be (feature key, name) pairs, got '
+           f'{self.column_names}.')
     _check(bool(_NAME_RE.match(self.name)),
            f'Dataset name {self.name!r} is not usable as a model name: use '
            'letters, digits, "_" or "-", starting with a letter (at most 63).')
@@ -119,6 +129,16 @@ class DatasetSpec:
   @property
   def is_regression(self) -> bool:
     return self.task == 'regression'
+
+  def original_name(self, key: str) -> str:
+    """A column's name as written in the data, from its feature key."""
+    return dict(self.column_names).get(key, key)
+
+  @property
+  def original_names(self) -> Dict[str, str]:
+    """{name as written: feature key} of the label and feature columns."""
+    return {self.original_name(k): k
+            for k in (self.label,) + self.feature_columns}
 
   @property
   def feature_columns(self) -> Tuple[str, ...]:
@@ -378,9 +398,13 @@ class IngestionConfig:
     bad_images: for the images format, what a file that does not decode or has
       the wrong channel count does: 'fail' stops the run before anything is
       trained, 'skip' leaves it out; both count and name them.
+    normalize_labels: strip leading and trailing white space from the
+      labels of a CSV span (``--normalize-labels``); without it labels that
+      differ only so are refused before anything runs.
   """
   data_format: str = 'csv'
   bad_images: str = 'fail'
+  normalize_labels: bool = False
 
   def __post_init__(self):
     _check(self.data_format in DATA_FORMATS,
@@ -401,11 +425,18 @@ class ValidationConfig:
       not stop the run. Recorded as an execution property in ML Metadata.
     check_drift: compare the span with the previous validated span through
       the schema's drift comparators.
+    expected_rows: (span-N/file, rows) the pre-flight counted, which the
+      gate compares with the rows ExampleGen read and the splits hold
+      (leantfx/row_counts.py); None when no pre-flight ran (compile).
   """
   allow_anomalies: Tuple[str, ...] = ()
   check_drift: bool = True
+  expected_rows: Optional[Tuple[Tuple[str, int], ...]] = None
 
   def __post_init__(self):
+    if self.expected_rows is not None:
+      object.__setattr__(self, 'expected_rows',
+                         tuple((str(f), int(n)) for f, n in self.expected_rows))
     known = set(anomalies_pb2.AnomalyInfo.Type.keys()) | set(
         EXTRA_ANOMALY_KINDS)
     unknown = [k for k in self.allow_anomalies if k not in known]

@@ -75,17 +75,23 @@ def _kind(values: Sequence[str]) -> str:
     return 'bytes'
 
 
-def rows_to_examples(rows: List[List[str]]) -> List[bytes]:
-  """CSV rows (header first) -> serialized tf.Examples, typed as CsvExampleGen.
+def rows_to_examples(rows: List[List[str]],
+                     text_columns: Sequence[str] = ()) -> List[bytes]:
+  """CSV rows (header first) -> serialized tf.Examples, typed as ExampleGen.
 
   A column is int64 when every non-empty value is an integer, float when
-  every one is a number, else bytes; an empty field is an absent feature.
+  every one is a number, else bytes, as leantfx's CSV ExampleGen types it;
+  ``text_columns`` (a class label) are bytes as written whatever they
+  hold. An empty field is an absent feature.
   """
   # TensorFlow is imported on use: the CLI imports this module to infer
   # formats and check options, and must start without loading TensorFlow.
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   header, data = rows[0], rows[1:]
-  kinds = [_kind([r[i] for r in data]) for i in range(len(header))]
+  kinds = [
+      'bytes' if name in text_columns else _kind([r[i] for r in data])
+      for i, name in enumerate(header)
+  ]
   out = []
   for row in data:
     example = tf.train.Example()
@@ -117,10 +123,13 @@ def tfrecord_bytes(records: Sequence[bytes]) -> bytes:
 
 
 def write_tfrecord(name: str, rows: List[List[str]], data_root: str,
-                   span: int, write) -> str:
-  """Writes span-N/<name>.tfrecord; ``write(path, bytes)`` writes atomically."""
+                   span: int, write, text_columns: Sequence[str] = ()) -> str:
+  """Writes span-N/<name>.tfrecord; ``write(path, bytes)`` writes atomically.
+
+  ``text_columns`` are written as text (rows_to_examples).
+  """
   path = os.path.join(spans.span_path(data_root, span), f'{name}.tfrecord')
-  write(path, tfrecord_bytes(rows_to_examples(rows)))
+  write(path, tfrecord_bytes(rows_to_examples(rows, text_columns)))
   return path
 
 

@@ -170,8 +170,12 @@ def prepare(name: str, data_root: str, span: int = 1,
     if data_format == 'images':
       return data_formats.write_digit_images(_ROWS[name](), data_root, span,
                                              write_atomically)
-    return data_formats.write_tfrecord(name, _ROWS[name](), data_root, span,
-                                       write_atomically)
+    # A class label is text, as the CSV ExampleGen reads it, so both
+    # formats validate against the one curated schema.
+    spec = BUNDLED[name]
+    return data_formats.write_tfrecord(
+        name, _ROWS[name](), data_root, span, write_atomically,
+        text_columns=() if spec.is_regression else (spec.label,))
   path = os.path.join(spans.span_path(data_root, span), f'{name}.csv')
   write_atomically(path, _to_csv(_ROWS[name]()))
   return path

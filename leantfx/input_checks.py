@@ -6,19 +6,22 @@ long after the pipeline started. The CLI calls ``profile_csv_data_root`` and
 ``InputDataError`` / ``ConfigError`` paragraph naming the data root, span,
 file, 1-based line, column and value, and saying what to do.
 
-The checks follow what TFX 1.16's CsvExampleGen actually does with the files,
-so that data passing them also passes the component:
+The checks read the files as leantfx's CSV ExampleGen does (the rules of
+leantfx/csv_format.py and leantfx/spans.py), so that data passing them also
+passes the component, and count the rows of every file, which the pipeline
+compares with the rows it used:
 
-* the latest span is found by globbing ``span-*/*.csv`` (the pattern of
-  leantfx/spans.py, ``*`` for ``{SPAN}``) and parsing the text after
+* the latest span is found by TFX's driver by parsing the text after
   ``span-`` as an integer, so a ``span-old/`` folder holding files breaks it;
-* the header is the first line, stripped and split at commas (no CSV quoting);
-* data records are lines, joined while their double quotes are unbalanced
-  (quoted fields may span lines), decoded as UTF-8, parsed with ``csv``; blank
-  lines are skipped;
-* a column's type is INT, FLOAT or STRING depending on whether every non-empty
-  value parses with ``int`` (within int64) or ``float``; the empty field is the
-  only missing-value marker.
+* a span's data files are its ``.csv`` files, any case (spans.csv_entries);
+* the header is line 1, parsed as CSV (a UTF-8 byte-order mark is dropped);
+* data records are CSV records (quoted fields may hold commas and line
+  breaks), decoded as UTF-8; blank lines are skipped;
+* a column's kind is int, float or text (csv_format.value_kind); the empty
+  field is the only missing-value marker;
+* labels are kept as written: ``+1`` and ``1`` are two classes, and labels
+  that differ only by surrounding white space or case are refused (or, with
+  ``normalize_labels``, stripped).
 
 Files are read line by line, never loaded whole, so tens of MB are fine.
 """
@@ -29,21 +32,20 @@ import math
 import os
 import re
 import tempfile
-from typing import Iterator, List, Mapping, Optional, Sequence, Tuple
+from typing import Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
+from leantfx import columns as columns_lib
+from leantfx import csv_format
+from leantfx import row_counts
 from leantfx import spans
 from leantfx.errors import ConfigError, InputDataError
 
-_CSV_EXTENSION = '.csv'
+_CSV_EXTENSION = spans.CSV_EXTENSION
 # A column whose non-empty values are at least this share finite numbers but
 # not all of them is taken for a numeric column with typos or 'NA'-style
 # markers (which would silently turn it into a text column in TFX) rather than
 # a categorical one.
 _NUMERIC_SHARE_FOR_TYPO = 0.9
-# CsvExampleGen reads integers outside int64 as text (tfx_bsl _InferValueType).
-_INT64_MIN, _INT64_MAX = -2**63, 2**63 - 1
-# Below this magnitude a finite float cannot be an integer outside int64.
-_SAFE_INT_MAGNITUDE = 9.2e18
 # Longest value or list quoted in a message, so one bad line cannot flood it.
 _MAX_SHOWN_CHARS = 120
 _MAX_SHOWN_NAMES = 20
@@ -73,6 +75,8 @@ class CsvProfile:
     label_not_finite: (file, line, value) of the first rows whose label is a
       NaN or infinite number (a regression run refuses them, leantfx/task.py).
     label_not_finite_count: how many rows have such a label.
+    rows_by_file: {span-N/file name: data rows} (leantfx/row_counts.py).
+    feature_keys: {column as written: feature key} (leantfx/columns.py).
   """
   data_root: str
   span: int
@@ -88,6 +92,10 @@ class CsvProfile:
   missing_by_column: Mapping[str, int] = dataclasses.field(hash=False)
   label_not_finite: Tuple[Tuple[str, int, str], ...] = ()
   label_not_finite_count: int = 0
+  rows_by_file: Mapping[str, int] = dataclasses.field(
+      default_factory=dict, hash=False)
+  feature_keys: Mapping[str, str] = dataclasses.field(
+      default_factory=dict, hash=False)
 
 
 def latest_span(data_root: str,
@@ -190,7 +198,8 @@ def profile_csv_data_root(data_root: str,
                           numeric_columns: Optional[Sequence[str]] = None,
                           categorical_columns: Sequence[str] = (),
                           required_columns: Sequence[str] = (),
-                          span: Optional[int] = None) -> CsvProfile:
+                          span: Optional[int] = None,
+                          normalize_labels: bool = False) -> CsvProfile:
   """Checks the latest span of a CSV data root and describes its columns.
 
   Args:
@@ -204,6 +213,8 @@ def profile_csv_data_root(data_root: str,
       values look numeric (the CLI's --categorical).
     required_columns: columns that must be in the header besides the label.
     span: profile this span instead of the latest (``--span``).
+    normalize_labels: strip white space around labels instead of refusing
+      labels that differ only by it (``--normalize-labels``).
 
   Returns:
     A CsvProfile of the latest span.
@@ -227,6 +238,10 @@ def profile_csv_data_root(data_root: str,
     _check_same_header(files[0], columns, path, _read_header(path, span), span)
   _check_columns_present(files[0], columns, span, label, required_columns,
                          numeric_given or (), categorical_given)
+  try:
+    keys = columns_lib.feature_keys(columns)
+  except ValueError as e:
+    raise InputDataError(f'{files[0]} (span {span}), line 1: {e}') from e
 
   label_index = columns.index(label)
   if numeric_given is None:
@@ -244,7 +259,8 @@ def profile_csv_data_root(data_root: str,
   text = [0] * width  # values CsvExampleGen would read as strings
   not_finite = [0] * width  # NaN / infinity
   first_bad = [None] * width  # (path, line, value, problem)
-  label_values = set()
+  label_counts: Dict[str, int] = {}
+  rows_by_file: Dict[str, int] = {}
   label_not_finite = []
   label_not_finite_count = 0
   num_rows = 0
@@ -258,15 +274,20 @@ def profile_csv_data_root(data_root: str,
             f'{path} (span {span}), line {line}: the row has {len(fields)} '
             f'fields but the header (line 1) has {width} columns. Row: '
             f'{_shorten(",".join(fields))!r}. Quote values that contain a '
-            'comma ("a, b"), and check for a missing or extra comma.')
+            'comma ("a, b"), and check for a missing or extra comma'
+            + (', or a double quote opened here and never closed (the '
+               'record runs on over the next lines)'
+               if any('\n' in f for f in fields) else '') + '.')
       rows_in_file += 1
       label_value = fields[label_index]
+      if normalize_labels:
+        label_value = label_value.strip()
       if not label_value:
         raise InputDataError(
             f'{path} (span {span}), line {line}: the label column '
             f'{label!r} is empty. Every row needs a label: fill it in or '
             'delete the row.')
-      label_values.add(label_value)
+      label_counts[label_value] = label_counts.get(label_value, 0) + 1
       number = _as_float(label_value)
       if number is not None and not math.isfinite(number):
         if len(label_not_finite) < _MAX_NAMED_ROWS:
@@ -297,6 +318,7 @@ def profile_csv_data_root(data_root: str,
         if first_bad[i] is None:
           first_bad[i] = (path, line, value, problem)
     num_rows += rows_in_file
+    rows_by_file[path] = rows_in_file
     if not rows_in_file:
       files_without_rows.append(path)
 
@@ -343,6 +365,8 @@ def profile_csv_data_root(data_root: str,
           f'or pass --categorical {columns[i]} if the column really is '
           'categorical.')
 
+  label_values = set(label_counts)
+  _check_label_variants(label, label_counts, span, span_dir)
   if len(label_values) < 2:
     raise InputDataError(
         f'The label column {label!r} has a single value '
@@ -367,7 +391,42 @@ def profile_csv_data_root(data_root: str,
       num_rows=num_rows,
       missing_by_column={c: missing[i] for i, c in enumerate(columns)},
       label_not_finite=tuple(label_not_finite),
-      label_not_finite_count=label_not_finite_count)
+      label_not_finite_count=label_not_finite_count,
+      rows_by_file=row_counts.by_name(rows_by_file),
+      feature_keys=keys)
+
+
+def _check_label_variants(label: str, counts: Mapping[str, int], span: int,
+                          span_dir: str) -> None:
+  """Refuses labels that differ only by surrounding white space or case.
+
+  ``barolo `` beside ``barolo`` would train as two classes, and the model
+  would split one class's rows between them. Labels are kept as written
+  otherwise, so the user says which spelling is meant.
+  """
+  groups: Dict[str, List[str]] = {}
+  for value in counts:
+    groups.setdefault(value.strip().casefold(), []).append(value)
+  variants = [sorted(g) for g in groups.values() if len(g) > 1]
+  if not variants:
+    return
+  shown = '; '.join(
+      ', '.join(f'{v!r} ({counts[v]} rows)' for v in group)
+      for group in variants[:_MAX_NAMED_ROWS])
+  spaces = any(v != v.strip() for group in variants for v in group)
+  cases = any(len({v.strip() for v in group}) > 1 for group in variants)
+  todo = []
+  if spaces:
+    todo.append('pass --normalize-labels to strip the white space around '
+                'labels')
+  if cases:
+    todo.append('write each class in one case (labels are kept as written, '
+                'so the case is not guessed)')
+  raise InputDataError(
+      f'The label column {label!r} of span {span} ({span_dir}) spells '
+      f'{len(variants)} class(es) in more than one way: {shown}. They would '
+      'train as different classes. Fix the file, or ' + ' and '.join(todo) +
+      '.')
 
 
 def check_output_dir(path: str) -> str:
@@ -454,43 +513,33 @@ def _describe_entries(root: str, names: Sequence[str]) -> str:
 
 
 def _span_csv_files(span: int, span_dir: str) -> List[str]:
-  """The CSV files of a span folder, after rejecting anything else in it."""
-  names = sorted(_list_dir(span_dir, f'span {span} folder {span_dir!r}'))
-  files, not_files, wrong_extension, ignored = [], [], [], []
-  for name in names:
-    path = os.path.join(span_dir, name)
-    if not spans.is_data_entry(name):
-      ignored.append(name)
-    elif os.path.isdir(path):
-      not_files.append(name + '/')
-    elif os.path.splitext(name)[1].lower() != _CSV_EXTENSION:
-      wrong_extension.append(name)
-    else:
-      files.append(path)
-  if not_files or wrong_extension:
-    problems = []
-    if wrong_extension:
-      problems.append(f'{_names(wrong_extension)} do not end in .csv')
-    if not_files:
-      problems.append(f'{_names(not_files)} are folders')
+  """The CSV files of a span folder (spans.csv_entries), refusing the rest."""
+  try:
+    files, others = spans.csv_entries(span_dir)
+  except OSError as e:
+    raise InputDataError(
+        f'Cannot list span {span} folder {span_dir!r}: {e.strerror or e}. '
+        'Check that it exists and is readable by this user.') from e
+  if others:
     raise InputDataError(
         f'Span {span} folder {span_dir!r} holds entries that are not CSV '
-        f'files: {"; ".join(problems)}. CsvExampleGen reads only what matches '
-        f'{spans.CSV_PATTERN} and would skip them without a word, so move '
-        'them out of the span folder, or rename a file to .csv if it is CSV.')
+        f'files: {_names(others)}. Every data entry of a span must be a '
+        'file ending in .csv (any case); move the others out of the span '
+        'folder, or rename a file to .csv if it is CSV.')
   if not files:
+    ignored = sorted(_list_dir(span_dir, f'span {span} folder {span_dir!r}'))
     found = (f'only {_names(ignored)}, which are not data'
              if ignored else 'nothing')
     raise InputDataError(
         f'Span {span} folder {span_dir!r} has no CSV file (it holds '
-        f'{found}); span {span} is the latest span, the one CsvExampleGen '
+        f'{found}); span {span} is the latest span, the one the pipeline '
         'ingests. Put the .csv files of this span into it, or remove the '
         'folder so that an earlier span is the latest.')
   return files
 
 
 def _read_header(path: str, span: int) -> List[str]:
-  """Reads and checks line 1 of a CSV file the way CsvExampleGen reads it."""
+  """Reads and checks line 1 of a CSV file (csv_format.read_header's rules)."""
   try:
     with open(path, 'rb') as f:
       raw = f.readline()
@@ -502,37 +551,35 @@ def _read_header(path: str, span: int) -> List[str]:
         'naming the columns, then one row per example; delete the file or '
         'fill it.')
   if raw.startswith(codecs.BOM_UTF8):
-    raise InputDataError(
-        f'{path} (span {span}), line 1: the file starts with a UTF-8 '
-        'byte-order mark, which CsvExampleGen would make part of the first '
-        'column name. Re-save it as UTF-8 without BOM (in Excel: "CSV", not '
-        '"CSV UTF-8").')
+    raw = raw[len(codecs.BOM_UTF8):]  # Excel's "CSV UTF-8" starts so.
   line = _decode(raw, path, span, 1)
-  if '"' in line:
-    raise InputDataError(
-        f'{path} (span {span}), line 1: the header contains double quotes '
-        f'({_shorten(line.strip())!r}). CsvExampleGen splits the header line '
-        'at commas without CSV quoting, so the quotes would become part of '
-        'the column names. Write the header without quotes, using column '
-        'names without commas.')
   if not line.strip():
     raise InputDataError(
-        f'{path} (span {span}), line 1 is blank. CsvExampleGen takes line 1 '
-        'as the header: put the comma-separated column names on the first '
-        'line.')
-  # TFX io_utils.load_csv_column_names: readline().strip().split(',').
-  columns = line.strip().split(',')
+        f'{path} (span {span}), line 1 is blank. The first line is the '
+        'header: put the comma-separated column names on it.')
+  if line.count('"') % 2:
+    raise InputDataError(
+        f'{path} (span {span}), line 1: the header has an unbalanced double '
+        f'quote ({_shorten(line.strip())!r}). Quote a column name whole '
+        '("alcohol, %"), double a quote inside it, and keep the header on '
+        'one line.')
+  try:
+    columns = csv_format.read_header(path)
+  except (csv.Error, UnicodeDecodeError, OSError) as e:
+    raise InputDataError(
+        f'{path} (span {span}), line 1: the header is not valid CSV ({e}). '
+        'Quote column names whole and double quotes inside them.') from e
   if len(columns) < 2:
     separator = ''
     if ';' in line or '\t' in line:
-      separator = (' It looks separated by ";" or tabs: CsvExampleGen reads '
-                   'only commas, so convert the file to comma-separated.')
+      separator = (' It looks separated by ";" or tabs: leantfx reads '
+                   'comma-separated files, so convert the file.')
     raise InputDataError(
         f'{path} (span {span}), line 1: the header has a single column '
         f'({_shorten(line.strip())!r}); a CSV file needs at least one feature '
         'column and the label column, separated by commas.'
         f'{separator}')
-  empty = [str(i + 1) for i, c in enumerate(columns) if not c]
+  empty = [str(i + 1) for i, c in enumerate(columns) if not c.strip()]
   if empty:
     raise InputDataError(
         f'{path} (span {span}), line 1: column(s) number {", ".join(empty)} '
@@ -567,7 +614,7 @@ def _check_same_header(first_path: str, first: Sequence[str], path: str,
                   f'versus {_names(columns)}')
   raise InputDataError(
       f'{first_path} and {path} in span {span} have different headers '
-      f'({difference}). CsvExampleGen needs every file of a span to have the '
+      f'({difference}). every file of a span needs the '
       'same header line; make them identical, or move the odd file to '
       'another span.')
 
@@ -606,65 +653,42 @@ def _check_columns_present(path: str, columns: Sequence[str], span: int,
 def _data_records(path: str, span: int) -> Iterator[Tuple[int, List[str]]]:
   """Yields (first line number, fields) for each non-blank data record.
 
-  Mirrors CsvExampleGen's reader: after the header, lines are joined while
-  their count of double quotes is odd (a quoted field spanning lines), then
-  parsed with ``csv``.
+  Records are read with Python's csv module, which reads them as the
+  ExampleGen's pyarrow reader does: quoted fields may hold commas and line
+  breaks, a quote inside an unquoted field is literal, a blank line is no
+  record.
   """
+  reader = csv.reader(_lines_after_header(path, span))
+  while True:
+    start = reader.line_num + 2  # line_num counts the lines after the header.
+    try:
+      fields = next(reader)
+    except StopIteration:
+      return
+    except csv.Error as e:
+      raise InputDataError(
+          f'{path} (span {span}), line {start}: not valid CSV ({e}). Fix '
+          'the quoting of this record: quote whole fields and double quotes '
+          'inside them.') from e
+    if fields:
+      yield start, fields
+
+
+def _lines_after_header(path: str, span: int) -> Iterator[str]:
+  """The decoded lines of a file after its header."""
   try:
     with open(path, 'rb') as f:
       f.readline()  # The header, checked by _read_header.
       line_number = 1
-      pending, quotes, start = [], 0, 0
       for raw in f:
         line_number += 1
-        text = _decode(raw, path, span, line_number)
-        if not pending:
-          start = line_number
-        pending.append(text)
-        quotes += text.count('"')
-        if quotes % 2:
-          continue
-        record = pending[0] if len(pending) == 1 else ''.join(pending)
-        pending, quotes = [], 0
-        fields = _parse_record(record, path, span, start, line_number)
-        if fields:
-          yield start, fields
-      if pending:
-        raise InputDataError(
-            f'{path} (span {span}), line {start}: a double quote opened on '
-            'this line is never closed, so CsvExampleGen would read to the '
-            'end of the file looking for it. Quote whole fields and double '
-            'quotes inside them ("5 ft 10""" for 5 ft 10"), or remove the '
-            'stray quote.')
+        yield _decode(raw, path, span, line_number)
   except OSError as e:
     raise _os_error(path, span, e) from e
 
 
-def _parse_record(record: str, path: str, span: int, start: int,
-                  end: int) -> List[str]:
-  where = (f'line {start}' if start == end else
-           f'lines {start}-{end} (joined because a double quote opened on '
-           f'line {start} closes only on line {end})')
-  try:
-    rows = list(csv.reader((record,)))
-  except csv.Error as e:
-    hint = ''
-    if '\r' in record.rstrip('\r\n'):
-      hint = (' The text contains a carriage return (\\r) outside quotes; '
-              'convert old Mac line endings to \\n.')
-    raise InputDataError(
-        f'{path} (span {span}), {where}: not valid CSV ({e}).{hint} Fix the '
-        'quoting of this record: quote whole fields and double quotes inside '
-        'them.') from e
-  if len(rows) != 1:
-    raise InputDataError(
-        f'{path} (span {span}), {where}: the text parses as {len(rows)} CSV '
-        'records instead of one. Fix the quoting of this record.')
-  return rows[0]
-
-
 def _decode(raw: bytes, path: str, span: int, line: int) -> str:
-  """Decodes one line as CsvExampleGen does, rejecting binary content."""
+  """Decodes one line as UTF-8, rejecting binary content."""
   if b'\x00' in raw:
     raise InputDataError(
         f'{path} (span {span}), line {line}: the file contains NUL bytes, so '
@@ -676,7 +700,7 @@ def _decode(raw: bytes, path: str, span: int, line: int) -> str:
   except UnicodeDecodeError as e:
     raise InputDataError(
         f'{path} (span {span}), line {line}: byte {e.start + 1} of the line '
-        f'(0x{raw[e.start]:02x}) is not valid UTF-8; CsvExampleGen reads '
+        f'(0x{raw[e.start]:02x}) is not valid UTF-8; leantfx reads '
         'UTF-8 only. Re-save the file as UTF-8 (e.g. from Latin-1 or '
         'Windows-1252), or move it out if it is not a CSV file.') from e
 
@@ -689,27 +713,17 @@ def _os_error(path: str, span: int, e: OSError) -> InputDataError:
 
 
 def _numeric_problem(value: str) -> Tuple[Optional[str], bool]:
-  """Says why a non-empty value is no finite number, as CsvExampleGen types it.
+  """Says why a non-empty value is no finite number (csv_format's kinds).
 
   Returns:
-    (None, False) for a finite number; else (what is wrong, True when
-    CsvExampleGen would read the value as text rather than as a number).
+    (None, False) for a finite number; else (what is wrong, True when the
+    ExampleGen would read the value as text rather than as a number).
   """
-  try:
-    number = float(value)
-  except ValueError:
+  if csv_format.value_kind(value) == csv_format.BYTES:
     return 'is not a number', True
-  if not math.isfinite(number):
+  if not csv_format.is_finite_number(value):
     return ('is not a finite number (NaN or infinity are not allowed in a '
             'numeric column)'), False
-  if abs(number) >= _SAFE_INT_MAGNITUDE:
-    try:
-      as_int = int(value)
-    except ValueError:
-      return None, False  # A large float such as 1e19 is a FLOAT in TFX.
-    if not _INT64_MIN <= as_int <= _INT64_MAX:
-      return ('is an integer beyond the int64 range, which CsvExampleGen '
-              'reads as text'), True
   return None, False
 
 

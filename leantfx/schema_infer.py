@@ -9,7 +9,11 @@ the written file says what to review. Images get a fixed two-feature schema
 (image bytes and the class folder name as the label).
 """
 import os
+import tempfile
 from typing import Optional, Sequence
+
+from leantfx import csv_format
+from leantfx import spans
 
 
 # Defaults for the comparators; the curated bundled schemas justify theirs
@@ -57,7 +61,7 @@ def infer_schema(statistics, label: Optional[str],
         else:
           feature.float_domain.min = float(low)
           feature.float_domain.max = float(high)
-    # CsvExampleGen writes an empty field as an empty value list: allow it,
+    # The ExampleGen writes an empty field as an empty value list: allow it,
     # the ValidationGate checks the missing share against presence.
     if feature.HasField('value_count') and feature.value_count.max == 1:
       feature.value_count.ClearField('min')
@@ -83,8 +87,22 @@ def image_schema(classes: Sequence[str], label: str = 'label',
   return schema
 
 
-def span_statistics(span_dir: str, data_format: str):
+def span_statistics(span_dir: str, data_format: str,
+                    text_columns: Sequence[str] = ()):
+  """TFDV statistics of a span's examples, as the pipeline's ExampleGen makes them.
+
+  CSV files are encoded the ExampleGen's way first (csv_format.encode_files:
+  feature keys, ``text_columns`` as text), so the schema inferred from them
+  names and types the features as the pipeline's examples have them.
+  """
   import tensorflow_data_validation as tfdv  # pylint: disable=g-import-not-at-top
-  if data_format == 'csv':
-    return tfdv.generate_statistics_from_csv(os.path.join(span_dir, '*.csv'))
-  return tfdv.generate_statistics_from_tfrecord(os.path.join(span_dir, '*'))
+  if data_format != 'csv':
+    return tfdv.generate_statistics_from_tfrecord(os.path.join(span_dir, '*'))
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  files, _ = spans.csv_entries(span_dir)
+  with tempfile.TemporaryDirectory() as tmp:
+    path = os.path.join(tmp, 'examples.tfrecord')
+    with tf.io.TFRecordWriter(path) as writer:
+      for record in csv_format.encode_files(files, text_columns):
+        writer.write(record)
+    return tfdv.generate_statistics_from_tfrecord(path)

@@ -5,7 +5,10 @@ text after ``span-`` is digits only; ``span-01`` is span 1 too, as TFX parses
 it with ``int``). ExampleGen reads the newest span through a pattern with
 TFX's ``{SPAN}`` placeholder, one per data format:
 
-* csv: ``span-{SPAN}/*.csv`` (CsvExampleGen);
+* csv: ``span-{SPAN}/*``, of which the data files are those whose name ends
+  in ``.csv`` in any case (``b.CSV`` from a Windows export too), read by
+  leantfx's CSV ExampleGen (components/csv_example_gen) after
+  ``csv_files`` below, the same function the pre-flight checks use;
 * tfrecord: ``span-{SPAN}/*``, every file a TFRecord of tf.Examples
   (ImportExampleGen);
 * images: ``span-{SPAN}/*/*``, ``<class name>/`` folders of images
@@ -20,7 +23,7 @@ rules are written once.
 """
 import os
 import re
-from typing import List, Optional, Tuple
+from typing import Callable, List, Optional, Tuple
 
 SPAN_PREFIX = 'span-'
 # TFX's placeholder for the span number in an ExampleGen split pattern.
@@ -33,7 +36,10 @@ FIRST_SPAN = 1
 # Hadoop/Spark/Beam jobs drop this marker next to their output; it is no data.
 COMPLETE_MARKER = '_SUCCESS'
 
-CSV_PATTERN = f'{SPAN_PREFIX}{SPAN_TOKEN}/*.csv'
+# Every entry of the span: which of them are CSV data is csv_files' rule,
+# not a glob's (a case-sensitive '*.csv' skipped 'b.CSV' without a word).
+CSV_PATTERN = f'{SPAN_PREFIX}{SPAN_TOKEN}/*'
+CSV_EXTENSION = '.csv'
 TFRECORD_PATTERN = f'{SPAN_PREFIX}{SPAN_TOKEN}/*'
 # The newest span's class folders; ImageExampleGen keeps image extensions.
 IMAGES_PATTERN = f'{SPAN_PREFIX}{SPAN_TOKEN}/*/*'
@@ -72,6 +78,47 @@ def span_number(name: str) -> Optional[int]:
 def is_data_entry(name: str) -> bool:
   """Whether an entry of a span folder is data: not hidden, not the marker."""
   return not name.startswith('.') and name != COMPLETE_MARKER
+
+
+def is_csv_file_name(name: str) -> bool:
+  """Whether a data entry's name marks a CSV file: it ends in .csv, any case."""
+  return name.lower().endswith(CSV_EXTENSION)
+
+
+def csv_entries(span_dir: str, listdir: Callable[[str], List[str]] = os.listdir,
+                isdir: Callable[[str], bool] = os.path.isdir
+               ) -> Tuple[List[str], List[str]]:
+  """The CSV data files of a span folder, and its other data entries.
+
+  The one definition of "a CSV data file of a span": a regular file, not
+  hidden, not the completion marker, whose name ends in .csv in any case.
+  The pre-flight checks refuse a span with other data entries, and the
+  ExampleGen reads exactly the first list.
+
+  Args:
+    span_dir: the span folder.
+    listdir: lists a folder (tfx.dsl.io.fileio.listdir for remote storage).
+    isdir: tells a folder (fileio.isdir likewise).
+
+  Returns:
+    (sorted CSV file paths, sorted names of the other data entries, folders
+    with a trailing '/').
+
+  Raises:
+    OSError: the folder cannot be listed.
+  """
+  files, others = [], []
+  for name in sorted(n.rstrip('/') for n in listdir(span_dir)):
+    if not is_data_entry(name):
+      continue
+    path = os.path.join(span_dir, name)
+    if isdir(path):
+      others.append(name + '/')
+    elif is_csv_file_name(name):
+      files.append(path)
+    else:
+      others.append(name)
+  return files, others
 
 
 def example_gen_pattern(data_format: str) -> str:

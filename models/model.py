@@ -29,6 +29,7 @@ from tfx_bsl.public import tfxio
 from tensorflow.core.protobuf import saved_model_pb2
 
 from leantfx import config as config_lib
+from leantfx import feature_names
 from leantfx.models import architectures
 from leantfx.models import data_policy
 from leantfx.models import features
@@ -310,3 +311,12 @@ def run_fn(fn_args: tfx.components.FnArgs) -> None:
              signatures=signatures)
   if spec.is_regression:
     _mark_regress_method(fn_args.serving_model_dir)
+  # serving_default takes the feature keys; the server takes the names as
+  # written in the data through this file.
+  feature_names.write_for_saved_model(
+      fn_args.serving_model_dir, serving_inputs(spec))
+
+
+def serving_inputs(spec: config_lib.DatasetSpec) -> Dict[str, str]:
+  """{name as written: feature key} of serving_default's raw inputs."""
+  return {spec.original_name(k): k for k in spec.feature_columns}

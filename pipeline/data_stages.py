@@ -1,7 +1,8 @@
 """Graph pieces for the data side of the pipeline (issue 3), used by pipeline.py.
 
-  * ExampleGen by format: CsvExampleGen, ImportExampleGen (TFRecord files of
-    tf.Examples) or ImageExampleGen (span-N/<class>/*.png|jpg);
+  * ExampleGen by format: leantfx's CsvExampleGen, ImportExampleGen
+    (TFRecord files of tf.Examples) or ImageExampleGen
+    (span-N/<class>/*.png|jpg);
   * the ValidationGate after ExampleValidator, with its drift baseline folder
     (the statistics of earlier spans that passed) under the pipeline root;
   * Augment between the gate and Transform: Transform only runs once the gate
@@ -18,6 +19,8 @@ from leantfx import config as config_lib
 from leantfx import spans
 from leantfx.components.augment import component as augment_component
 from leantfx.components.augment import examples as examples_lib
+from leantfx.components.csv_example_gen import component as csv_gen
+from leantfx.components.csv_example_gen import options as csv_options
 from leantfx.components.image_example_gen import component as image_gen
 from leantfx.components.image_example_gen import decode as image_decode
 from leantfx.components.span_window_example_gen import component as window_gen
@@ -28,6 +31,9 @@ from leantfx.errors import ConfigError
 CSV_PATTERN = spans.CSV_PATTERN
 TFRECORD_PATTERN = spans.TFRECORD_PATTERN
 GATE_ID = 'ValidationGate'
+# The CSV ExampleGen's node id: TFX's own component's, so task names, ML
+# Metadata queries and caches read the same as before.
+EXAMPLE_GEN_ID = 'CsvExampleGen'
 AUGMENT_ID = 'Augment'
 
 
@@ -40,6 +46,18 @@ def image_settings(config: config_lib.PipelineConfig
       height=height, width=width, channels=channels,
       image_feature=spec.image_key, label_feature=spec.label,
       bad_images=config.ingestion.bad_images)
+
+
+def csv_read_options(config: config_lib.PipelineConfig
+                    ) -> csv_options.CsvReadOptions:
+  """The CSV ExampleGen's options from the DatasetSpec, in the file's names."""
+  spec = config.dataset
+  return csv_options.CsvReadOptions(
+      label=spec.original_name(spec.label),
+      label_as_text=not spec.is_regression,
+      categorical_columns=tuple(
+          spec.original_name(c) for c in spec.categorical_features),
+      normalize_labels=config.ingestion.normalize_labels)
 
 
 def example_gen(config: config_lib.PipelineConfig,
@@ -66,18 +84,21 @@ def example_gen(config: config_lib.PipelineConfig,
     return window_gen.SpanWindowCsvExampleGen(
         input_base=input_base, span_pattern=CSV_PATTERN,
         span_window=span_window, output_config=output_config,
-        range_config=range_config).with_id('CsvExampleGen')
+        read_options=csv_read_options(config),
+        range_config=range_config).with_id(EXAMPLE_GEN_ID)
   if data_format == 'images':
     return image_gen.ImageExampleGen(
         input_base=input_base, settings=image_settings(config),
         output_config=output_config, range_config=range_config)
-  pattern = CSV_PATTERN if data_format == 'csv' else TFRECORD_PATTERN
-  cls = (tfx.components.CsvExampleGen if data_format == 'csv' else
-         tfx.components.ImportExampleGen)
-  return cls(
+  if data_format == 'csv':
+    return csv_gen.CsvExampleGen(
+        input_base=input_base, read_options=csv_read_options(config),
+        output_config=output_config,
+        range_config=range_config).with_id(EXAMPLE_GEN_ID)
+  return tfx.components.ImportExampleGen(
       input_base=input_base,
       input_config=tfx.proto.Input(splits=[
-          tfx.proto.Input.Split(name='single_split', pattern=pattern)
+          tfx.proto.Input.Split(name='single_split', pattern=TFRECORD_PATTERN)
       ]),
       output_config=output_config,
       range_config=range_config)
@@ -117,7 +138,9 @@ def gate_and_augment(config: config_lib.PipelineConfig,
       anomalies=anomalies,
       allow_anomalies=config.validation.allow_anomalies,
       check_drift=config.validation.check_drift,
-      baseline_dir=baseline_dir).with_id(GATE_ID)
+      baseline_dir=baseline_dir,
+      expected_rows=(None if config.validation.expected_rows is None else
+                     dict(config.validation.expected_rows))).with_id(GATE_ID)
   augment = augment_component.Augment(
       examples=examples,
       schema=schema,

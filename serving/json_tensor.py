@@ -504,6 +504,24 @@ def _inputs_to_arrays(
   return arrays
 
 
+def input_names_of(doc: Mapping[str, Any]) -> List[str]:
+  """The input names a predict request's JSON uses, for error messages.
+
+  The keys of its row objects (``instances``) or of its columnar object
+  (``inputs``); none for unnamed values.
+  """
+  names: Dict[str, None] = {}  # ordered, without repeats
+  instances = doc.get('instances')
+  if isinstance(instances, list):
+    for element in instances:
+      if isinstance(element, dict) and not _is_b64_object(element):
+        names.update(dict.fromkeys(element))
+  inputs = doc.get('inputs')
+  if isinstance(inputs, dict) and not _is_b64_object(inputs):
+    names.update(dict.fromkeys(inputs))
+  return list(names)
+
+
 def predict_inputs_from_json(
     doc: Mapping[str, Any], signature_name: str,
     get_input_dtypes: Callable[[str], Mapping[str, dtypes.DType]]

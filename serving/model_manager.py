@@ -16,6 +16,10 @@ directory changes (a new inode or mtime, e.g. a fixed copy renamed into place).
 With the latest-version policy, a version given up no longer counts: the newest
 loadable one below it is served instead (TF Serving would serve nothing after
 a restart whose newest version is broken; leantfx serves the one before it).
+
+A version whose ``feature_names.json`` maps its columns' original names to
+the model's input keys is published wrapped so that it takes and shows the
+original names (:mod:`renamed_inputs`); a malformed file fails its load.
 """
 import dataclasses
 import logging
@@ -24,7 +28,9 @@ import threading
 import time
 from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
+from leantfx.serving import feature_names
 from leantfx.serving import model_config as model_config_lib
+from leantfx.serving import renamed_inputs
 from leantfx.serving import servable as servable_lib
 from leantfx.serving import status
 from leantfx.serving import warmup as warmup_lib
@@ -279,8 +285,13 @@ class ModelManager:
     state.attempts += 1
     started = time.monotonic()
     try:
-      servable = self._loader(config.name, state.version, state.path,
-                              config.platform)
+      column_keys = feature_names.read_feature_names(state.path)
+    except feature_names.FeatureNamesError as e:
+      self._load_failed(model, state, status.Code.INVALID_ARGUMENT, str(e))
+      return
+    try:
+      loaded = self._loader(config.name, state.version, state.path,
+                            config.platform)
     except servable_lib.LoadError as e:
       self._load_failed(model, state, e.code, str(e))
       return
@@ -288,9 +299,17 @@ class ModelManager:
       self._load_failed(model, state, status.Code.UNKNOWN,
                         f'{type(e).__name__}: {e}')
       return
+    try:
+      servable = renamed_inputs.in_original_names(loaded, column_keys)
+    except servable_lib.LoadError as e:
+      loaded.close()
+      self._load_failed(model, state, e.code, str(e))
+      return
     if self._enable_warmup:
       try:
-        summary = warmup_lib.warm_up(servable)
+        # The warm-up file is TF Serving's, which serves the same directory
+        # by the model's own input names: it is replayed on those.
+        summary = warmup_lib.warm_up(loaded)
       except status.ServingError as e:
         servable.close()
         self._load_failed(model, state, e.code, e.message)

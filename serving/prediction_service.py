@@ -15,6 +15,7 @@ from leantfx.serving import batch_scheduler as batch_scheduler_lib
 from leantfx.serving import dtypes
 from leantfx.serving import inference
 from leantfx.serving import model_manager as model_manager_lib
+from leantfx.serving import renamed_inputs
 from leantfx.serving import servable as servable_lib
 from leantfx.serving import signature as signature_lib
 from leantfx.serving import status
@@ -103,7 +104,11 @@ class PredictionService:
       ServingError: invalid request, deadline passed, model failure.
     """
     signature = inference.predict_signature(servable, signature_name)
-    signature_lib.check_predict_inputs(signature, inputs)
+    try:
+      signature_lib.check_predict_inputs(signature, inputs)
+    except status.ServingError as e:
+      raise renamed_inputs.with_key_hint(e, servable, signature.name,
+                                         inputs) from None
     aliases = signature_lib.check_output_filter(signature, output_filter)
     if deadline is not None and time.monotonic() > deadline:
       raise status.deadline_exceeded('Request deadline passed before it ran.')

@@ -31,6 +31,7 @@ from leantfx.serving import metrics as metrics_lib
 from leantfx.serving import model_config
 from leantfx.serving import prediction_service
 from leantfx.serving import proto_json
+from leantfx.serving import renamed_inputs
 from leantfx.serving import status
 
 _log = logging.getLogger(__name__)
@@ -213,9 +214,14 @@ class RestApi:
 
   def _predict(self, spec, doc, signature_name, deadline) -> Response:
     with self._service.acquire(spec) as servable:
-      inputs, request_format = json_tensor.predict_inputs_from_json(
-          doc, signature_name,
-          lambda sig: self._service.input_dtypes(servable, sig))
+      try:
+        inputs, request_format = json_tensor.predict_inputs_from_json(
+            doc, signature_name,
+            lambda sig: self._service.input_dtypes(servable, sig))
+      except status.ServingError as e:
+        raise renamed_inputs.with_key_hint(
+            e, servable, signature_name,
+            json_tensor.input_names_of(doc)) from None
       _, outputs = self._service.predict(servable, signature_name, inputs,
                                          deadline=deadline)
     return 200, json_tensor.predict_outputs_to_json(outputs,

@@ -32,6 +32,7 @@ from tfx.dsl.io import fileio
 from tfx.types import artifact_utils
 from tfx.utils import io_utils
 
+from leantfx import feature_names
 from leantfx.components.optimize import config as config_lib
 from leantfx.components.optimize import measure
 from leantfx.components.optimize import push
@@ -47,6 +48,7 @@ from leantfx.components.optimize import tflite_export
 from leantfx.errors import ConfigError
 from leantfx.errors import InputDataError
 from leantfx.models import features
+from leantfx.models import model_layout
 from leantfx.models.model_layout import KERAS_MODEL_DIR
 
 VARIANTS_DIR = 'variants'
@@ -739,6 +741,13 @@ def _manifest_metrics(decision: selection.GateDecision,
   }
 
 
+def _feature_names_file(model_uri: str) -> Optional[str]:
+  """The trained SavedModel's feature-names file, pushed with raw exports."""
+  path = os.path.join(model_uri, model_layout.SERVING_MODEL_DIR,
+                      feature_names.SAVED_MODEL_DIR, feature_names.FILE_NAME)
+  return path if fileio.exists(path) else None
+
+
 def optimize(model: tf_keras.Model,
              model_dir: str,
              source_model_uri: str,
@@ -833,6 +842,7 @@ def optimize(model: tf_keras.Model,
         lambda v, data: _scores_on(v, data, config), quality)
     pushed = None
     serving_inputs = None
+    names_file = _feature_names_file(source_model_uri)
     exports = _raw_exports(
         {runtime: pick.variant for runtime, pick in
          [(runtimes_lib.TFLITE, selected)] + list(picks.items())
@@ -851,7 +861,8 @@ def optimize(model: tf_keras.Model,
       pushed = push.push_tflite(
           path or v.path, push_base, model_name,
           source_model_uri=source_model_uri, technique_chain=chain,
-          tflite_mode=v.tflite_mode, metrics=metrics)
+          tflite_mode=v.tflite_mode, metrics=metrics,
+          feature_names_file=names_file if path else None)
       logging.info('ModelOptimizer: pushed %s as version %d to %s', v.name,
                    pushed.version, pushed.directory)
       if optimized_model_dir:
@@ -880,7 +891,8 @@ def optimize(model: tf_keras.Model,
           source_model_uri=source_model_uri,
           technique_chain=([] if v.technique == config_lib.BASELINE else
                            v.technique.split('+')),
-          mode=v.tflite_mode, metrics=metrics)
+          mode=v.tflite_mode, metrics=metrics,
+          feature_names_file=names_file if raw_dir else None)
       logging.info('ModelOptimizer: pushed %s as version %d to %s', v.name,
                    runtime_pushes[runtime].version,
                    runtime_pushes[runtime].directory)

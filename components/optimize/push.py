@@ -33,10 +33,11 @@ import json
 import os
 import re
 import time
-from typing import Any, Callable, Dict, List, Mapping, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from tfx.dsl.io import fileio
 
+from leantfx import feature_names
 from leantfx.components import versioned_push
 from leantfx.errors import ConfigError
 from leantfx.models import raw_serving
@@ -98,6 +99,7 @@ def push_tflite(tflite_path: str,
                 technique_chain: Sequence[str],
                 tflite_mode: str,
                 metrics: Mapping[str, Any],
+                feature_names_file: Optional[str] = None,
                 clock: Callable[[], float] = time.time) -> PushResult:
   """Copies a .tflite file and its manifest into a new version directory.
 
@@ -109,6 +111,9 @@ def push_tflite(tflite_path: str,
     technique_chain: techniques in the order they ran ([] for none).
     tflite_mode: the TFLite conversion mode.
     metrics: the variant's measured metrics (JSON-serialisable).
+    feature_names_file: the model's leantfx/feature_names.py file, pushed
+      beside it (listed and hashed in the manifest), for a model that takes
+      the raw columns; None for none.
     clock: returns the current Unix time (tests pass a fixed one).
 
   Returns:
@@ -135,8 +140,15 @@ def push_tflite(tflite_path: str,
       'created_at': datetime.datetime.fromtimestamp(
           clock(), datetime.timezone.utc).isoformat(timespec='seconds'),
   }
-  return _push_files({MODEL_FILE: (tflite_path, manifest['sha256'])},
-                     base_dir, model_name, manifest, clock)
+  sources = {MODEL_FILE: tflite_path}
+  if feature_names_file:
+    sources[feature_names.FILE_NAME] = feature_names_file
+    manifest['files'] = {name: {'sha256': sha256_of(path),
+                                'size_bytes': fileio.stat(path).length}
+                         for name, path in sources.items()}
+  return _push_files(
+      {name: (path, sha256_of(path)) for name, path in sources.items()},
+      base_dir, model_name, manifest, clock)
 
 
 def read_manifest(version_dir: str) -> Dict[str, Any]:
@@ -170,6 +182,7 @@ def push_runtime_model(runtime: str,
                        technique_chain: Sequence[str],
                        mode: str,
                        metrics: Mapping[str, Any],
+                       feature_names_file: Optional[str] = None,
                        clock: Callable[[], float] = time.time) -> PushResult:
   """Pushes a server runtime's model files into a new version directory.
 
@@ -190,6 +203,7 @@ def push_runtime_model(runtime: str,
     technique_chain: techniques in the order they ran.
     mode: 'float32' or 'int8'.
     metrics: the variant's measured metrics.
+    feature_names_file: as push_tflite's.
     clock: returns the current Unix time.
 
   Returns:
@@ -211,10 +225,12 @@ def push_runtime_model(runtime: str,
       name for name in RUNTIME_OPTIONAL_FILES[runtime]
       if fileio.exists(os.path.join(source_dir, name)))
   _check_name(model_name)
-  files = {name: {'sha256': sha256_of(os.path.join(source_dir, name)),
-                  'size_bytes': fileio.stat(os.path.join(source_dir,
-                                                         name)).length}
-           for name in names}
+  sources = {name: os.path.join(source_dir, name) for name in names}
+  if feature_names_file:
+    sources[feature_names.FILE_NAME] = feature_names_file
+  files = {name: {'sha256': sha256_of(path),
+                  'size_bytes': fileio.stat(path).length}
+           for name, path in sources.items()}
   manifest = {
       'model_name': model_name,
       'version': None,
@@ -230,8 +246,8 @@ def push_runtime_model(runtime: str,
           clock(), datetime.timezone.utc).isoformat(timespec='seconds'),
   }
   return _push_files(
-      {name: (os.path.join(source_dir, name), files[name]['sha256'])
-       for name in names}, base_dir, model_name, manifest, clock)
+      {name: (path, files[name]['sha256']) for name, path in sources.items()},
+      base_dir, model_name, manifest, clock)
 
 
 def _check_name(model_name: str) -> None:

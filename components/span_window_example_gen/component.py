@@ -1,4 +1,4 @@
-"""SpanWindowCsvExampleGen: CsvExampleGen over the newest K spans.
+"""SpanWindowCsvExampleGen: leantfx's CsvExampleGen over the newest K spans.
 
 Locally the span window is a Resolver with SpanRangeStrategy over the spans
 earlier runs ingested (pipeline/retraining.py). TFX 1.16's Kubeflow V2
@@ -24,6 +24,7 @@ from tfx.types import standard_artifacts
 from tfx.types import standard_component_specs
 from tfx.types.component_spec import ExecutionParameter
 
+from leantfx.components.csv_example_gen import options as csv_options
 from leantfx.components.span_window_example_gen import executor
 
 
@@ -47,6 +48,7 @@ class SpanWindowCsvExampleGen(example_gen_component.FileBasedExampleGen):
                span_pattern: str,
                span_window: Union[int, data_types.RuntimeParameter],
                output_config: example_gen_pb2.Output,
+               read_options: csv_options.CsvReadOptions,
                range_config: Optional[Union[range_config_pb2.RangeConfig,
                                             data_types.RuntimeParameter]] = None):
     """Builds the component.
@@ -56,6 +58,7 @@ class SpanWindowCsvExampleGen(example_gen_component.FileBasedExampleGen):
       span_pattern: the CSV pattern of one span, with {SPAN} once.
       span_window: K, how many spans (the newest included) to read.
       output_config: the train/eval split.
+      read_options: the label and which columns are read as text.
       range_config: a static range pinning the newest span, or None.
     """
     input_config = example_gen_pb2.Input(splits=[
@@ -65,7 +68,7 @@ class SpanWindowCsvExampleGen(example_gen_component.FileBasedExampleGen):
         input_base=input_base,
         input_config=input_config,
         output_config=output_config,
-        custom_config=None,
+        custom_config=csv_options.custom_config(read_options),
         range_config=range_config,
         output_data_format=example_gen_pb2.FORMAT_TF_EXAMPLE,
         output_file_format=example_gen_pb2.FORMAT_TFRECORDS_GZIP,

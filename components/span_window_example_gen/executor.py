@@ -2,27 +2,20 @@
 
 The ExampleGen driver (TFX's local one, or the Kubeflow V2 one that runs
 before the executor's container) resolves the newest span N as usual. This
-executor then reads the CSV files of every span from N-K+1 to N that exists,
-infers the column types over all of them at once (so a column is the same
-type in every span) and writes one Examples artifact, split as configured.
-
-It reuses the DoFns of TFX's CsvExampleGen executor (TFX is pinned at 1.16 in
-constraints.txt), so a row becomes the same tf.Example here as there.
+executor then reads the CSV files of every span from N-K+1 to N that exists
+with leantfx's CsvExampleGen executor, which infers the column types over
+all of them at once (so a column is the same type in every span), counts
+the rows per file and writes one Examples artifact, split as configured.
 """
 import os
-from typing import Any, Dict, List, Tuple
+from typing import Any, List, Mapping, Tuple
 
-import apache_beam as beam
-import tensorflow as tf
 from tfx.components.example_gen import utils as example_gen_utils
-from tfx.components.example_gen.base_example_gen_executor import BaseExampleGenExecutor
-from tfx.components.example_gen.csv_example_gen import executor as csv_executor
 from tfx.dsl.io import fileio
 from tfx.types import standard_component_specs
-from tfx.utils import io_utils
-from tfx_bsl.coders import csv_decoder
 
 from leantfx import spans
+from leantfx.components.csv_example_gen import executor as csv_executor
 
 SPAN_WINDOW_KEY = 'span_window'
 SPAN_PATTERN_KEY = 'span_pattern'
@@ -59,9 +52,12 @@ def window_files(input_base: str, span_pattern: str, newest_span: int,
         'the span window).')
   found = []
   for span in window_spans(newest_span, window):
-    pattern = os.path.join(input_base,
-                           span_pattern.replace(spans.SPAN_TOKEN, str(span)))
-    files = sorted(fileio.glob(pattern))
+    span_dir = os.path.dirname(os.path.join(
+        input_base, span_pattern.replace(spans.SPAN_TOKEN, str(span))))
+    if not fileio.isdir(span_dir):
+      continue
+    files = csv_executor.span_files(span_dir) if span == newest_span else (
+        spans.csv_entries(span_dir, fileio.listdir, fileio.isdir)[0])
     if files:
       found.append((span, files))
   if not found or found[-1][0] != newest_span:
@@ -71,71 +67,14 @@ def window_files(input_base: str, span_pattern: str, newest_span: int,
   return found
 
 
-def _check_headers(spans: List[Tuple[int, List[str]]]) -> List[str]:
-  """The shared CSV header; a clear error naming the first file that differs."""
-  first = spans[0][1][0]
-  header = io_utils.load_csv_column_names(first)
-  for _, files in spans:
-    for path in files:
-      other = io_utils.load_csv_column_names(path)
-      if other != header:
-        raise ValueError(
-            f'The CSV header of {path} ({",".join(other)}) differs from that of '
-            f'{first} ({",".join(header)}): every span of the window must have '
-            'the same columns. Fix the file, or train on a window that starts '
-            'after the change.')
-  return header
+class Executor(csv_executor.Executor):
+  """leantfx's CsvExampleGen over the newest span_window spans."""
 
-
-@beam.ptransform_fn
-@beam.typehints.with_input_types(beam.Pipeline)
-@beam.typehints.with_output_types(tf.train.Example)
-def _WindowCsvToExample(pipeline: beam.Pipeline, exec_properties: Dict[str, Any],
-                        split_pattern: str) -> beam.pvalue.PCollection:
-  """Reads the window's CSV files into tf.Examples (types inferred jointly)."""
-  del split_pattern  # The newest span's resolved pattern; the window is wider.
-  spans = window_files(
-      exec_properties[standard_component_specs.INPUT_BASE_KEY],
-      exec_properties[SPAN_PATTERN_KEY],
-      int(exec_properties[example_gen_utils.SPAN_PROPERTY_NAME]),
-      int(exec_properties[SPAN_WINDOW_KEY]))
-  column_names = _check_headers(spans)
-  files = [path for _, paths in spans for path in paths]
-  parsed = (
-      pipeline
-      | 'WindowFiles' >> beam.Create(files)
-      | 'ReadFromText' >> beam.ParDo(
-          csv_executor._ReadCsvRecordsFromTextFile())  # pylint: disable=protected-access
-      | 'ParseCSVLine' >> beam.ParDo(csv_decoder.ParseCSVLine(delimiter=','))
-      | 'ExtractParsedCSVLines' >> beam.Keys())
-  column_infos = beam.pvalue.AsSingleton(
-      parsed
-      | 'InferColumnTypes' >> beam.CombineGlobally(
-          csv_decoder.ColumnTypeInferrer(column_names, skip_blank_lines=True)))
-  return parsed | 'ToTFExample' >> beam.ParDo(
-      csv_executor._ParsedCsvToTfExample(), column_infos)  # pylint: disable=protected-access
-
-
-class Executor(BaseExampleGenExecutor):
-  """CsvExampleGen over the newest span_window spans."""
-
-  def GetInputSourceToExamplePTransform(self) -> beam.PTransform:
-    return _WindowCsvToExample
-
-  def Do(self, input_dict, output_dict, exec_properties) -> None:
-    super().Do(input_dict, output_dict, exec_properties)
-    # The span (and version, fingerprint) the driver resolved, on the
-    # Examples artifact itself: TFX's Kubeflow V2 entry point writes the
-    # executor's artifacts, not the driver's, into the task's ExecutorOutput,
-    # and downstream tasks (the ValidationGate's drift check) read the span
-    # there. Locally the driver already set the same values.
-    for examples in output_dict[standard_component_specs.EXAMPLES_KEY]:
-      for key in (example_gen_utils.SPAN_PROPERTY_NAME,
-                  example_gen_utils.VERSION_PROPERTY_NAME):
-        if exec_properties.get(key) is not None:
-          examples.set_int_custom_property(key, int(exec_properties[key]))
-      fingerprint = exec_properties.get(
-          example_gen_utils.FINGERPRINT_PROPERTY_NAME)
-      if fingerprint:
-        examples.set_string_custom_property(
-            example_gen_utils.FINGERPRINT_PROPERTY_NAME, fingerprint)
+  def files_to_read(self, exec_properties: Mapping[str, Any]
+                   ) -> List[Tuple[int, List[str]]]:
+    """(span, files) of every span of the window that exists, oldest first."""
+    return window_files(
+        exec_properties[standard_component_specs.INPUT_BASE_KEY],
+        exec_properties[SPAN_PATTERN_KEY],
+        int(exec_properties[example_gen_utils.SPAN_PROPERTY_NAME]),
+        int(exec_properties[SPAN_WINDOW_KEY]))

@@ -1,4 +1,9 @@
-"""ValidationGate: fails the run before Transform on anomalies or drift.
+"""ValidationGate: fails the run before Transform on lost rows, anomalies or drift.
+
+It first checks that every row read is in the splits (rows in == rows used,
+leantfx/row_counts.py): the rows ExampleGen read per file, the rows the
+pre-flight counted per file when the command ran one, and the examples the
+statistics count must agree, or the run stops naming the files.
 
 TFX's ExampleValidator only records anomalies; this component turns them
 into a stop. It also measures drift against the previous validated span with
@@ -36,12 +41,13 @@ and nothing is kept in the folder.
 """
 import json
 import posixpath
-from typing import Optional, Sequence
+from typing import Mapping, Optional, Sequence
 
 from tfx import types
 from tfx.dsl.components.base import base_component
 from tfx.dsl.components.base import executor_spec
 
+from leantfx import row_counts
 from leantfx.components.validation_gate import executor
 from leantfx.components.validation_gate import spec as spec_lib
 
@@ -62,7 +68,7 @@ class ValidationGate(base_component.BaseComponent):
     report: DataValidationReport with report.txt, report.json and (when the
       span passed) the train split's statistics for the next span's drift
       check. Custom properties: span, passed, blocking_anomalies,
-      allowed_anomalies, drift_baseline_span.
+      allowed_anomalies, drift_baseline_span, rows_read, rows_used.
   """
 
   SPEC_CLASS = spec_lib.ValidationGateSpec
@@ -75,7 +81,8 @@ class ValidationGate(base_component.BaseComponent):
                anomalies: types.BaseChannel,
                allow_anomalies: Sequence[str] = (),
                check_drift: bool = True,
-               baseline_dir: Optional[str] = None):
+               baseline_dir: Optional[str] = None,
+               expected_rows: Optional[Mapping[str, int]] = None):
     """Builds the component.
 
     Args:
@@ -87,6 +94,8 @@ class ValidationGate(base_component.BaseComponent):
       check_drift: compare with the previous validated span.
       baseline_dir: the drift baseline folder (``baseline_dir()``; see the
         module docstring); None with check_drift off.
+      expected_rows: {span-N/file: rows} the pre-flight counted, or None
+        when no pre-flight ran (a compiled pipeline).
     """
     component_spec = spec_lib.ValidationGateSpec(
         examples=examples,
@@ -96,5 +105,7 @@ class ValidationGate(base_component.BaseComponent):
         allow_anomalies=json.dumps(sorted(allow_anomalies)),
         check_drift=int(check_drift),
         baseline_dir=baseline_dir,
+        expected_rows=(None if expected_rows is None else
+                       row_counts.encode(expected_rows)),
         report=types.Channel(type=spec_lib.DataValidationReport))
     super().__init__(spec=component_spec)

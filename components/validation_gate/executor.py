@@ -11,6 +11,7 @@ The previous spans' statistics come from the baseline folder
 (``baseline_dir``), where a passing gate also keeps its span's statistics;
 component.py says why it is a folder.
 """
+import dataclasses
 import json
 import os
 
@@ -28,6 +29,8 @@ from tfx.utils import io_utils
 import tensorflow_data_validation as tfdv
 from tensorflow_metadata.proto.v0 import anomalies_pb2
 
+from leantfx import columns
+from leantfx import row_counts
 from leantfx import spans
 from leantfx.components.validation_gate import checks
 from leantfx.components.validation_gate import spec as spec_lib
@@ -121,6 +124,50 @@ def keep_baseline(baseline_dir: str, span: int, statistics: bytes) -> bool:
   return True
 
 
+def as_written(rows: List[checks.AnomalyRow],
+               examples: types.Artifact) -> List[checks.AnomalyRow]:
+  """Rows naming each renamed column as written, its feature key after it.
+
+  The statistics and anomalies name features by their keys
+  (leantfx/columns.py); ExampleGen records the keys it gave columns whose
+  names it could not keep, so the report speaks the user's names.
+  """
+  if not examples.has_custom_property(columns.FEATURE_NAMES_PROPERTY):
+    return rows
+  names = json.loads(examples.get_string_custom_property(
+      columns.FEATURE_NAMES_PROPERTY))
+  return [dataclasses.replace(
+      row, feature=(f'{names[row.feature]} ({row.feature})'
+                    if row.feature in names else row.feature))
+          for row in rows]
+
+
+def check_rows(examples: types.Artifact, num_examples: Dict[str, int],
+               exec_properties: Dict[str, Any]) -> int:
+  """Stops the run unless every row read is in the splits; returns rows read.
+
+  Raises:
+    InputDataError: the rows ExampleGen read, the rows the pre-flight
+      counted and the examples in the splits differ (no anomaly allowance
+      lets a lost row through).
+  """
+  rows_by_file = {}
+  if examples.has_custom_property(row_counts.ROWS_BY_FILE_PROPERTY):
+    rows_by_file = row_counts.decode(examples.get_string_custom_property(
+        row_counts.ROWS_BY_FILE_PROPERTY))
+  expected = exec_properties.get(spec_lib.EXPECTED_ROWS_KEY)
+  expected = None if not expected else row_counts.decode(expected)
+  problem = row_counts.mismatch(rows_by_file, num_examples, expected)
+  if problem:
+    raise InputDataError(
+        f'Rows were lost between the files and the splits: {problem} '
+        'Nothing was trained. Check that every file of the span is a CSV '
+        'file the checks accept, and report this if the files are ordinary.')
+  if rows_by_file:
+    return sum(rows_by_file.values())
+  return sum((expected or num_examples).values())
+
+
 class Executor(base_executor.BaseExecutor):
   """Fails the run on anomalies; publishes the report when the span passes."""
 
@@ -148,8 +195,9 @@ class Executor(base_executor.BaseExecutor):
     if missing:
       raise ValueError(f'ExampleValidator validated splits {missing} that the '
                        f'statistics ({stats_splits}) do not have.')
-    known_span = recorded_span(
-        artifact_utils.get_single_instance(input_dict[spec_lib.EXAMPLES_KEY]))
+    examples = artifact_utils.get_single_instance(
+        input_dict[spec_lib.EXAMPLES_KEY])
+    known_span = recorded_span(examples)
     span = 0 if known_span is None else known_span
 
     rows: List[checks.AnomalyRow] = []
@@ -160,6 +208,10 @@ class Executor(base_executor.BaseExecutor):
           statistics, split).proto()
       datasets = stats_by_split[split].datasets
       num_examples[split] = int(datasets[0].num_examples) if datasets else 0
+    rows_read = check_rows(examples, num_examples, exec_properties)
+    report.set_int_custom_property(spec_lib.ROWS_READ_PROPERTY, rows_read)
+    report.set_int_custom_property(spec_lib.ROWS_USED_PROPERTY,
+                                   sum(num_examples.values()))
     rows += checks.empty_split_rows(num_examples, span, allowed)
     for split in anomaly_splits:
       rows += checks.anomaly_rows(
@@ -185,6 +237,7 @@ class Executor(base_executor.BaseExecutor):
                                 previous, schema, span, spec_lib.DRIFT_SPLIT,
                                 baseline_span, allowed)
 
+    rows = as_written(rows, examples)
     stopping = checks.blocking(rows)
     # TFX deletes a failed execution's outputs: a failing report goes where
     # it stays.

@@ -16,6 +16,8 @@ ALLOW_ANOMALIES_KEY = 'allow_anomalies'
 CHECK_DRIFT_KEY = 'check_drift'
 # The folder of the drift baselines (see component.py).
 BASELINE_DIR_KEY = 'baseline_dir'
+# {span-N/file: rows} the pre-flight counted (leantfx/row_counts.py), JSON.
+EXPECTED_ROWS_KEY = 'expected_rows'
 
 # Drift is measured on this split of the current and of the previous span.
 DRIFT_SPLIT = 'train'
@@ -37,6 +39,8 @@ PASSED_PROPERTY = 'passed'
 BLOCKING_COUNT_PROPERTY = 'blocking_anomalies'
 ALLOWED_COUNT_PROPERTY = 'allowed_anomalies'
 BASELINE_SPAN_PROPERTY = 'drift_baseline_span'
+ROWS_READ_PROPERTY = 'rows_read'
+ROWS_USED_PROPERTY = 'rows_used'
 
 
 class DataValidationReport(types.Artifact):
@@ -56,6 +60,7 @@ class ValidationGateSpec(types.ComponentSpec):
       ALLOW_ANOMALIES_KEY: ExecutionParameter(type=str),
       CHECK_DRIFT_KEY: ExecutionParameter(type=int),
       BASELINE_DIR_KEY: ExecutionParameter(type=str, optional=True),
+      EXPECTED_ROWS_KEY: ExecutionParameter(type=str, optional=True),
   }
   INPUTS = {
       # Read for its span only (ExampleGen records it as a custom property).

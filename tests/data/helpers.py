@@ -1,9 +1,11 @@
-"""Shared by the data tests: the bundled rows as CsvExampleGen types them.
+"""Shared by the data tests: the bundled rows as the CSV ExampleGen types them.
 
-CsvExampleGen writes an empty CSV field as a feature with no value, an
-integer column as int64 and a number column as float; the statistics built
-here from pyarrow record batches have exactly that shape, so TFDV sees what
-it sees in the pipeline, without a Beam job per test.
+The ExampleGen (components/csv_example_gen) writes an empty CSV field as a
+feature with no value and types a column by leantfx/csv_format.py's kinds
+(int64, float or text); the statistics built here from pyarrow record batches
+have that shape, so TFDV sees what it sees in the pipeline, without a Beam
+job per test. (Text-looking labels only: a class label of digits would be
+text in the pipeline.)
 """
 import csv
 import os
@@ -14,8 +16,9 @@ import tensorflow_data_validation as tfdv
 from tensorflow_data_validation.statistics import stats_impl
 from tensorflow_metadata.proto.v0 import schema_pb2
 
-from leantfx import schemas
+from leantfx import csv_format
 from leantfx import datasets
+from leantfx import schemas
 
 
 def bundled_rows(name: str, tmp_dir: str) -> List[Dict[str, str]]:
@@ -30,19 +33,15 @@ def schema(name: str) -> schema_pb2.Schema:
 
 
 def _kind(values: Sequence[str]) -> str:
-  present = [v for v in values if v != '']
-  for cast, kind in ((int, 'int'), (float, 'float')):
-    try:
-      for v in present:
-        cast(v)
-      return kind
-    except ValueError:
-      continue
-  return 'bytes'
+  kind = None
+  for value in values:
+    if value != '':
+      kind = csv_format.widest(kind, csv_format.value_kind(value))
+  return kind or csv_format.BYTES
 
 
 def record_batch(rows: Sequence[Dict[str, str]]) -> pa.RecordBatch:
-  """Rows -> a RecordBatch typed the way CsvExampleGen types the columns."""
+  """Rows -> a RecordBatch typed the way the ExampleGen types the columns."""
   columns = list(rows[0])
   arrays = []
   for column in columns:

@@ -5,9 +5,12 @@ import os
 import numpy as np
 import pytest
 import tensorflow as tf
+from google.protobuf import text_format
 from PIL import Image
+from tensorflow_metadata.proto.v0 import schema_pb2
 
 from leantfx.cli import data_checks
+from leantfx import columns
 from leantfx import data_formats
 from leantfx import datasets
 from leantfx import schema_infer
@@ -149,3 +152,40 @@ def test_schema_infer_command_writes_a_schema(tmp_path):
   again = run_cli(['schema', 'infer', '--data-root',
                    str(tmp_path / 'data'), '--out', out])
   assert again.returncode == 2 and 'is not overwritten' in again.stderr
+
+
+def test_schema_infer_on_csv_names_keys_and_reads_labels_as_text(tmp_path):
+  # The schema must describe the examples the pipeline's ExampleGen writes:
+  # feature keys for the names a CSV holds, a class label as text.
+  span = tmp_path / 'data' / 'span-1'
+  os.makedirs(span)
+  rows = ''.join(f'{i},{i % 7}.5,{"+1" if i % 2 else "-1"}\n'
+                 for i in range(40))
+  (span / 'a.csv').write_text('id,alcohol (%),target\n' + rows)
+  out = str(tmp_path / 'schema')
+  result = run_cli(['schema', 'infer', '--data-root', str(tmp_path / 'data'),
+                    '--label', 'target', '--out', out])
+  assert result.returncode == 0, result.stderr
+  text = open(os.path.join(out, 'schema.pbtxt')).read()
+  key = columns.feature_keys(['alcohol (%)'])['alcohol (%)']
+  assert f'name: "{key}"' in text and 'alcohol (%)' not in text
+  schema = text_format.Parse(
+      '\n'.join(l for l in text.splitlines() if not l.startswith('#')),
+      schema_pb2.Schema())
+  label = next(f for f in schema.feature if f.name == 'target')
+  assert label.type == schema_pb2.BYTES  # '+1' stays '+1'.
+
+
+def test_tfrecord_features_that_cannot_be_served_are_refused(tmp_path):
+  # CSV columns get feature keys; tf.Example features keep their names, so
+  # one named 'alcohol (%)' or 'label' is refused before anything runs.
+  table = [['alcohol (%)', 'label', 'y']] + [
+      [str(i), str(i * 2), 'ab'[i % 2]] for i in range(20)]
+  os.makedirs(tmp_path / 'data' / 'span-1')
+  (tmp_path / 'data' / 'span-1' / 'x.tfrecord').write_bytes(
+      data_formats.tfrecord_bytes(data_formats.rows_to_examples(table)))
+  result = run_cli(['run', '--data-root', str(tmp_path / 'data'), '--label',
+                    'y', '--output', str(tmp_path / 'out')])
+  assert result.returncode == 2, result.stderr
+  assert "'alcohol (%)', 'label'" in result.stderr
+  assert 'Traceback' not in result.stderr

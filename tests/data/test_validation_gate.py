@@ -4,6 +4,7 @@ Statistics are real TFDV statistics of the bundled penguins rows (typed as
 CsvExampleGen types them, tests/data/helpers.py), changed one way per test;
 the anomalies come from tfdv.validate_statistics, as in ExampleValidator.
 """
+import dataclasses
 import json
 import os
 
@@ -12,6 +13,8 @@ import tensorflow_data_validation as tfdv
 from tfx.types import artifact_utils
 from tfx.types import standard_artifacts
 
+from leantfx import columns
+from leantfx import row_counts
 from leantfx.components.validation_gate import checks
 from leantfx.components.validation_gate import executor as executor_lib
 from leantfx.components.validation_gate import spec as spec_lib
@@ -243,3 +246,72 @@ def test_executor_passes_then_catches_drift_against_the_passed_span(
   assert os.listdir(baselines) == ['span-1']  # A failed span is no baseline.
 
 
+
+
+def _with_rows(inputs, rows_by_file):
+  examples = inputs[spec_lib.EXAMPLES_KEY][0]
+  examples.set_string_custom_property(row_counts.ROWS_BY_FILE_PROPERTY,
+                                      row_counts.encode(rows_by_file))
+  return inputs
+
+
+_NO_DRIFT = {spec_lib.ALLOW_ANOMALIES_KEY: '[]', spec_lib.CHECK_DRIFT_KEY: 0}
+
+
+def test_the_gate_passes_when_every_row_read_is_in_the_splits(
+    tmp_path, penguins, schema):
+  # _gate_inputs puts the rows in both splits: twice the rows are used.
+  inputs, outputs, report = _gate_inputs(tmp_path, penguins, schema, 1)
+  half = len(penguins)
+  _with_rows(inputs, {'span-1/a.csv': half, 'span-1/b.CSV': half})
+  properties = dict(_NO_DRIFT, **{spec_lib.EXPECTED_ROWS_KEY: row_counts.encode(
+      {'span-1/a.csv': half, 'span-1/b.CSV': half})})
+  executor_lib.Executor().Do(inputs, outputs, properties)
+  assert report.get_int_custom_property(spec_lib.ROWS_READ_PROPERTY) == 2 * half
+  assert report.get_int_custom_property(spec_lib.ROWS_USED_PROPERTY) == 2 * half
+
+
+def test_rows_read_but_not_in_the_splits_stop_the_run(tmp_path, penguins,
+                                                      schema):
+  inputs, outputs, _ = _gate_inputs(tmp_path, penguins, schema, 1)
+  _with_rows(inputs, {'span-1/a.csv': 2 * len(penguins) + 3})
+  with pytest.raises(InputDataError, match='Rows were lost') as raised:
+    executor_lib.Executor().Do(inputs, outputs, dict(_NO_DRIFT))
+  assert 'span-1/a.csv' in str(raised.value)
+
+
+def test_a_file_the_check_counted_but_exampleGen_skipped_stops_the_run(
+    tmp_path, penguins, schema):
+  # TFX's CsvExampleGen globbed '*.csv' and skipped 'b.CSV' without a word.
+  inputs, outputs, _ = _gate_inputs(tmp_path, penguins, schema, 1)
+  read = {'span-1/a.csv': 2 * len(penguins)}
+  _with_rows(inputs, read)
+  expected = dict(read, **{'span-1/b.CSV': 89})
+  properties = dict(_NO_DRIFT, **{
+      spec_lib.EXPECTED_ROWS_KEY: row_counts.encode(expected)})
+  with pytest.raises(InputDataError) as raised:
+    executor_lib.Executor().Do(inputs, outputs, properties)
+  assert 'span-1/b.CSV: not read vs 89' in str(raised.value)
+
+
+def test_allowing_anomalies_never_lets_lost_rows_through(tmp_path, penguins,
+                                                         schema):
+  inputs, outputs, _ = _gate_inputs(tmp_path, penguins, schema, 1)
+  properties = {spec_lib.ALLOW_ANOMALIES_KEY: json.dumps(['EMPTY_SPLIT']),
+                spec_lib.CHECK_DRIFT_KEY: 0,
+                spec_lib.EXPECTED_ROWS_KEY: row_counts.encode({'span-1': 1})}
+  with pytest.raises(InputDataError, match='Rows were lost'):
+    executor_lib.Executor().Do(inputs, outputs, properties)
+
+
+def test_the_report_names_renamed_columns_as_written():
+  examples = standard_artifacts.Examples()
+  examples.set_string_custom_property(
+      columns.FEATURE_NAMES_PROPERTY, json.dumps({'alcohol_1a2b3c': 'alcohol (%)'}))
+  row = checks.AnomalyRow(span=1, split='train', feature='alcohol_1a2b3c',
+                          kind='X', short_description='s', description='d',
+                          allowed=False)
+  other = dataclasses.replace(row, feature='plain')
+  named = executor_lib.as_written([row, other], examples)
+  assert [r.feature for r in named] == ['alcohol (%) (alcohol_1a2b3c)',
+                                        'plain']

@@ -172,12 +172,18 @@ def test_run_and_compile_build_the_same_pipeline(tmp_path, case):
   local = _local(tmp_path, opts, data)
   cluster, spec = _kubeflow(tmp_path, opts, data)
 
-  # The configs differ only in runner facts.
+  # The configs differ only in runner facts. The rows the pre-flight
+  # counted are one: a compiled pipeline reads data the command never saw.
+  assert cluster.validation.expected_rows is None
+  assert local.validation.expected_rows
+  assert dataclasses.replace(local.validation,
+                             expected_rows=None) == cluster.validation
   runner_facts = dict(pipeline_root=None, data_root=None,
                       serving_model_dir=None, metadata_path=None,
                       tflite_push_base=None, orchestration=None,
                       dataset=dataclasses.replace(local.dataset,
-                                                  schema_file=None))
+                                                  schema_file=None),
+                      validation=None)
   assert (dataclasses.replace(local, **runner_facts) ==
           dataclasses.replace(cluster, **runner_facts))
   assert local.dataset.schema_file == cluster.dataset.schema_file
@@ -190,7 +196,9 @@ def test_run_and_compile_build_the_same_pipeline(tmp_path, case):
   assert set(_oss_ids(nodes)) == set(compiled), (sorted(nodes),
                                                  sorted(compiled))
   paths = _paths(tmp_path, local, cluster)
-  runtime = {'input_base', 'range_config', 'train_args', 'span_window'}
+  runtime = {'input_base', 'range_config', 'train_args', 'span_window',
+             # The pre-flight's row count: local runs only (see above).
+             'expected_rows'}
   for node_id, node in nodes.items():
     if type(node).__name__ == 'Resolver':
       continue  # LastBlessedModel on the open-source backend (above).

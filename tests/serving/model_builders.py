@@ -204,3 +204,68 @@ def push_atomically(build, model_dir: str, version: int, *args) -> str:
   target = os.path.join(model_dir, str(version))
   os.rename(tmp, target)
   return target
+
+
+# Model input keys of four raw columns, as the pipeline names the columns it
+# renames (the last, 'age', is a plain identifier and keeps its name).
+COLUMN_KEYS = ('alcohol_x1', 'groesse_x2', 'a_b_q_x3', 'age')
+
+
+def columns_keras_model():
+  """A tf_keras model: four float [None] columns, named by COLUMN_KEYS ->
+  probabilities [None, 3]; each column has its own weights, so swapping two
+  columns changes the answer."""
+  import tf_keras  # pylint: disable=g-import-not-at-top
+  inputs = {key: tf_keras.Input(shape=(), name=key) for key in COLUMN_KEYS}
+  stacked = tf_keras.layers.Lambda(
+      lambda columns: tf.stack([columns[k] for k in COLUMN_KEYS], axis=1))(
+          inputs)
+  dense = tf_keras.layers.Dense(3, activation='softmax', name='probabilities')
+  outputs = dense(stacked)
+  # Rows that differ by more than a constant: softmax ignores a constant.
+  dense.set_weights([
+      np.array([[1.0, -0.5, 0.2], [-0.7, 0.9, 0.1], [0.3, 0.4, -1.1],
+                [0.6, -0.8, 0.5]], np.float32),
+      np.array([0.1, -0.2, 0.3], np.float32)])
+  return tf_keras.Model(inputs, outputs)
+
+
+class _Columns(tf.Module):
+  """serving_default on the raw columns, predict_examples on tf.Examples."""
+
+  def __init__(self, keras_model):
+    super().__init__()
+    self.model = keras_model
+
+  @tf.function(input_signature=[{
+      key: tf.TensorSpec([None], tf.float32, key) for key in COLUMN_KEYS}])
+  def serve(self, columns):
+    return {'probabilities': self.model(columns)}
+
+  @tf.function(input_signature=[tf.TensorSpec([None], tf.string, 'examples')])
+  def predict_examples(self, examples):
+    columns = tf.io.parse_example(
+        examples, {key: tf.io.FixedLenFeature([], tf.float32)
+                   for key in COLUMN_KEYS})
+    return {'probabilities': self.model(columns)}
+
+
+def columns_saved_model(path: str, keras_model) -> str:
+  """serving_default: COLUMN_KEYS float [None] -> probabilities [None, 3];
+  predict_examples: examples string [None] (features COLUMN_KEYS) -> the
+  same."""
+  module = _Columns(keras_model)
+  tf.saved_model.save(module, path, signatures={
+      'serving_default': module.serve,
+      'predict_examples': module.predict_examples})
+  return path
+
+
+def columns_tflite(saved_model_dir: str, path: str) -> str:
+  """<path>/model.tflite of the SavedModel's serving_default (float)."""
+  converter = tf.lite.TFLiteConverter.from_saved_model(
+      saved_model_dir, signature_keys=['serving_default'])
+  os.makedirs(path, exist_ok=True)
+  with open(os.path.join(path, 'model.tflite'), 'wb') as f:
+    f.write(converter.convert())
+  return path

@@ -1,0 +1,222 @@
+"""Executor of leantfx's CsvExampleGen: a span's CSV files as tf.Examples.
+
+TFX's driver resolves the newest span (or the pinned one) and its
+fingerprint as for any FileBasedExampleGen. Then:
+
+1. ``scan_files`` reads every file once (leantfx/csv_format.py): the header
+   (the same in every file), the rows per file and each column's kind over
+   all files, so a column has one type in the whole span;
+2. the Beam stage encodes each file's records (csv_format.encode_batch,
+   tfx_bsl's RecordBatchToExamplesEncoder) under the columns' feature keys
+   (leantfx/columns.py): numbers as int64/float, text exactly as written
+   (the label of a classification and categorical columns always as text);
+3. TFX's base executor splits them by hash (4:1 by default) and writes them;
+4. the Examples artifact records the span, the rows read per file and in all
+   (leantfx/row_counts.py), which the ValidationGate checks against the
+   splits before anything trains, and the names as written of the columns
+   whose feature key differs (``feature_names``), which its report uses.
+"""
+import json
+import os
+from typing import Any, Dict, Iterable, List, Mapping, Sequence, Tuple
+
+import apache_beam as beam
+import pyarrow as pa
+from tfx.components.example_gen import utils as example_gen_utils
+from tfx.components.example_gen.base_example_gen_executor import BaseExampleGenExecutor
+from tfx.dsl.io import fileio
+from tfx.proto import example_gen_pb2
+from tfx.types import standard_component_specs
+from tfx.utils import proto_utils
+from tfx_bsl.coders import example_coder
+
+from leantfx import columns as columns_lib
+from leantfx import csv_format
+from leantfx import row_counts
+from leantfx import spans
+from leantfx.components.csv_example_gen import options as options_lib
+from leantfx.errors import InputDataError
+
+# What Do learnt from the scan, handed to the Beam stage (this execution only).
+_PLAN_KEY = '_leantfx_csv_plan'
+
+
+def span_dir_of(exec_properties: Mapping[str, Any]) -> str:
+  """The folder of the span the driver resolved (its pattern's folder)."""
+  input_config = example_gen_pb2.Input()
+  proto_utils.json_to_proto(
+      exec_properties[standard_component_specs.INPUT_CONFIG_KEY], input_config)
+  pattern = input_config.splits[0].pattern
+  return os.path.dirname(os.path.join(
+      exec_properties[standard_component_specs.INPUT_BASE_KEY], pattern))
+
+
+def span_files(span_dir: str) -> List[str]:
+  """A span's CSV files (leantfx/spans.py's rule); refuses anything else.
+
+  Raises:
+    InputDataError: the span holds entries that are not CSV files, or none.
+  """
+  files, others = spans.csv_entries(span_dir, fileio.listdir, fileio.isdir)
+  if others:
+    raise InputDataError(
+        f'Span folder {span_dir} holds entries that are not CSV files: '
+        f'{", ".join(repr(o) for o in others[:10])}. Every data entry of a '
+        'span must be a .csv file (any case); move the others out of the '
+        'span folder.')
+  if not files:
+    raise InputDataError(f'Span folder {span_dir} holds no .csv file.')
+  return files
+
+
+def scan_files(files: Sequence[str],
+               options: options_lib.CsvReadOptions) -> Dict[str, Any]:
+  """Reads every file once: header, rows per file and column kinds.
+
+  Args:
+    files: the CSV files, all with the same header.
+    options: which columns are read as text.
+
+  Returns:
+    {'header': [...], 'kinds': {column: kind or None}, 'rows': {path: n}}.
+
+  Raises:
+    InputDataError: a file whose header differs from the first, a record
+      that is not valid CSV, a classification label left empty.
+  """
+  header = None
+  kinds: Dict[str, Any] = {}
+  rows = {}
+  for path in files:
+    with fileio.open(path, 'rb'):
+      pass  # Fails early, with the path, when the file cannot be opened.
+    columns = csv_format.read_header(path)
+    if header is None:
+      header = columns
+      _check_header(path, header, options)
+    elif columns != header:
+      raise InputDataError(
+          f'{path}: its header {columns} differs from that of {files[0]} '
+          f'({header}). Every file of a span needs the same header line.')
+    count = 0
+    for batch in _batches(path, header):
+      count += batch.num_rows
+      kinds = csv_format.merge_kinds(
+          kinds, csv_format.batch_kinds(batch, skip=options.text_columns))
+      if options.label_as_text:
+        missing = batch.column(options.label).null_count
+        if missing:
+          raise InputDataError(
+              f'{path}: {missing} row(s) have no value in the label column '
+              f'{options.label!r}. Every row needs a label: fill them in or '
+              'delete those rows.')
+    rows[path] = count
+  for name in options.text_columns:
+    kinds[name] = csv_format.BYTES
+  return {'header': header, 'kinds': kinds, 'rows': rows}
+
+
+def _check_header(path: str, header: Sequence[str],
+                  options: options_lib.CsvReadOptions) -> None:
+  absent = [c for c in (options.label,) + tuple(options.text_columns)
+            if c not in header]
+  if absent:
+    raise InputDataError(
+        f'{path}: column(s) {absent} are not in the header {list(header)}.')
+  try:
+    columns_lib.feature_keys(header)
+  except ValueError as e:
+    raise InputDataError(f'{path}: {e}') from e
+
+
+def _batches(path: str, header: Sequence[str]) -> Iterable[pa.RecordBatch]:
+  try:
+    yield from csv_format.batches(path, header)
+  except pa.ArrowInvalid as e:
+    raise InputDataError(
+        f'{path}: not valid CSV ({e}). Run `leantfx run` on the data for the '
+        'file and line.') from e
+
+
+class _EncodeFile(beam.DoFn):
+  """A CSV file's records -> serialized tf.Examples."""
+
+  def __init__(self, plan: Mapping[str, Any],
+               options: options_lib.CsvReadOptions):
+    self._plan = plan
+    self._options = options
+    self._encoder = None
+    self._keys = columns_lib.feature_keys(plan['header'])
+
+  def setup(self):
+    self._encoder = example_coder.RecordBatchToExamplesEncoder()
+
+  def process(self, path: str) -> Iterable[bytes]:
+    for batch in _batches(path, self._plan['header']):
+      yield from csv_format.encode_batch(
+          batch, self._plan['kinds'], self._keys, self._encoder,
+          strip_column=(self._options.label
+                        if self._options.normalize_labels else None))
+
+
+@beam.ptransform_fn
+@beam.typehints.with_input_types(beam.Pipeline)
+@beam.typehints.with_output_types(bytes)
+def _CsvToExamples(pipeline: beam.Pipeline, exec_properties: Dict[str, Any],
+                   split_pattern: str) -> beam.pvalue.PCollection:
+  """The planned files' records as serialized tf.Examples."""
+  del split_pattern  # Do resolved the files (one span, or a window of them).
+  plan = json.loads(exec_properties[_PLAN_KEY])
+  options = options_lib.from_exec_properties(exec_properties)
+  files = sorted(plan['rows'])
+  return (pipeline
+          | 'Files' >> beam.Create(files)
+          # One file per worker bundle: files are encoded side by side.
+          | 'Spread' >> beam.Reshuffle()
+          | 'Encode' >> beam.ParDo(_EncodeFile(plan, options)))
+
+
+class Executor(BaseExampleGenExecutor):
+  """Reads the resolved span's CSV files (see the module docstring)."""
+
+  def GetInputSourceToExamplePTransform(self) -> beam.PTransform:
+    return _CsvToExamples
+
+  def files_to_read(self, exec_properties: Mapping[str, Any]
+                   ) -> List[Tuple[int, List[str]]]:
+    """(span, files) of every span to read; here the resolved span only."""
+    span = int(exec_properties.get(example_gen_utils.SPAN_PROPERTY_NAME) or 0)
+    return [(span, span_files(span_dir_of(exec_properties)))]
+
+  def Do(self, input_dict, output_dict, exec_properties) -> None:
+    options = options_lib.from_exec_properties(exec_properties)
+    files = [path for _, paths in self.files_to_read(exec_properties)
+             for path in paths]
+    plan = scan_files(files, options)
+    properties = dict(exec_properties)
+    properties[_PLAN_KEY] = json.dumps(plan)
+    super().Do(input_dict, output_dict, properties)
+    rows = row_counts.by_name(plan['rows'])
+    for examples in output_dict[standard_component_specs.EXAMPLES_KEY]:
+      # The span (and version, fingerprint) the driver resolved, on the
+      # artifact itself: TFX's Kubeflow V2 entry point publishes the
+      # executor's artifacts, not the driver's, and the ValidationGate reads
+      # the span there.
+      for key in (example_gen_utils.SPAN_PROPERTY_NAME,
+                  example_gen_utils.VERSION_PROPERTY_NAME):
+        if exec_properties.get(key) is not None:
+          examples.set_int_custom_property(key, int(exec_properties[key]))
+      fingerprint = exec_properties.get(
+          example_gen_utils.FINGERPRINT_PROPERTY_NAME)
+      if fingerprint:
+        examples.set_string_custom_property(
+            example_gen_utils.FINGERPRINT_PROPERTY_NAME, fingerprint)
+      examples.set_int_custom_property(row_counts.ROWS_READ_PROPERTY,
+                                       sum(rows.values()))
+      examples.set_string_custom_property(row_counts.ROWS_BY_FILE_PROPERTY,
+                                          row_counts.encode(rows))
+      renamed = columns_lib.renamed(plan['header'])
+      if renamed:
+        examples.set_string_custom_property(
+            columns_lib.FEATURE_NAMES_PROPERTY,
+            json.dumps(renamed, ensure_ascii=False, sort_keys=True))

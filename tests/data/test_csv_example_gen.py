@@ -1,0 +1,178 @@
+"""leantfx's CsvExampleGen executor, run for real on small spans (Beam Direct)."""
+import gzip
+import json
+import os
+
+import pytest
+import tensorflow as tf
+from tfx.proto import example_gen_pb2
+from tfx.types import standard_artifacts
+from tfx.utils import proto_utils
+
+from leantfx import columns
+from leantfx import input_checks
+from leantfx import row_counts
+from leantfx.components.csv_example_gen import executor
+from leantfx.components.csv_example_gen import options as options_lib
+from leantfx.errors import InputDataError
+
+
+def _write(path, text):
+  os.makedirs(os.path.dirname(path), exist_ok=True)
+  with open(path, 'w', newline='') as f:
+    f.write(text)
+
+
+def _run(tmp_path, data_root, read_options, span=1):
+  """Runs the executor on span ``span``; returns (artifact, examples)."""
+  output = standard_artifacts.Examples()
+  output.uri = str(tmp_path / 'out')
+  properties = {
+      'input_base': str(data_root),
+      'input_config': proto_utils.proto_to_json(example_gen_pb2.Input(splits=[
+          example_gen_pb2.Input.Split(name='single_split',
+                                      pattern=f'span-{span}/*')])),
+      'output_config': proto_utils.proto_to_json(example_gen_pb2.Output(
+          split_config=example_gen_pb2.SplitConfig(splits=[
+              example_gen_pb2.SplitConfig.Split(name='train', hash_buckets=4),
+              example_gen_pb2.SplitConfig.Split(name='eval', hash_buckets=1),
+          ]))),
+      'output_data_format': example_gen_pb2.FORMAT_TF_EXAMPLE,
+      'output_file_format': example_gen_pb2.FORMAT_TFRECORDS_GZIP,
+      'custom_config': proto_utils.proto_to_json(
+          options_lib.custom_config(read_options)),
+      'span': span,
+  }
+  executor.Executor().Do({}, {'examples': [output]}, properties)
+  examples = []
+  for split in ('train', 'eval'):
+    folder = os.path.join(output.uri, f'Split-{split}')
+    for name in sorted(os.listdir(folder)):
+      with gzip.open(os.path.join(folder, name), 'rb') as f:
+        data = f.read()
+      path = str(tmp_path / 'plain.tfrecord')
+      with open(path, 'wb') as f:
+        f.write(data)
+      examples += [tf.train.Example.FromString(r.numpy())
+                   for r in tf.data.TFRecordDataset(path)]
+  return output, examples
+
+
+def _values(example, key):
+  feature = example.features.feature[key]
+  kind = feature.WhichOneof('kind')
+  return kind, list(getattr(feature, kind).value) if kind else []
+
+
+_HEADER = 'label,alcohol (%),"a,b ""q""",colour,zip,target (y)\n'
+
+
+@pytest.fixture
+def span(tmp_path):
+  root = tmp_path / 'data'
+  _write(str(root / 'span-1' / 'a.csv'),
+         _HEADER + '1,12.5,x,red,01,+1\n2,,"two\nlines",blue,02,-1\n')
+  # A Windows export: the upper-case extension is data too.
+  _write(str(root / 'span-1' / 'b.CSV'),
+         _HEADER + '3,13,"c, d",,10,01\n4,14.25,e,red,03,+1\n\n')
+  return root
+
+
+@pytest.mark.unit
+def test_every_row_of_every_csv_file_is_read_and_counted(tmp_path, span):
+  options = options_lib.CsvReadOptions(label='target (y)',
+                                       categorical_columns=('zip',))
+  artifact, examples = _run(tmp_path, span, options)
+  assert len(examples) == 4
+  assert artifact.get_int_custom_property(row_counts.ROWS_READ_PROPERTY) == 4
+  assert row_counts.decode(artifact.get_string_custom_property(
+      row_counts.ROWS_BY_FILE_PROPERTY)) == {'span-1/a.csv': 2,
+                                            'span-1/b.CSV': 2}
+  assert artifact.get_int_custom_property('span') == 1
+  renamed = json.loads(artifact.get_string_custom_property(
+      columns.FEATURE_NAMES_PROPERTY))
+  assert sorted(renamed.values()) == ['a,b "q"', 'alcohol (%)', 'label',
+                                      'target (y)']
+  # The pre-flight counts the same rows per file, by the same file rule.
+  profile = input_checks.profile_csv_data_root(
+      str(span), 'target (y)', categorical_columns=['zip'])
+  assert profile.rows_by_file == row_counts.decode(
+      artifact.get_string_custom_property(row_counts.ROWS_BY_FILE_PROPERTY))
+
+
+@pytest.mark.unit
+def test_labels_and_categories_as_written_under_feature_keys(tmp_path, span):
+  options = options_lib.CsvReadOptions(label='target (y)',
+                                       categorical_columns=('zip',))
+  _, examples = _run(tmp_path, span, options)
+  keys = columns.feature_keys(
+      ['label', 'alcohol (%)', 'a,b "q"', 'colour', 'zip', 'target (y)'])
+  by_id = {_values(e, keys['label'])[1][0]: e for e in examples}
+  assert sorted(by_id) == [1, 2, 3, 4]
+  assert {_values(e, keys['target (y)'])[1][0] for e in examples} == {
+      b'+1', b'-1', b'01'}
+  assert _values(by_id[1], keys['zip']) == ('bytes_list', [b'01'])
+  assert _values(by_id[3], keys['zip']) == ('bytes_list', [b'10'])
+  assert _values(by_id[2], keys['a,b "q"']) == ('bytes_list', [b'two\nlines'])
+  assert _values(by_id[3], keys['a,b "q"']) == ('bytes_list', [b'c, d'])
+  # A float column; a missing value is an empty list.
+  assert _values(by_id[4], keys['alcohol (%)']) == ('float_list', [14.25])
+  assert _values(by_id[2], keys['alcohol (%)'])[1] == []
+  assert _values(by_id[3], keys['colour'])[1] == []
+  for example in examples:
+    assert set(example.features.feature) == set(keys.values())
+
+
+@pytest.mark.unit
+def test_normalize_labels_strips_them(tmp_path):
+  root = tmp_path / 'data'
+  _write(str(root / 'span-1' / 'a.csv'), 'x,y\n1, a \n2,b\n3,a\n')
+  _, examples = _run(tmp_path, root, options_lib.CsvReadOptions(
+      label='y', normalize_labels=True))
+  assert sorted(_values(e, 'y')[1][0] for e in examples) == [b'a', b'a', b'b']
+
+
+@pytest.mark.unit
+def test_a_regression_label_is_a_number(tmp_path):
+  root = tmp_path / 'data'
+  _write(str(root / 'span-1' / 'a.csv'), 'x,y\n1,0.5\n2,1.5\n')
+  _, examples = _run(tmp_path, root, options_lib.CsvReadOptions(
+      label='y', label_as_text=False))
+  assert sorted(_values(e, 'y')[1][0] for e in examples) == [0.5, 1.5]
+
+
+@pytest.mark.unit
+def test_refuses_a_span_with_other_entries(tmp_path):
+  root = tmp_path / 'data'
+  _write(str(root / 'span-1' / 'a.csv'), 'x,y\n1,a\n')
+  _write(str(root / 'span-1' / 'notes.txt'), 'hello')
+  with pytest.raises(InputDataError, match="'notes.txt'"):
+    _run(tmp_path, root, options_lib.CsvReadOptions(label='y'))
+
+
+@pytest.mark.unit
+def test_refuses_files_with_different_headers(tmp_path):
+  root = tmp_path / 'data'
+  _write(str(root / 'span-1' / 'a.csv'), 'x,y\n1,a\n')
+  _write(str(root / 'span-1' / 'b.csv'), 'x,z,y\n1,2,a\n')
+  with pytest.raises(InputDataError, match='differs from that of'):
+    _run(tmp_path, root, options_lib.CsvReadOptions(label='y'))
+
+
+@pytest.mark.unit
+def test_refuses_a_missing_class_label(tmp_path):
+  root = tmp_path / 'data'
+  _write(str(root / 'span-1' / 'a.csv'), 'x,y\n1,a\n2,\n')
+  with pytest.raises(InputDataError, match='no value in the label column'):
+    _run(tmp_path, root, options_lib.CsvReadOptions(label='y'))
+
+
+@pytest.mark.unit
+def test_options_round_trip_through_custom_config():
+  options = options_lib.CsvReadOptions(label='a b', label_as_text=False,
+                                       categorical_columns=('c', 'd'),
+                                       normalize_labels=True)
+  packed = proto_utils.proto_to_json(options_lib.custom_config(options))
+  assert options_lib.from_exec_properties(
+      {'custom_config': packed}) == options
+  assert json.loads(packed)
