@@ -30,8 +30,14 @@ os.environ.setdefault('TF_ENABLE_ONEDNN_OPTS', '1')
 # one long file running alone at the end.
 SLOW_FILES_LONGEST_FIRST = (
     'tests/e2e/test_pipeline_e2e.py',
+    # Every compiled task, two spans in a row: about 8 minutes beside other
+    # tests (2026-12-06).
+    'tests/orchestration/test_kfp_two_runs.py',
     # One MobileNetV2 run: 402 s on an idle machine (2026-12-04).
     'tests/e2e/test_image_model_e2e.py',
+    # A default run with the optimizer, then a server per runtime: 268 s
+    # beside another test file (2026-12-06).
+    'tests/e2e/test_users_csv_e2e.py',
     'tests/orchestration/test_watch_e2e.py',
     'tests/data/test_data_e2e.py',
     'tests/e2e/test_portable_e2e.py',
@@ -43,6 +49,8 @@ SLOW_FILES_LONGEST_FIRST = (
     'tests/optimize/test_raw_runtimes.py',
     'tests/orchestration/test_kfp_span_window.py',
     'tests/e2e/test_regression_e2e.py',
+    # Two generated spans through `leantfx run --no-optimize` (2026-12-06).
+    'tests/e2e/test_generated_spans_e2e.py',
 )
 
 
