@@ -204,8 +204,13 @@ def encode_batch(batch: pa.RecordBatch, kinds: Mapping[str, Optional[str]],
   Returns:
     One serialized tf.Example per row, features under their keys: numbers
     as int64 or float, text as bytes exactly as written; a missing value is
-    an empty list.
+    an empty list. The bytes are protobuf's deterministic serialization
+    (features sorted by key): the encoder writes its map in an order that
+    changes from process to process, and ExampleGen's hash split, Augment's
+    seeds and the runners' comparisons need the same bytes for the same row.
   """
+  # Lazy: the CLI's checks import this module before TensorFlow loads.
+  from tensorflow.core.example import example_pb2  # pylint: disable=g-import-not-at-top
   arrays, names = [], []
   for i, name in enumerate(batch.schema.names):
     kind = kinds.get(name)
@@ -225,7 +230,10 @@ def encode_batch(batch: pa.RecordBatch, kinds: Mapping[str, Optional[str]],
                         pa.float32())
     arrays.append(_list_array(values, present))
     names.append(keys[name])
-  return encoder.encode(pa.RecordBatch.from_arrays(arrays, names))
+  parse = example_pb2.Example.FromString
+  return [parse(record).SerializeToString(deterministic=True)
+          for record in encoder.encode(
+              pa.RecordBatch.from_arrays(arrays, names))]
 
 
 def span_kinds(files: Sequence[str], header: Sequence[str],

@@ -63,3 +63,18 @@ def test_array_kind_and_numbers_agree_with_python_value_by_value(values):
 ])
 def test_array_kind_examples(values, kind):
   assert csv_format.array_kind(pa.array(values, pa.string())) == kind
+
+
+@pytest.mark.unit
+def test_encoded_examples_are_protobufs_deterministic_bytes(tmp_path):
+  # tfx_bsl's encoder writes the feature map in an order that changes from
+  # process to process; the same row must give the same bytes in every run
+  # (ExampleGen's hash split, Augment's seeds, the runners' comparisons).
+  from tensorflow.core.example import example_pb2  # pylint: disable=g-import-not-at-top
+  path = tmp_path / 'a.csv'
+  path.write_text('b,a,d,c\n1,x,2.5,\n3,y,,z\n')
+  records = list(csv_format.encode_files([str(path)], text_columns=('a',)))
+  assert len(records) == 2
+  for record in records:
+    assert record == example_pb2.Example.FromString(record).SerializeToString(
+        deterministic=True)
