@@ -1,18 +1,14 @@
 """What the CSV ExampleGen needs to know of the columns, as custom_config.
 
-The options travel in FileBasedExampleGen's ``custom_config`` (a Struct
-packed in an Any, as ImageExampleGen's settings do), so they are ordinary
-execution properties on every runner, the compiled Kubeflow spec included.
+The options travel in FileBasedExampleGen's ``custom_config``
+(components/example_gen_config.py), as ImageExampleGen's settings do.
 """
 import dataclasses
 from typing import Any, Mapping, Tuple
 
-from google.protobuf import any_pb2
-from google.protobuf import json_format
-from google.protobuf import struct_pb2
 from tfx.proto import example_gen_pb2
-from tfx.types import standard_component_specs
-from tfx.utils import proto_utils
+
+from leantfx.components import example_gen_config
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,10 +45,7 @@ def custom_config(options: CsvReadOptions) -> example_gen_pb2.CustomConfig:
   """Packs the options into ExampleGen's custom_config."""
   values = dataclasses.asdict(options)
   values['categorical_columns'] = list(options.categorical_columns)
-  struct = json_format.ParseDict(values, struct_pb2.Struct())
-  packed = any_pb2.Any()
-  packed.Pack(struct)
-  return example_gen_pb2.CustomConfig(custom_config=packed)
+  return example_gen_config.pack(values)
 
 
 def from_exec_properties(exec_properties: Mapping[str, Any]) -> CsvReadOptions:
@@ -61,13 +54,5 @@ def from_exec_properties(exec_properties: Mapping[str, Any]) -> CsvReadOptions:
   Raises:
     ValueError: no custom_config, or not one that ``custom_config`` packed.
   """
-  raw = exec_properties.get(standard_component_specs.CUSTOM_CONFIG_KEY)
-  if not raw:
-    raise ValueError('The CSV ExampleGen needs a custom_config naming the '
-                     'label column.')
-  custom = example_gen_pb2.CustomConfig()
-  proto_utils.json_to_proto(raw, custom)
-  struct = struct_pb2.Struct()
-  if not custom.custom_config.Unpack(struct):
-    raise ValueError('The CSV ExampleGen custom_config must hold a Struct.')
-  return CsvReadOptions(**json_format.MessageToDict(struct))
+  return CsvReadOptions(**example_gen_config.unpack(
+      exec_properties, 'The CSV ExampleGen'))

@@ -1,26 +1,20 @@
 """ImageExampleGen: a FileBasedExampleGen for span-N/<class name>/*.png|jpg."""
 from typing import Optional
 
-from google.protobuf import any_pb2
-from google.protobuf import json_format
-from google.protobuf import struct_pb2
 from tfx import v1 as tfx
 from tfx.components.example_gen.component import FileBasedExampleGen
 from tfx.dsl.components.base import executor_spec
 from tfx.proto import example_gen_pb2
 
 from leantfx import spans
+from leantfx.components import example_gen_config
 from leantfx.components.image_example_gen import decode
 from leantfx.components.image_example_gen import executor
 
 
 def custom_config(settings: decode.ImageSettings) -> example_gen_pb2.CustomConfig:
   """Packs ImageSettings into ExampleGen's custom_config (a Struct in an Any)."""
-  struct = json_format.ParseDict(
-      {k: v for k, v in settings.__dict__.items()}, struct_pb2.Struct())
-  packed = any_pb2.Any()
-  packed.Pack(struct)
-  return example_gen_pb2.CustomConfig(custom_config=packed)
+  return example_gen_config.pack(dict(settings.__dict__))
 
 
 class ImageExampleGen(FileBasedExampleGen):

@@ -14,17 +14,14 @@ from typing import Any, Dict, List
 import apache_beam as beam
 import tensorflow as tf
 from absl import logging
-from google.protobuf import json_format
-from google.protobuf import struct_pb2
 from tfx import types
 from tfx.components.example_gen import base_example_gen_executor
 from tfx.dsl.io import fileio
-from tfx.proto import example_gen_pb2
 from tfx.types import artifact_utils
 from tfx.types import standard_component_specs
 from tfx.utils import io_utils
-from tfx.utils import proto_utils
 
+from leantfx.components import example_gen_config
 from leantfx.components.image_example_gen import decode
 
 REPORT_FILE = 'image_ingestion.json'
@@ -38,16 +35,7 @@ _MAX_NAMED_FILES = 10
 def settings_from_exec_properties(
     exec_properties: Dict[str, Any]) -> decode.ImageSettings:
   """Reads ImageSettings from the custom_config (a packed Struct)."""
-  raw = exec_properties.get(standard_component_specs.CUSTOM_CONFIG_KEY)
-  if not raw:
-    raise ValueError('ImageExampleGen needs a custom_config with the image '
-                     'height, width and channels.')
-  custom = example_gen_pb2.CustomConfig()
-  proto_utils.json_to_proto(raw, custom)
-  struct = struct_pb2.Struct()
-  if not custom.custom_config.Unpack(struct):
-    raise ValueError('ImageExampleGen custom_config must hold a Struct.')
-  values = json_format.MessageToDict(struct)
+  values = example_gen_config.unpack(exec_properties, 'ImageExampleGen')
   for key in ('height', 'width', 'channels'):
     if key in values:
       values[key] = int(values[key])

@@ -189,3 +189,19 @@ def test_tfrecord_features_that_cannot_be_served_are_refused(tmp_path):
   assert result.returncode == 2, result.stderr
   assert "'alcohol (%)', 'label'" in result.stderr
   assert 'Traceback' not in result.stderr
+
+
+def test_image_settings_round_trip_through_custom_config():
+  # pylint: disable=g-import-not-at-top
+  from tfx.utils import proto_utils
+  from leantfx.components.image_example_gen import component
+  from leantfx.components.image_example_gen import executor
+  # pylint: enable=g-import-not-at-top
+  settings = decode.ImageSettings(height=8, width=6, channels=3,
+                                  image_feature='image',
+                                  label_feature='digit', bad_images='skip')
+  packed = proto_utils.proto_to_json(component.custom_config(settings))
+  assert executor.settings_from_exec_properties(
+      {'custom_config': packed}) == settings
+  with pytest.raises(ValueError, match='ImageExampleGen needs a custom_config'):
+    executor.settings_from_exec_properties({})
