@@ -65,7 +65,8 @@ def _run(args: argparse.Namespace, output: str, log_path: str,
   build.preflight_local_trainer(config.training)
   record.update(dataset=config.dataset.name, data_root=data.data_root,
                 data_format=data.data_format, span=data.profile.span,
-                rows=data.profile.num_rows,
+                # What the checks counted; the run adds read and used.
+                rows={'checked': data.profile.num_rows},
                 task=data.task.task, task_reason=data.task.reason,
                 task_requested=data.task.requested,
                 pipeline_name=config.pipeline_name,
@@ -93,7 +94,9 @@ def _run(args: argparse.Namespace, output: str, log_path: str,
   summary = run_summary.summarize(config.metadata_path, config.pipeline_name,
                                   since_ms)
   _print_summary(summary, config, time.monotonic() - started, log_path)
-  record.update(summary_lib.run_record(summary, config))
+  facts = summary_lib.run_record(summary, config)
+  facts['rows'] = dict(record['rows'], **(facts['rows'] or {}))
+  record.update(facts)
   return summary_lib.STATUS_EXIT_CODES[record['status']]
 
 

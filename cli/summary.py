@@ -293,7 +293,8 @@ def run_record(summary, config) -> Dict[str, Any]:
     config: the run's PipelineConfig.
 
   Returns:
-    status, task, rows (read and used), metrics (every overall TFMA metric
+    status, task, rows ({'read': rows in the files, 'used': rows in the
+    splits}, or None before the gate ran), metrics (every overall TFMA metric
     of the candidate), accuracy, example_count, blessed, pushed_path,
     reused_version,
     per-node execution states and ids, and the TFLite push when there was one.

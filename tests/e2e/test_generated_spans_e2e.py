@@ -50,7 +50,7 @@ def test_a_generated_span_is_refused_or_served_in_its_own_names(
   assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
   with open(record) as f:
     facts = json.load(f)
-  assert facts['rows'] == {'read': total, 'used': total}
+  assert facts['rows'] == {'checked': total, 'read': total, 'used': total}
   config = server_config.ServerConfig(
       rest_port=0, grpc_port=0, file_system_poll_wait_seconds=-1,
       max_num_load_retries=0, request_timeout_s=60.0)

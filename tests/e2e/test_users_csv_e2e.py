@@ -64,7 +64,8 @@ def test_every_row_is_used_and_the_run_record_says_so(run):
   assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
   with open(record) as f:
     facts = json.load(f)
-  assert facts['rows'] == {'read': len(rows), 'used': len(rows)}
+  assert facts['rows'] == {'checked': len(rows), 'read': len(rows),
+                          'used': len(rows)}
   assert f'rows: {len(rows):,} read, {len(rows):,} used' in result.stdout
   assert 'Traceback' not in result.stderr
 
