@@ -246,7 +246,9 @@ def test_compiled_optimizer_task_pushes_tflite(compiled, local_inputs,
   versions = [n for n in os.listdir(model_dir) if n.isdigit()]
   assert len(versions) == 1, os.listdir(model_dir)
   version_dir = os.path.join(model_dir, versions[0])
-  assert sorted(os.listdir(version_dir)) == ['manifest.json', 'model.tflite']
+  # The model takes the raw columns, so their names as written come along.
+  assert sorted(os.listdir(version_dir)) == [
+      'feature_names.json', 'manifest.json', 'model.tflite']
   with open(os.path.join(version_dir, 'manifest.json'), encoding='utf-8') as f:
     manifest = json.load(f)
   with open(os.path.join(version_dir, 'model.tflite'), 'rb') as f:

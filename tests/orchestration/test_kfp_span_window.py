@@ -17,6 +17,8 @@ import pytest
 import tensorflow as tf
 
 from leantfx import datasets
+from leantfx.components.csv_example_gen import executor as csv_executor
+from leantfx.components.csv_example_gen import options as csv_options
 from leantfx.components.span_window_example_gen import executor
 from leantfx.kubeflow import compiler
 from tests.helpers import run_cli
@@ -164,6 +166,8 @@ def test_a_header_change_inside_the_window_is_named(tmp_path):
   for span, header in ((1, 'x,y'), (2, 'x,z')):
     (tmp_path / f'span-{span}').mkdir()
     (tmp_path / f'span-{span}' / 'a.csv').write_text(f'{header}\n1,2\n')
-  found = executor.window_files(str(tmp_path), 'span-{SPAN}/*.csv', 2, 2)
-  with pytest.raises(ValueError, match=r'span-2/a.csv \(x,z\) differs'):
-    executor._check_headers(found)  # pylint: disable=protected-access
+  found = executor.window_files(str(tmp_path), 'span-{SPAN}/*', 2, 2)
+  files = [path for _, paths in found for path in paths]
+  with pytest.raises(ValueError, match=r"span-2/a.csv: its header \['x', 'z'\] "
+                     'differs'):
+    csv_executor.scan_files(files, csv_options.CsvReadOptions(label='x'))
