@@ -16,6 +16,7 @@ fingerprint as for any FileBasedExampleGen. Then:
    splits before anything trains, and the names as written of the columns
    whose feature key differs (``feature_names``), which its report uses.
 """
+import csv
 import json
 import os
 from typing import Any, Dict, Iterable, List, Mapping, Sequence, Tuple
@@ -90,7 +91,13 @@ def scan_files(files: Sequence[str],
   for path in files:
     with fileio.open(path, 'rb'):
       pass  # Fails early, with the path, when the file cannot be opened.
-    columns = csv_format.read_header(path)
+    try:
+      columns = csv_format.read_header(path)
+    except (UnicodeDecodeError, csv.Error) as e:
+      raise InputDataError(
+          f'{path}, line 1: the header is not UTF-8 CSV ({e}). Re-save the '
+          'file as UTF-8 CSV; `leantfx run` on the data names the problem.'
+      ) from e
     if header is None:
       header = columns
       _check_header(path, header, options)

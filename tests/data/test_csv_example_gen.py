@@ -176,3 +176,14 @@ def test_options_round_trip_through_custom_config():
   assert options_lib.from_exec_properties(
       {'custom_config': packed}) == options
   assert json.loads(packed)
+
+
+@pytest.mark.unit
+def test_a_header_that_is_not_utf8_is_a_clear_error(tmp_path):
+  # On Kubeflow no pre-flight runs before the ExampleGen: it says what is
+  # wrong itself, never with a bare UnicodeDecodeError.
+  root = tmp_path / 'data'
+  os.makedirs(root / 'span-1')
+  (root / 'span-1' / 'a.csv').write_bytes(b'x,\xe9t\xe9\n1,a\n')
+  with pytest.raises(InputDataError, match='not UTF-8 CSV'):
+    _run(tmp_path, root, options_lib.CsvReadOptions(label='x'))
