@@ -59,6 +59,9 @@ setuptools.setup(
         'matplotlib',
         # leantfx deploy ovms checks config.json against OVMS's schema.
         'jsonschema',
+        # A stopped run finds and stops every process below it
+        # (leantfx/stopping.py); tfx already needs it (through portpicker).
+        'psutil',
     ],
     extras_require={
         # pytest-xdist: `make test` runs the test files on two workers (the

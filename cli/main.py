@@ -7,7 +7,8 @@ and TFX lazily, so ``--help`` and a bad option answer in about a second.
 Exit codes: 0 success; 1 an internal error (a bug: the traceback is in the
 log); 2 bad input or option (nothing ran); 3 the pipeline failed in a
 component (nothing pushed); 4 the model was not blessed (nothing pushed); 5
-the KFP API was unreachable or refused; 130 interrupted.
+the KFP API was unreachable or refused; 130 interrupted (SIGINT); 143
+stopped by SIGTERM (run and watch stop every process they started first).
 """
 import argparse
 import sys

@@ -2,15 +2,20 @@
 
 Exit codes: 0 pushed (or already pushed, from cache); 2 bad input or option,
 nothing ran; 3 a component failed, nothing pushed; 4 the model was not
-blessed, nothing pushed. Every run writes a run record (JSON) beside its log,
-or to --run-record: what ``leantfx watch`` decides from.
+blessed, nothing pushed; 143 / 130 stopped by SIGTERM / SIGINT (every
+process the run started is stopped; the line it prints says what was
+pushed). Every run writes a run record (JSON) beside its log, or to
+--run-record: what ``leantfx watch`` decides from; a stopped run's record
+has status 'stopped'.
 """
 import argparse
+import logging
 import os
 import time
 from typing import Any, Dict
 
 from leantfx import input_checks
+from leantfx import stopping
 from leantfx.cli import console
 from leantfx.cli import options
 from leantfx.cli import summary as summary_lib
@@ -50,7 +55,9 @@ def _print_summary(summary, config, seconds: float, log_path: str) -> None:
 
 
 def _run(args: argparse.Namespace, output: str, log_path: str,
-         record: Dict[str, Any]) -> int:
+         record: Dict[str, Any], stop_facts: Dict[str, Any]) -> int:
+  """Builds and runs the pipeline; stop_facts gets its config and start time
+  (milliseconds) once it runs, for the line a stopped run prints."""
   # pylint: disable=g-import-not-at-top
   # Lazy: TensorFlow and TFX load only once the options and data passed.
   from leantfx.cli import build
@@ -89,6 +96,7 @@ def _run(args: argparse.Namespace, output: str, log_path: str,
     print('  beam preflight: the SDK workers answered ('
           + '; '.join(f'{p}, leantfx {v}' for p, v in workers) + ')')
   since_ms = int(time.time() * 1000)
+  stop_facts.update(config=config, since_ms=since_ms)
   local_runner.run_pipeline(config, args.runner, log_path,
                             quiet_console=not args.verbose)
   summary = run_summary.summarize(config.metadata_path, config.pipeline_name,
@@ -100,34 +108,90 @@ def _run(args: argparse.Namespace, output: str, log_path: str,
   return summary_lib.STATUS_EXIT_CODES[record['status']]
 
 
+def _pushed_by_this_run(config, since_ms: int) -> str:
+  """What a stopped run pushed, from ML Metadata: 'nothing was pushed' or
+  where the Pusher's SavedModel went."""
+  # pylint: disable=g-import-not-at-top
+  from leantfx.pipeline import run_summary
+  # pylint: enable=g-import-not-at-top
+  try:
+    summary = run_summary.summarize(config.metadata_path,
+                                    config.pipeline_name, since_ms)
+  except Exception:  # pylint: disable=broad-except
+    logging.exception('Could not read what the stopped run pushed.')
+    return ('what was pushed is unknown (ML Metadata could not be read; '
+            'see the log)')
+  pusher = summary.executions.get('Pusher')
+  if summary.pushed and pusher is not None and pusher.state == 'complete':
+    optimizer = summary.executions.get(summary_lib.OPTIMIZER_NODE)
+    variants = ('' if config.optimization is None or (
+        optimizer is not None and optimizer.state == 'complete') else
+                '; no optimized variant was pushed')
+    return (f'the SavedModel was pushed to {summary.pushed_path} before the '
+            f'stop{variants}')
+  return 'nothing was pushed'
+
+
+def _stopped(stop: stopping.StopRequested, record: Dict[str, Any],
+             stop_facts: Dict[str, Any]) -> str:
+  """The one line a stopped run prints; puts its facts in the run record."""
+  where = stop.during or 'before the pipeline started'
+  pushed = 'nothing was pushed'
+  if stop_facts:
+    pushed = _pushed_by_this_run(stop_facts['config'],
+                                 stop_facts['since_ms'])
+  line = (f'leantfx run: stopped by {stopping.signal_name(stop.signum)} '
+          f'{where}; stopped {stop.stopped} child process'
+          f'{"" if stop.stopped == 1 else "es"}; {pushed}')
+  record.update(status='stopped', signal=stopping.signal_name(stop.signum),
+                stopped_during=where, stopped_processes=stop.stopped,
+                error=line)
+  return line
+
+
 def cmd_run(args: argparse.Namespace) -> int:
   """Handler of ``leantfx run``."""
   started_at = time.time()
   record: Dict[str, Any] = {'status': 'rejected', 'argv': args.argv,
                             'started_at': started_at}
   record_paths = [args.run_record] if args.run_record else []
-  try:
-    output = input_checks.check_output_dir(args.output)
-    os.makedirs(os.path.join(output, 'logs'), exist_ok=True)
-    log_path = os.path.join(
-        output, 'logs', time.strftime('run-%Y%m%d-%H%M%S.log'))
-    record_paths.append(log_path[:-len('.log')] + '.json')
-    record.update(output=output, log=log_path)
-    if not args.verbose:
-      console.divert_stderr(log_path)
-    code = _run(args, output, log_path, record)
-  except LeantfxError as e:
-    record.update(status='rejected' if e.exit_code == 2 else 'failed',
-                  error=str(e))
-    raise
-  except BaseException as e:
-    record.update(status='failed', error=f'{type(e).__name__}: {e}')
-    raise
-  finally:
-    record.update(exit_code=summary_lib.STATUS_EXIT_CODES[record['status']],
-                  seconds=round(time.time() - started_at, 1))
-    for path in record_paths:
-      summary_lib.write_record(path, record)
+  stop_facts: Dict[str, Any] = {}
+  # A process whose own parent dies below this one (a Beam worker's helper)
+  # is re-parented here, so a stop finds it.
+  stopping.become_subreaper()
+  with stopping.stop_on_signals(
+      say=lambda line: print(f'leantfx run: {line}', file=console.terminal(),
+                             flush=True)):
+    try:
+      output = input_checks.check_output_dir(args.output)
+      os.makedirs(os.path.join(output, 'logs'), exist_ok=True)
+      log_path = os.path.join(
+          output, 'logs', time.strftime('run-%Y%m%d-%H%M%S.log'))
+      record_paths.append(log_path[:-len('.log')] + '.json')
+      record.update(output=output, log=log_path)
+      if not args.verbose:
+        console.divert_stderr(log_path)
+      code = _run(args, output, log_path, record, stop_facts)
+    except stopping.StopRequested as stop:
+      # What the signal handler stopped, and whatever started since.
+      stop.stopped += stopping.stop_processes(stopping.descendants())
+      print(_stopped(stop, record, stop_facts), file=console.terminal(),
+            flush=True)
+      code = stop.exit_code
+    except LeantfxError as e:
+      record.update(status='rejected' if e.exit_code == 2 else 'failed',
+                    error=str(e))
+      raise
+    except BaseException as e:
+      record.update(status='failed', error=f'{type(e).__name__}: {e}')
+      raise
+    finally:
+      record.update(
+          exit_code=(code if record['status'] == 'stopped' else
+                     summary_lib.STATUS_EXIT_CODES[record['status']]),
+          seconds=round(time.time() - started_at, 1))
+      for path in record_paths:
+        summary_lib.write_record(path, record)
   return code
 
 
@@ -140,7 +204,9 @@ def add_commands(subparsers) -> None:
       'Augment -> Transform -> Trainer -> Evaluator -> Pusher -> '
       'ModelOptimizer on the newest span. Without --dataset or --data-root '
       'it trains on the bundled digits data. Exit codes: 0 pushed, 2 bad '
-      'input, 3 a component failed, 4 not blessed (nothing pushed).')
+      'input, 3 a component failed, 4 not blessed (nothing pushed), '
+      '143/130 stopped by SIGTERM/SIGINT (every process it started is '
+      'stopped).')
   run.add_argument('--output', default=DEFAULT_OUTPUT,
                    help=f'output folder (default ./{DEFAULT_OUTPUT})')
   run.add_argument('--runner', choices=RUNNERS, default='local',

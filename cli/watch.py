@@ -10,7 +10,9 @@ poll), and the outcome is read from the run record (JSON) that ``run``
 writes: pushed, not_blessed, rejected (bad input, not retried) or failed. A
 subprocess per run keeps TensorFlow, Beam and absl state of one run out of
 the next, lets SIGTERM stop a run with its Beam workers (its own process
-group), and a failed run is retried in a clean process.
+group), and a failed run is retried in a clean process. A stopped watcher
+stops the run in progress (and every process below it), prints one line
+saying so and exits 128 + the signal number.
 
 Kubeflow target: each span is submitted as a run of a compiled package, with
 range_config pinning the span. The pipeline options were compiled into the
@@ -27,9 +29,11 @@ import sys
 import tempfile
 import threading
 import time
-from typing import Optional, Sequence
+from typing import List, Optional, Sequence
 
+from leantfx import stopping
 from leantfx.cli import argtypes
+from leantfx.cli import console
 from leantfx.cli import options
 from leantfx.cli import summary as summary_lib
 from leantfx.errors import ConfigError, LeantfxError
@@ -83,10 +87,15 @@ def local_runner(data_root: str, run_args: Sequence[str],
                                start_new_session=True)
       while child.poll() is None:
         if stop.wait(0.5):
-          _stop_child(child)
-          return watch_lib.RunResult('stopped', 'stopped by a signal',
-                                     child.returncode,
-                                     time.monotonic() - started)
+          stopped = _stop_child(child)
+          record = summary_lib.read_record(record_path) or {}
+          # The run's own line says where it stopped and what it pushed.
+          detail = (record.get('error') if record.get('status') == 'stopped'
+                    else f'exit code {child.returncode}, no run record')
+          return watch_lib.RunResult(
+              'stopped', f'{stopped} process{"" if stopped == 1 else "es"} '
+              f'stopped ({detail})', child.returncode,
+              time.monotonic() - started)
       out.seek(0)
       output = out.read()
     record = summary_lib.read_record(record_path)
@@ -99,8 +108,15 @@ def local_runner(data_root: str, run_args: Sequence[str],
   return run
 
 
-def _stop_child(child: subprocess.Popen) -> None:
-  """SIGTERM to the child's process group, SIGKILL after STOP_GRACE_S."""
+def _stop_child(child: subprocess.Popen) -> int:
+  """Stops a run and every process below it; returns how many there were.
+
+  SIGTERM to the child's process group (the run stops its own processes,
+  says what it pushed in its run record), SIGKILL after STOP_GRACE_S; then
+  any process of the run's still alive (one in a session of its own,
+  re-parented here: cmd_watch makes the watcher a subreaper) is stopped too.
+  """
+  counted = 1 + len(stopping.descendants(child.pid))
   with contextlib.suppress(ProcessLookupError):
     os.killpg(child.pid, signal.SIGTERM)
   try:
@@ -109,6 +125,8 @@ def _stop_child(child: subprocess.Popen) -> None:
     with contextlib.suppress(ProcessLookupError):
       os.killpg(child.pid, signal.SIGKILL)
     child.wait()
+  stopping.stop_processes(stopping.descendants())
+  return counted
 
 
 def kubeflow_runner(host: str, package: str, experiment: str,
@@ -135,11 +153,16 @@ def kubeflow_runner(host: str, package: str, experiment: str,
   return run
 
 
-def _install_signal_handlers(stop: threading.Event) -> None:
+def _install_signal_handlers(stop: threading.Event,
+                             received: List[int]) -> None:
+  """SIGTERM/SIGINT set stop (the watcher saves its state and ends the run
+  in progress); the first signal is appended to received."""
 
   def handler(signum, frame):
     del frame
     LOG.info('received %s; stopping', signal.Signals(signum).name)
+    if not received:
+      received.append(signum)
     stop.set()
 
   signal.signal(signal.SIGTERM, handler)
@@ -199,11 +222,31 @@ def cmd_watch(args: argparse.Namespace) -> int:
       data_root=data_root, state_path=state_path, complete=args.complete,
       max_attempts=args.max_attempts, interval_s=args.interval)
   watcher = watch_lib.Watcher(watch_options, runner)
-  _install_signal_handlers(watcher.stop)
+  received: List[int] = []
+  _install_signal_handlers(watcher.stop, received)
+  # A process of a run whose own parent died is re-parented here, so
+  # _stop_child finds it.
+  stopping.become_subreaper()
   LOG.info('watching %s every %ss (target %s, complete = %s, state %s)',
            data_root, args.interval, args.target, args.complete,
            watch_options.state_path)
-  return watcher.run_forever(once=args.once, max_polls=args.max_polls)
+  code = watcher.run_forever(once=args.once, max_polls=args.max_polls)
+  if not received:
+    return code
+  print(_stopped_line(received[0], watcher.stopped_run),
+        file=console.terminal(), flush=True)
+  return 128 + received[0]
+
+
+def _stopped_line(signum: int, stopped_run) -> str:
+  """The one line a stopped watcher prints."""
+  name = stopping.signal_name(signum)
+  if stopped_run is None:
+    return f'leantfx watch: stopped by {name}; no run was in progress'
+  span, result = stopped_run
+  return (f'leantfx watch: stopped by {name} during the run of span {span}: '
+          f'{result.detail}; the span stays pending (it runs again on the '
+          'next start)')
 
 
 def add_commands(subparsers) -> None:
@@ -214,7 +257,8 @@ def add_commands(subparsers) -> None:
       'pipeline once per complete span (local: `leantfx run` with the '
       'pipeline options given here) or submits a KFP run (kubeflow), '
       'recording each outcome durably so no span is trained twice. Exit '
-      'codes: 0 ok, 1 a span was given up, 2 bad option.')
+      'codes: 0 ok, 1 a span was given up, 2 bad option, 143/130 stopped '
+      'by SIGTERM/SIGINT (the run in progress and its processes with it).')
   watch.add_argument('--data-root', required=True,
                      help='the folder that receives span-<N>/ folders')
   watch.add_argument('--interval', type=argtypes.positive_float, default=60.0,

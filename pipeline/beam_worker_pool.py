@@ -49,16 +49,11 @@ _SLOT_POLL_S = 0.1
 READY_TIMEOUT_S = 30.0
 
 # Run by each worker: first ask to be killed when the pool's serving thread
-# dies (Linux prctl PR_SET_PDEATHSIG = 1), and exit at once if the pool died
-# before that; then Beam's SDK harness, as Beam's own pool starts it.
+# dies, and exit at once if the pool died before that (leantfx.stopping); then
+# Beam's SDK harness, as Beam's own pool starts it.
 _WORKER_CODE = '''
-import ctypes, os, signal, sys
-try:
-  ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)
-except (OSError, AttributeError):
-  pass  # Not Linux: the pool still stops its workers on SIGTERM.
-if os.getppid() != {pool_pid}:
-  sys.exit('leantfx worker pool {pool_pid} is gone')
+from leantfx import stopping
+stopping.die_with_parent({pool_pid})
 from apache_beam.runners.worker.sdk_worker import SdkHarness
 SdkHarness({control!r}, worker_id={worker_id!r},
            state_cache_size={state_cache_size},

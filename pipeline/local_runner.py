@@ -14,6 +14,7 @@ import time
 from typing import Callable, Dict, Iterator, Optional, TextIO
 
 from leantfx import config as config_lib
+from leantfx import stopping
 from leantfx.errors import BeamEnvironmentError, ConfigError, PipelineRunError
 from leantfx.pipeline import beam_preflight
 
@@ -31,6 +32,7 @@ class ProgressHandler(logging.Handler):
     self._on_event = on_event
     self._started: Dict[str, float] = {}
     self.last_started: Optional[str] = None
+    self.running: Optional[str] = None  # last_started, until it finishes
 
   def emit(self, record: logging.LogRecord) -> None:
     try:
@@ -43,9 +45,11 @@ class ProgressHandler(logging.Handler):
     now = time.monotonic()
     if what == 'running':
       self._started[node] = now
-      self.last_started = node
+      self.last_started = self.running = node
       self._on_event(node, 'started', 0.0)
     else:
+      if node == self.running:
+        self.running = None
       self._on_event(node, 'finished', now - self._started.get(node, now))
 
 
@@ -138,6 +142,8 @@ def run_pipeline(config: config_lib.PipelineConfig,
     ConfigError: for an unknown runner.
     PipelineRunError: when a component fails; names the component and the
       log file.
+    stopping.StopRequested: a stop signal came (see stopping.stop_on_signals);
+      its ``during`` says where: 'during Trainer', 'after Pusher'.
   """
   if runner not in RUNNERS:
     raise ConfigError(
@@ -168,6 +174,15 @@ def run_pipeline(config: config_lib.PipelineConfig,
         dag_runner = beam_dag_runner.BeamDagRunner()
       with beam_preflight.watch_worker_pool(config.beam_pipeline_args):
         dag_runner.run(tfx_pipeline)
+    except stopping.StopRequested as e:
+      if progress.running:
+        e.during = f'during {progress.running}'
+      elif progress.last_started:
+        e.during = f'after {progress.last_started}'
+      else:
+        e.during = 'before any component ran'
+      logging.warning('The run was %s %s.', e, e.during)
+      raise
     except Exception as e:  # pylint: disable=broad-except
       logging.exception('The pipeline failed.')
       where = (f'in component {progress.last_started}'

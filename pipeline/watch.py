@@ -40,7 +40,7 @@ import os
 import tempfile
 import threading
 import time
-from typing import Any, Callable, Dict, Iterator, List, Optional
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 from leantfx import spans
 from leantfx.errors import ConfigError
@@ -226,6 +226,8 @@ class Watcher:
     self.stop = threading.Event()
     self._said: Dict[int, str] = {}  # span -> last logged skip reason
     self.gave_up: List[int] = []
+    # The run a stop interrupted: (span, its result), for the closing line.
+    self.stopped_run: Optional[Tuple[int, RunResult]] = None
 
   def _say_once(self, span: int, message: str) -> None:
     """Logs a waiting/skip reason once, not on every poll."""
@@ -316,6 +318,7 @@ class Watcher:
                   seconds=round(result.seconds, 1), run_id=result.run_id)
     if result.status == 'stopped':
       LOG.info('span %d: run stopped by a signal; it stays pending', span)
+      self.stopped_run = (span, result)
       state.set_span(span, status=None, attempts=attempt - 1, **fields)
       return
     if result.status == 'failed' and attempt >= self.options.max_attempts:

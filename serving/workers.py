@@ -18,10 +18,11 @@ many it has. The pool runs N complete servers instead:
   and the batching limits apply per worker;
 - the workers share their counters through a directory
   (``metrics.SharedSnapshots``): any worker's ``/monitoring`` answer covers all;
-- SIGTERM/SIGINT stop every worker gracefully. A worker that dies is not
-  restarted: the supervisor stops the others and exits 3, so that the process
-  manager (Kubernetes, systemd) restarts the whole server instead of it running
-  at part capacity unnoticed.
+- SIGTERM/SIGINT stop every worker gracefully; a worker also stops when the
+  supervisor dies, however it dies (``stopping.die_with_parent``). A worker
+  that dies is not restarted: the supervisor stops the others and exits 3,
+  so that the process manager (Kubernetes, systemd) restarts the whole
+  server instead of it running at part capacity unnoticed.
 """
 import logging
 import multiprocessing
@@ -33,6 +34,7 @@ import tempfile
 from multiprocessing import connection
 from typing import Any, Callable, Dict, List, Optional
 
+from leantfx import stopping
 from leantfx.errors import LeantfxError
 
 _log = logging.getLogger(__name__)
@@ -77,8 +79,14 @@ def bind_port(host: str, port: int, listen: bool) -> socket.socket:
   return sock
 
 
-def _worker(factory: ServerFactory, overrides: Dict[str, Any], conn) -> None:
-  """A worker process: build, start, report, serve until SIGTERM/SIGINT."""
+def _worker(factory: ServerFactory, overrides: Dict[str, Any], conn,
+            supervisor_pid: int) -> None:
+  """A worker process: build, start, report, serve until SIGTERM/SIGINT.
+
+  It gets SIGTERM (a graceful stop) when the supervisor dies, even by
+  SIGKILL: a worker left behind would keep serving a stale pool's ports.
+  """
+  stopping.die_with_parent(supervisor_pid, signal.SIGTERM)
   try:
     server = factory(**overrides)
     server.start()
@@ -156,7 +164,8 @@ class WorkerPool:
       for index in range(self._workers):
         receiver, sender = context.Pipe(duplex=False)
         process = context.Process(
-            target=_worker, args=(self._factory, overrides, sender),
+            target=_worker,
+            args=(self._factory, overrides, sender, os.getpid()),
             name=f'leantfx-serve-worker-{index}')
         process.start()
         sender.close()

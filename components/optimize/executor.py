@@ -427,11 +427,14 @@ def _runtime_pool() -> concurrent.futures.ProcessPoolExecutor:
   """One worker process for the server-runtime exports, started now.
 
   Spawned, not forked: a fork of a process running TensorFlow's threads
-  can deadlock. It inherits the environment (TF_USE_LEGACY_KERAS).
+  can deadlock. It inherits the environment (TF_USE_LEGACY_KERAS), and dies
+  with this process (runtime_variants.worker_init). The worker is started by
+  the submit below, in the calling thread, which uses the pool and shuts it
+  down: the kernel's parent-death signal follows that thread.
   """
   pool = concurrent.futures.ProcessPoolExecutor(
       max_workers=1, mp_context=multiprocessing.get_context('spawn'),
-      initializer=runtime_variants.worker_init)
+      initializer=runtime_variants.worker_init, initargs=(os.getpid(),))
   pool.submit(runtime_variants.warm_up)
   return pool
 

@@ -19,6 +19,7 @@ from typing import (Any, Callable, Dict, List, Mapping, NamedTuple,
 import numpy as np
 import tensorflow as tf
 
+from leantfx import stopping
 from leantfx.components.optimize import measure
 from leantfx.components.optimize import onnx_export
 from leantfx.components.optimize import onnx_runtime
@@ -308,14 +309,21 @@ def export_and_score_saved_model(
 WORKER_NICENESS = 19
 
 
-def worker_init() -> None:
-  """Makes a worker process yield the CPU to the process that started it.
+def worker_init(parent_pid: int) -> None:
+  """Ties a worker process to the process that started it, and yields it
+  the CPU.
 
+  The worker dies with its parent (parent_pid), even when the parent is
+  killed with SIGKILL: a worker left behind holds hundreds of MB for nothing.
   The ModelOptimizer's critical path (training the next candidate) runs in
   the parent; the worker's exports should use only the CPU time the parent
   leaves idle, so it runs at the lowest priority, with one TensorFlow
   thread of each kind.
+
+  Args:
+    parent_pid: the pid of the process that started the worker.
   """
+  stopping.die_with_parent(parent_pid)
   os.nice(WORKER_NICENESS)
   tf.config.threading.set_intra_op_parallelism_threads(1)
   tf.config.threading.set_inter_op_parallelism_threads(1)

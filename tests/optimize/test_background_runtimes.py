@@ -6,7 +6,10 @@ times every variant (TFLite's too) in one interleaved run. Real tfmot,
 TFLite, OpenVINO and ONNX Runtime; the digits CNN of conftest.
 """
 import os
+import subprocess
+import sys
 
+import psutil
 import pytest
 
 from leantfx.components.optimize import config as config_lib
@@ -107,6 +110,40 @@ def test_the_worker_process_runs_at_the_lowest_priority():
     pool.shutdown(wait=True)
   assert worker_pid != os.getpid()
   assert niceness >= runtime_variants.WORKER_NICENESS
+
+
+# A process that starts the optimizer's worker pool, prints the worker's pid
+# and waits to be killed.
+_POOL_OWNER = (
+    'import os, time\n'
+    'from leantfx.components.optimize import executor\n'
+    'pool = executor._runtime_pool()\n'
+    'print(pool.submit(os.getpid).result(timeout=600), flush=True)\n'
+    'time.sleep(600)\n')
+
+
+def test_a_sigkilled_optimizer_leaves_no_worker_behind():
+  """SIGKILL runs no handler of the optimizer's: the worker must end itself.
+
+  (A worker left behind held 733 MB for 21 minutes after its run was gone.)
+  """
+  owner = subprocess.Popen([sys.executable, '-c', _POOL_OWNER],
+                           stdout=subprocess.PIPE, text=True)
+  try:
+    # Bounded: the worker imports TensorFlow and the runtimes (seconds idle,
+    # a minute or more on a loaded 2-core machine).
+    line = owner.stdout.readline()
+    assert line.strip().isdigit(), line
+    worker = psutil.Process(int(line))
+    assert worker.ppid() == owner.pid
+    owner.kill()
+    owner.wait(timeout=60)
+    # The kernel signals the worker as its parent dies; 15 s covers a loaded
+    # machine's scheduling, not a shutdown the worker performs.
+    gone, _ = psutil.wait_procs([worker], timeout=15)
+    assert gone, f'optimizer worker {worker.pid} outlived its killed parent'
+  finally:
+    owner.kill()
 
 
 def test_each_candidate_is_saved_once_for_all_its_runtimes_and_modes(
