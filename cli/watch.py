@@ -111,12 +111,13 @@ def local_runner(data_root: str, run_args: Sequence[str],
 def _stop_child(child: subprocess.Popen) -> int:
   """Stops a run and every process below it; returns how many there were.
 
-  SIGTERM to the child's process group (the run stops its own processes,
+  SIGTERM to the child's process group (the run stops its own processes and
   says what it pushed in its run record), SIGKILL after STOP_GRACE_S; then
-  any process of the run's still alive (one in a session of its own,
-  re-parented here: cmd_watch makes the watcher a subreaper) is stopped too.
+  whatever of the run's tree is still alive (a process in a session of its
+  own, re-parented here: cmd_watch makes the watcher a subreaper) is
+  stopped too.
   """
-  counted = 1 + len(stopping.descendants(child.pid))
+  below = stopping.descendants(child.pid)
   with contextlib.suppress(ProcessLookupError):
     os.killpg(child.pid, signal.SIGTERM)
   try:
@@ -125,8 +126,8 @@ def _stop_child(child: subprocess.Popen) -> int:
     with contextlib.suppress(ProcessLookupError):
       os.killpg(child.pid, signal.SIGKILL)
     child.wait()
-  stopping.stop_processes(stopping.descendants())
-  return counted
+  stopping.stop_processes(below)
+  return 1 + len(below)
 
 
 def kubeflow_runner(host: str, package: str, experiment: str,

@@ -13,6 +13,7 @@ import sys
 import threading
 import time
 
+import psutil
 import pytest
 
 from leantfx.errors import ConfigError
@@ -231,7 +232,8 @@ def test_bad_options_and_corrupt_state(tmp_path):
 
 
 def test_sigterm_exits_cleanly(tmp_path):
-  """The real CLI waiting between polls: SIGTERM ends it at once, exit 0."""
+  """The real CLI waiting between polls: SIGTERM ends it at once, exit 143
+  (128 + SIGTERM, as a shell reports a process it stopped), saying so."""
   data = tmp_path / 'data'
   data.mkdir()
   proc = subprocess.Popen(
@@ -266,8 +268,10 @@ def test_sigterm_exits_cleanly(tmp_path):
     if proc.poll() is None:
       proc.kill()
   out = ''.join(lines) + out
-  assert proc.returncode == 0, out
+  assert proc.returncode == 143, out
   assert 'received SIGTERM; stopping' in out
+  assert ('leantfx watch: stopped by SIGTERM; no run was in progress\n'
+          in out), out
 
 
 def test_stop_during_a_run_leaves_the_span_pending(tmp_path):
@@ -295,8 +299,14 @@ def test_stopping_a_child_ends_its_process_group():
   child = subprocess.Popen(
       ['/bin/sh', '-c', 'sleep 60 & sleep 60; wait'],
       start_new_session=True)
+  # Both sleeps started (bounded: a fork takes milliseconds).
+  deadline = time.monotonic() + 10
+  while (len(psutil.Process(child.pid).children()) < 2 and
+         time.monotonic() < deadline):
+    time.sleep(0.05)
   started = time.monotonic()
-  watch_command._stop_child(child)  # pylint: disable=protected-access
+  # The shell and both sleeps.
+  assert watch_command._stop_child(child) == 3  # pylint: disable=protected-access
   assert child.returncode is not None
   assert time.monotonic() - started < watch_command.STOP_GRACE_S
   # No process of the group is left (the orphaned sleep may need a moment
