@@ -16,6 +16,7 @@ import dataclasses
 import os
 import tempfile
 
+from leantfx import disk_plan
 from leantfx import schemas
 from leantfx.cli import argtypes
 from leantfx.cli import options
@@ -90,6 +91,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
     print(f'task: {built.data.task.task} ({built.data.task.reason})')
     for note in built.notes:
       print(note.strip())
+    print(_disk_line(args, built))
     root_note = compiler.pipeline_root_note(config.pipeline_root,
                                             args.kfp_backend)
     if root_note:
@@ -236,6 +238,22 @@ def _add_run_params(p) -> None:
                  help='train on the newest K spans (span_window parameter)')
   p.add_argument('--param', action='append', default=[],
                  metavar='NAME=VALUE', help='any pipeline parameter')
+
+
+def _disk_line(args: argparse.Namespace, built) -> str:
+  """The artifacts' size a run of the sample data would write; the
+  cluster's free space is not visible from here."""
+  data = built.data
+  estimated = disk_plan.estimate(
+      disk_plan.span_input(data.data_root, data.profile.span,
+                           args.span_window),
+      data.data_format, optimize=built.config.optimization is not None)
+  line = disk_plan.describe(estimated).strip()
+  if estimated is None:
+    return line
+  return (f'{line} (the sample data; a run on the cluster writes about as '
+          'much per span of that size); the cluster\'s storage is not '
+          'checked: compile cannot see it')
 
 
 def add_commands(subparsers) -> None:

@@ -134,6 +134,11 @@ def add_pipeline_options(parser: argparse.ArgumentParser,
           ' recorded in ML Metadata')
   fmt.add('--no-drift-check', action='store_true',
           help='do not compare the span with the previous one')
+  fmt.add('--skip-disk-check', action='store_true',
+          help='run even when the output folder\'s filesystem has less free '
+          'space than twice the artifacts estimated from the input (the '
+          'estimate is printed either way; compile cannot see the '
+          'cluster\'s storage and never checks)')
   fmt.add('--noisy-rows', choices=config_lib.NOISY_ROW_POLICIES,
           help='rows with missing or out-of-domain values: impute (default) '
           'or drop them from the train split; counted either way')

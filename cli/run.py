@@ -14,6 +14,7 @@ import os
 import time
 from typing import Any, Dict
 
+from leantfx import disk_plan
 from leantfx import input_checks
 from leantfx import stopping
 from leantfx.cli import console
@@ -87,6 +88,7 @@ def _run(args: argparse.Namespace, output: str, log_path: str,
   print(f'  task: {data.task.task} ({data.task.reason})')
   for note in built.notes:
     print(note)
+  _check_disk(args, config, data, output)
   # A portable run's job service and SDK workers are checked before any
   # component runs: Beam would wait for workers that never come, for ever.
   reports = beam_preflight.check(config.beam_pipeline_args,
@@ -106,6 +108,26 @@ def _run(args: argparse.Namespace, output: str, log_path: str,
   facts['rows'] = dict(record['rows'], **(facts['rows'] or {}))
   record.update(facts)
   return summary_lib.STATUS_EXIT_CODES[record['status']]
+
+
+def _check_disk(args: argparse.Namespace, config, data, output: str) -> None:
+  """Prints the artifacts' estimated size; refuses a run that cannot fit.
+
+  Raises:
+    ConfigError: less than disk_plan.SAFETY_MARGIN times the estimate is
+      free, and --skip-disk-check was not given.
+  """
+  estimated = disk_plan.estimate(
+      disk_plan.span_input(data.data_root, data.profile.span,
+                           args.span_window),
+      data.data_format, optimize=config.optimization is not None)
+  if estimated is None or args.skip_disk_check:
+    print(disk_plan.describe(estimated) + (
+        '; the free space is not checked (--skip-disk-check)'
+        if estimated is not None else ''))
+    return
+  available = disk_plan.check_free_space(estimated, output)
+  print(disk_plan.describe(estimated, available, output))
 
 
 def _pushed_by_this_run(config, since_ms: int) -> str:

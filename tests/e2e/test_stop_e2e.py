@@ -98,7 +98,8 @@ def test_sigterm_during_the_optimizer_stops_its_worker_and_exits_143(
   output, record = str(tmp_path / 'out'), str(tmp_path / 'record.json')
   # --techniques none: the baseline alone, still with the export worker
   # process (OpenVINO/ONNX, when installed; the stop is the point here).
-  run = _start_run(output, record, ['--techniques', 'none'])
+  run = _start_run(output, record,
+                   ['--techniques', 'none', '--skip-disk-check'])
   lines = []
   try:
     _wait_for_component(run, 'ModelOptimizer', lines)
@@ -131,6 +132,10 @@ def test_sigterm_during_the_optimizer_stops_its_worker_and_exits_143(
   assert facts['signal'] == 'SIGTERM'
   assert facts['stopped_during'] == 'during ModelOptimizer'
   assert facts['error'] == stop_lines[0]
+  # The plan printed the estimate and that the free space was not checked.
+  assert any(re.fullmatch(r'  disk: about \S+ \S+ of artifacts for \S+ \S+ '
+                          r'of input; the free space is not checked '
+                          r'\(--skip-disk-check\)\n', l) for l in lines), lines
 
 
 def test_sigint_during_transform_stops_the_beam_workers_and_exits_130(
@@ -159,3 +164,8 @@ def test_sigint_during_transform_stops_the_beam_workers_and_exits_130(
   with open(record, encoding='utf-8') as f:
     facts = json.load(f)
   assert facts['status'] == 'stopped' and facts['exit_code'] == 130
+  # The plan printed the estimate and the real filesystem's free space (the
+  # estimate, about 3 MB, fits: the run went on).
+  assert any(re.fullmatch(r'  disk: about \S+ MB of artifacts for \S+ kB '
+                          rf'of input; \S+ \S+ free in {re.escape(output)}\n',
+                          l) for l in lines), lines

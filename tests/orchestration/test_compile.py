@@ -5,6 +5,7 @@ The compiled files are parsed with kfp's own protos (kfp-pipeline-spec
 """
 import json
 import os
+import re
 
 import pytest
 import yaml
@@ -55,6 +56,12 @@ def test_compiled_yaml_parses_with_kfp_protos_and_has_every_component(
         'tfx.orchestration.kubeflow.v2.container.kubeflow_v2_run_executor')
     assert list(container['command'])[:3] == ['python', '-m', module], name
   assert f'{len(tasks)} tasks, image {IMAGE}' in compiled['stdout']
+  # The artifacts' estimate of the sample data (the bundled penguins, 13.5 kB
+  # of CSV); the cluster's storage is not visible from here.
+  assert re.search(r'^disk: about \S+ MB of artifacts for 13\.5 kB of input '
+                   r'\(the sample data; .*\); the cluster\'s storage is not '
+                   r'checked: compile cannot see it$', compiled['stdout'],
+                   re.M), compiled['stdout']
   # Every component of the local run is compiled: the ValidationGate with
   # its drift check, and the ModelOptimizer (under the blessing condition).
   assert {'ValidationGate', 'Augment', 'ModelOptimizer'} <= tasks
