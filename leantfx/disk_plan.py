@@ -10,29 +10,35 @@ The estimate is ``FIXED_BYTES + DATA_PARTS_PER_EXAMPLE_BYTE x example bytes``,
 where example bytes are what ExampleGen writes for the input (gzipped
 tf.Examples), from the input's size by format (``EXAMPLE_BYTES_PER_INPUT_BYTE``).
 
-How the ratios were measured (2026-12-06, this repository, one run each,
-``du -sb`` of each artifact folder, file sizes of the TFRecord shards):
+How the ratios were measured (2026-12-06, this repository, one run each with
+``--train-steps 60 --techniques none --min-accuracy 0``; ``du -sb`` of the
+output folder, file sizes of the TFRecord shards and of the optimizer
+report's variants.json):
 
-* a generated 50,000-row penguins-like CSV span (benchmarks/bench_data.py's
-  ``penguin_like_rows``, seed 7: 2,121,118 bytes), ``leantfx run --data-root
-  D --label species --train-steps 60 --techniques none --min-accuracy 0``:
-  examples 936,830 bytes (0.442 per CSV byte; 9,467,022 bytes ungzipped, so
-  0.099 per byte of an ungzipped TFRecord input); Augment's copy 936,830
-  (1.00 per example byte); transformed examples 1,335,459 (1.43); the
-  optimizer report's variants.json 663,412; the whole output folder
-  6,961,356 bytes;
-* the bundled penguins (344 rows, 13,478 CSV bytes), the same options with
-  ``--dataset penguins``: examples 6,981 bytes (0.518 per CSV byte),
-  variants.json 15,551, the whole folder 2,742,658 bytes;
-* the bundled digits (1,797 rows of 64 pixel columns), ``--dataset
-  digits``: see DIGITS below.
+=====================  =========  ========  =========  =========  ==========
+run                    input (B)  examples  Augment    Transform  output (B)
+=====================  =========  ========  =========  =========  ==========
+generated 50k CSV [1]  2,121,118  936,830   936,830    1,335,459  6,961,356
+bundled penguins         13,478     6,981     6,981        9,368  2,742,658
+bundled digits (CNN)    265,294   168,776   348,361      171,394  6,415,499
+=====================  =========  ========  =========  =========  ==========
 
-variants.json grows with the eval rows: (663,412 - 15,551) / (936,830 -
-6,981) = 0.697 per example byte. The fixed part is the 50k run's folder less
-its data parts: 6,961,356 - (936,830 x 2 + 1,335,459 + 663,412) = 3,088,825
-bytes, for the tabular MLP; a larger model (the image models) has a larger
-fixed part, which SAFETY_MARGIN does not claim to cover: images are not
-estimated (see ``estimate``).
+[1] benchmarks/bench_data.py's ``penguin_like_rows(50000, seed=7)``, run with
+``--data-root D --label species``; its examples are 9,467,022 bytes
+ungzipped (0.099 per byte of an ungzipped TFRecord input).
+
+Per part, the largest ratio measured: examples per CSV byte 0.636 (digits;
+penguins 0.518, the 50k span 0.442); Augment's output per example byte 2.06
+(digits, whose augmentation adds copies; 1.00 for the other two);
+transformed examples per example byte 1.43 (the 50k span; 1.34, 1.02);
+variants.json grows with the eval rows, (663,412 - 15,551) / (936,830 -
+6,981) = 0.70 per example byte (50k span vs penguins). The fixed part (model,
+pushes to four runtimes, statistics, schemas, ML Metadata, the log, the
+prepared copy of a bundled dataset) is the largest output less its data
+parts: digits' 6,415,499 - (168,776 + 348,361 + 171,394 + 46,159) =
+5,680,809 bytes. So the estimate errs high: 1.8x the 50k run, 2.1x
+penguins, 1.0x digits. Image models (MobileNetV2) were not measured:
+images are not estimated (see ``estimate``).
 """
 import dataclasses
 import os
@@ -43,21 +49,20 @@ from leantfx import spans
 from leantfx.errors import ConfigError
 
 # Example bytes (gzipped TFRecord, as ExampleGen writes) per input byte, by
-# format: CSV is the largest measured ratio (penguins 0.518, the 50k span
-# 0.442, digits below); an ungzipped TFRecord shrinks to 0.099 when gzipped
-# (the 50k span's examples); a gzipped one (.gz) is copied about as is.
+# format (measured, above); a gzipped TFRecord (.gz) is taken as copied as
+# it is (an assumption: it is already compressed).
 EXAMPLE_BYTES_PER_INPUT_BYTE = {
-    'csv': 0.52,
+    'csv': 0.64,
     'tfrecord': 0.10,
     'tfrecord.gz': 1.0,
 }
-# Augment's copy (1.00) + transformed examples (1.43) + the examples
-# themselves (1) + the optimizer report's per-row part (0.70), per example
-# byte; without the optimizer the last part is not written.
-DATA_PARTS_PER_EXAMPLE_BYTE = 1.0 + 1.0 + 1.43
+# The examples (1) + Augment's output (2.06) + transformed examples (1.43),
+# per example byte; the optimizer report's per-row part (0.70) only when the
+# ModelOptimizer runs.
+DATA_PARTS_PER_EXAMPLE_BYTE = 1.0 + 2.06 + 1.43
 OPTIMIZER_PER_EXAMPLE_BYTE = 0.70
-# Model, pushes, statistics, schemas, ML Metadata and log of the tabular MLP.
-FIXED_BYTES = 3_088_825
+# Model, pushes, statistics, schemas, ML Metadata, log (digits' CNN run).
+FIXED_BYTES = 5_680_809
 # Beam and Transform write temporary files beside their outputs and the
 # output folder keeps earlier runs' artifacts: the check wants twice the
 # estimate free (a policy choice, not a measurement).

@@ -165,7 +165,7 @@ def test_sigint_during_transform_stops_the_beam_workers_and_exits_130(
     facts = json.load(f)
   assert facts['status'] == 'stopped' and facts['exit_code'] == 130
   # The plan printed the estimate and the real filesystem's free space (the
-  # estimate, about 3 MB, fits: the run went on).
+  # estimate, about 6 MB, fits: the run went on).
   assert any(re.fullmatch(r'  disk: about \S+ MB of artifacts for \S+ kB '
                           rf'of input; \S+ \S+ free in {re.escape(output)}\n',
                           l) for l in lines), lines
