@@ -128,6 +128,20 @@ def descendants(pid: Optional[int] = None) -> List[psutil.Process]:
     return []
 
 
+# multiprocessing's resource tracker ignores SIGTERM and SIGINT by design: it
+# exits by itself once every process that uses it is gone, unlinking the
+# semaphores they leaked (a SIGKILL would leave them in /dev/shm).
+_SELF_EXITING = ('from multiprocessing.resource_tracker import main',)
+
+
+def _exits_by_itself(process: psutil.Process) -> bool:
+  try:
+    command = ' '.join(process.cmdline())
+  except psutil.Error:
+    return False
+  return any(marker in command for marker in _SELF_EXITING)
+
+
 def _reap(pid: int) -> None:
   """Collects the exit status of a child of ours (a zombie otherwise)."""
   with contextlib.suppress(ChildProcessError, OSError):
@@ -142,6 +156,9 @@ def stop_processes(processes: Sequence[psutil.Process],
     processes: the processes (e.g. ``descendants()``).
     grace_s: seconds they get to exit after SIGTERM.
 
+  multiprocessing's resource tracker is left to exit by itself (it does as
+  soon as the processes it serves are gone) and is not counted.
+
   Returns:
     How many of them were running (exited ones and zombies do not count).
   """
@@ -150,6 +167,8 @@ def stop_processes(processes: Sequence[psutil.Process],
     try:
       if process.status() == psutil.STATUS_ZOMBIE:
         _reap(process.pid)
+        continue
+      if _exits_by_itself(process):
         continue
       process.terminate()
       signalled.append(process)
