@@ -214,6 +214,7 @@ def cmd_run(args: argparse.Namespace) -> int:
           seconds=round(time.time() - started_at, 1))
       for path in record_paths:
         summary_lib.write_record(path, record)
+      stopping.become_subreaper(False)
   return code
 
 

@@ -111,13 +111,17 @@ def die_with_parent(parent_pid: int, signum: int = signal.SIGKILL) -> bool:
   return armed
 
 
-def become_subreaper() -> bool:
+def become_subreaper(enable: bool = True) -> bool:
   """Orphaned descendants are re-parented to this process (Linux), not init.
+
+  Args:
+    enable: False gives the role up (a command run inside a longer-lived
+      process, a test, gives it up when it ends).
 
   Returns:
     True when the kernel accepted it.
   """
-  return _prctl(_PR_SET_CHILD_SUBREAPER, 1)
+  return _prctl(_PR_SET_CHILD_SUBREAPER, int(enable))
 
 
 def descendants(pid: Optional[int] = None) -> List[psutil.Process]:

@@ -161,3 +161,32 @@ def test_stop_on_signals_restores_the_previous_handlers():
 def test_the_exit_code_is_128_plus_the_signal():
   assert stopping.StopRequested(signal.SIGTERM, 0).exit_code == 143
   assert stopping.StopRequested(signal.SIGINT, 0).exit_code == 130
+
+
+# A command that becomes a subreaper, starts a child that starts a grandchild
+# and exits at once, then prints the orphaned grandchild's parent and stops
+# its descendants.
+_SUBREAPER_CODE = textwrap.dedent('''
+    import os, subprocess, sys, time
+    import psutil
+    from leantfx import stopping
+    assert stopping.become_subreaper()
+    child = subprocess.Popen([sys.executable, '-c',
+        'import subprocess, sys; p = subprocess.Popen([sys.executable, "-c", '
+        '"import time; time.sleep(600)"]); print(p.pid, flush=True)'],
+        stdout=subprocess.PIPE, text=True)
+    grandchild = int(child.stdout.readline())
+    child.wait()
+    time.sleep(0.5)
+    print(psutil.Process(grandchild).ppid() == os.getpid(),
+          stopping.stop_processes(stopping.descendants(), grace_s=2.0),
+          flush=True)
+''')
+
+
+def test_an_orphaned_grandchild_is_re_parented_to_a_subreaper_and_stopped():
+  result = subprocess.run([sys.executable, '-c', _SUBREAPER_CODE],
+                          capture_output=True, text=True, timeout=60,
+                          check=False)
+  assert result.returncode == 0, result.stderr
+  assert result.stdout.split() == ['True', '1'], result.stdout
