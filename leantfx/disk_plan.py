@@ -1,4 +1,4 @@
-"""How much disk a run's artifacts take, estimated from its input, before it runs.
+"""How much disk a run's artifacts take, estimated before it runs.
 
 A run writes, below its output folder: ExampleGen's examples (gzipped
 TFRecords), Augment's copy of them, Transform's transformed examples, the
@@ -6,9 +6,10 @@ statistics and schemas, the trained model, the pushed versions (SavedModel,
 TFLite, OpenVINO, ONNX), the ModelOptimizer's report with its variants, ML
 Metadata and the log. The data parts grow with the input; the rest does not.
 
-The estimate is ``FIXED_BYTES + DATA_PARTS_PER_EXAMPLE_BYTE x example bytes``,
-where example bytes are what ExampleGen writes for the input (gzipped
-tf.Examples), from the input's size by format (``EXAMPLE_BYTES_PER_INPUT_BYTE``).
+The estimate is ``FIXED_BYTES + DATA_PARTS_PER_EXAMPLE_BYTE x example
+bytes`` (plus the optimizer report's per-row part), where example bytes are
+what ExampleGen writes for the input (gzipped tf.Examples), from the input's
+size by format (``EXAMPLE_BYTES_PER_INPUT_BYTE``).
 
 How the ratios were measured (2026-12-06, this repository, one run each with
 ``--train-steps 60 --techniques none --min-accuracy 0``; ``du -sb`` of the
