@@ -6,6 +6,7 @@ blessed, nothing pushed. Every run writes a run record (JSON) beside its log,
 or to --run-record: what ``leantfx watch`` decides from.
 """
 import argparse
+import dataclasses
 import os
 import time
 from typing import Any, Dict
@@ -70,7 +71,9 @@ def _run(args: argparse.Namespace, output: str, log_path: str,
                 task=data.task.task, task_reason=data.task.reason,
                 task_requested=data.task.requested,
                 pipeline_name=config.pipeline_name,
-                metadata_path=config.metadata_path)
+                metadata_path=config.metadata_path,
+                beam=(dataclasses.asdict(built.beam) if built.beam else
+                      None))
   what = (f'regression on {config.dataset.label!r}'
           if config.dataset.is_regression else
           f'{len(config.dataset.classes)} classes')
