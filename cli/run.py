@@ -21,8 +21,9 @@ DEFAULT_OUTPUT = 'leantfx-output'
 RUNNERS = ('local', 'beam')
 
 
-def _print_summary(summary, config, seconds: float, log_path: str) -> None:
-  """Prints the closing summary."""
+def _print_summary(summary, config, seconds: float, log_path: str,
+                   beam_line: str = '') -> None:
+  """Prints the closing summary (beam_line: what --beam-mode auto chose)."""
   states = [e.state for e in summary.executions.values()]
   cached = states.count('cached')
   print(f'\nleantfx run finished in {seconds:.1f}s '
@@ -47,6 +48,8 @@ def _print_summary(summary, config, seconds: float, log_path: str) -> None:
           'serving directory is unchanged)')
   for line in summary_lib.summary_lines(summary, config):
     print(line)
+  if beam_line:
+    print(f'  {beam_line}')
   print(f'  log: {log_path}')
 
 
@@ -96,7 +99,8 @@ def _run(args: argparse.Namespace, output: str, log_path: str,
                             quiet_console=not args.verbose)
   summary = run_summary.summarize(config.metadata_path, config.pipeline_name,
                                   since_ms)
-  _print_summary(summary, config, time.monotonic() - started, log_path)
+  _print_summary(summary, config, time.monotonic() - started, log_path,
+                 built.beam.line() if built.beam else '')
   facts = summary_lib.run_record(summary, config)
   facts['rows'] = dict(record['rows'], **(facts['rows'] or {}))
   record.update(facts)
