@@ -16,6 +16,7 @@ import re
 from typing import Any, Dict, List, Optional, Tuple, Union
 
 from leantfx import config as config_lib
+from leantfx import sizing
 from leantfx.cli import argtypes
 from leantfx.cli import dataset as dataset_lib
 from leantfx.cli import options
@@ -82,10 +83,13 @@ class Built:
     config: the PipelineConfig.
     data: the data it was resolved from (task decision included).
     notes: lines the command prints about choices made for the user.
+    beam: what --beam-mode auto chose (None: not auto, not the
+      DirectRunner, or compiled).
   """
   config: config_lib.PipelineConfig
   data: dataset_lib.ResolvedData
   notes: Tuple[str, ...] = ()
+  beam: Optional[sizing.BeamChoice] = None
 
 
 def cluster_path(option: str, value: Optional[str]) -> Optional[str]:
@@ -283,14 +287,39 @@ def check_option_values(args: argparse.Namespace) -> None:
     dataset_lib.image_shape(args.image_shape)
 
 
-def beam_args(args: argparse.Namespace) -> List[str]:
+def beam_choice(args: argparse.Namespace,
+                rows: Optional[int]) -> Optional[sizing.BeamChoice]:
+  """What --beam-mode auto chooses for a run of ``rows`` rows.
+
+  None when the mode is not auto or the runner is not the DirectRunner
+  (a portable or cluster runner takes its parallelism from --beam-workers
+  and --beam-arg).
+  """
+  if args.beam_mode != sizing.AUTO or args.beam_runner != 'direct':
+    return None
+  return sizing.beam_mode(rows, sizing.machine_cores(), args.beam_workers)
+
+
+def beam_args(args: argparse.Namespace,
+              rows: Optional[int] = None) -> List[str]:
   """The beam_pipeline_args of the options (pipeline/beam_presets.py).
+
+  Args:
+    args: the options.
+    rows: the rows the run reads, for --beam-mode auto (None: not known, as
+      when compiling: the compiled tasks are sized per task instead).
 
   Raises:
     ConfigError: for a combination the runner preset does not take.
   """
+  mode, workers = args.beam_mode, args.beam_workers
+  choice = beam_choice(args, rows)
+  if choice is not None:
+    mode, workers = choice.mode, choice.workers
+  elif mode == sizing.AUTO:  # Not the DirectRunner: no mode to set.
+    mode = 'in_memory'
   return beam_presets.beam_pipeline_args(
-      args.beam_runner, args.beam_mode, args.beam_workers, args.beam_arg,
+      args.beam_runner, mode, workers or 1, args.beam_arg,
       job_endpoint=args.job_endpoint, environment=args.environment)
 
 
@@ -376,7 +405,9 @@ def build_pipeline_config(args: argparse.Namespace, target: Target) -> Built:
           f'{data.data_format} data: the Kubeflow ExampleGen reads a window '
           'of CSV spans only (TFX 1.16 cannot compile the local span-window '
           'resolver). Compile with --span-window 1, or use CSV data.')
+    rows = None
   else:
+    rows = sum(count for _, count in dataset_lib.expected_rows(data))
     output = target.output
     paths = dict(
         pipeline_root=os.path.join(output, 'tfx'),
@@ -390,7 +421,7 @@ def build_pipeline_config(args: argparse.Namespace, target: Target) -> Built:
       dataset=spec,
       training=training_config(args, spec.name),
       evaluation=evaluation_config(args),
-      beam_pipeline_args=tuple(beam_args(args)),
+      beam_pipeline_args=tuple(beam_args(args, rows)),
       enable_cache=not args.no_cache,
       orchestration=config_lib.OrchestrationConfig(
           span=getattr(args, 'span', None), span_window=args.span_window,
@@ -411,7 +442,10 @@ def build_pipeline_config(args: argparse.Namespace, target: Target) -> Built:
   if on_cluster:
     config = compiler.kubeflow_pipeline_config(config, target.pipeline_root,
                                                target.kfp_backend)
-  return Built(config, data, tuple(notes))
+  choice = None if on_cluster else beam_choice(args, rows)
+  if choice is not None:
+    notes.append(f'  {choice.line()}')
+  return Built(config, data, tuple(notes), choice)
 
 
 def evaluation_config(args: argparse.Namespace) -> config_lib.EvaluationConfig:

@@ -18,6 +18,7 @@ import tempfile
 
 from leantfx import disk_plan
 from leantfx import schemas
+from leantfx import sizing
 from leantfx.cli import argtypes
 from leantfx.cli import options
 from leantfx.errors import ConfigError
@@ -43,6 +44,30 @@ def _resources(cpu, memory, gpu=None):
   kind, count = compiler.parse_gpu(gpu) if gpu else ('', 0)
   return compiler.Resources(cpu=cpu, memory_gb=compiler.parse_memory(memory),
                             gpu_type=kind, gpu_count=count)
+
+
+def _sized_for_rows(rows, trainer_gpu):
+  """--span-rows N: each task's resources from the span's size (sizing.py).
+
+  Prints what it chose, or, without --span-rows, that the tasks keep the
+  default sizes. --task-resources still overrides a task.
+  """
+  if rows is None:
+    print('tasks: default sizes (1 core, 2 GB; Transform, Trainer and '
+          'Evaluator 2 cores, 4 GB): pass --span-rows N to size them for '
+          'spans of N rows')
+    return {}
+  sized = {name: _resources(cpu, f'{memory:g}G',
+                            trainer_gpu if name == 'Trainer' else None)
+           for name, (cpu, memory) in sizing.task_resources(rows).items()}
+  data = sized['Transform']
+  trainer = sized['Trainer']
+  mode = ('multi_processing, one Beam worker per core' if data.cpu >= 2
+          else 'in_memory')
+  print(f'tasks sized for spans of {rows:,} rows: data tasks '
+        f'{data.cpu:g} cores, {data.memory_gb:g} GB ({mode}); Trainer and '
+        f'ModelOptimizer {trainer.cpu:g} cores, {trainer.memory_gb:g} GB')
+  return sized
 
 
 def _check_runs_on_kubeflow(args: argparse.Namespace) -> None:
@@ -102,19 +127,23 @@ def cmd_compile(args: argparse.Namespace) -> int:
       'Trainer': _resources(args.trainer_cpu, args.trainer_memory,
                             args.trainer_gpu),
   }
+  sized = _sized_for_rows(args.span_rows, args.trainer_gpu)
+  for name in sized:  # The span's size replaces the fixed defaults.
+    component_resources.pop(name, None)
   for text in args.task_resources:
     name, resources = compiler.parse_task_resources(text)
     if name == 'Trainer' and args.trainer_gpu:
-      resources = dataclasses.replace(
-          resources, gpu_type=component_resources[name].gpu_type,
-          gpu_count=component_resources[name].gpu_count)
+      kind, count = compiler.parse_gpu(args.trainer_gpu)
+      resources = dataclasses.replace(resources, gpu_type=kind,
+                                      gpu_count=count)
     component_resources[name] = resources
   options = compiler.TaskOptions(
       retry=compiler.RetryPolicy(max_retries=args.retries,
                                  backoff=f'{args.retry_backoff}s'),
       default_resources=_resources(args.cpu, args.memory),
       component_resources=tuple(sorted(component_resources.items())),
-      no_cache=tuple(args.no_cache_component))
+      no_cache=tuple(args.no_cache_component),
+      sized_resources=tuple(sorted(sized.items())))
   # Components read the schema inside the image, where the repository is
   # IMAGE_SOURCE_DIR (the pipeline itself reads it here while being built).
   schema = config.dataset.schema_file
@@ -213,6 +242,12 @@ def _add_compile(sub) -> None:
                      help='also Transform and Evaluator')
   tasks.add_argument('--trainer-gpu', metavar='TYPE[:COUNT]',
                      help='e.g. nvidia.com/gpu:1')
+  tasks.add_argument('--span-rows', type=argtypes.positive_int,
+                     metavar='N', help='rows of a span (all its files): '
+                     'sizes every data task\'s cores and memory and the '
+                     'Trainer\'s for it (a data task with 2 or more cores '
+                     'runs Beam multi_processing); default: today\'s fixed '
+                     'sizes. --task-resources overrides one task')
   tasks.add_argument('--task-resources', action='append', default=[],
                      metavar='NAME=CPU,MEM',
                      help='CPU cores and memory of one component\'s task '

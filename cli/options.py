@@ -16,6 +16,7 @@ from typing import Any, Dict, List, Sequence
 
 from leantfx import config as config_lib
 from leantfx import datasets
+from leantfx import sizing
 from leantfx import task as task_lib
 from leantfx.cli import argtypes
 from leantfx.components.optimize import runtimes
@@ -278,13 +279,17 @@ def add_pipeline_options(parser: argparse.ArgumentParser,
            "portable (Beam's portability framework: Job API + Fn API), "
            'flink or spark (portable, submitted to their Beam job server), '
            'dataflow; see docs/beam.md')
-  beam.add('--beam-mode', choices=beam_presets.DIRECT_MODES,
-           default='in_memory', help='DirectRunner running mode (default '
-           'in_memory)')
-  beam.add('--beam-workers', type=argtypes.positive_int, default=1,
-           help='DirectRunner workers (e.g. 2 with multi_processing); SDK '
-           'workers per environment for portable, flink and spark '
-           '(--sdk_worker_parallelism)')
+  beam.add('--beam-mode', choices=(sizing.AUTO,) + beam_presets.DIRECT_MODES,
+           default=sizing.AUTO, help='DirectRunner running mode. auto '
+           '(default): in_memory for a span below '
+           f'{sizing.MULTI_PROCESSING_MIN_ROWS:,} rows, else '
+           'multi_processing with one worker per core (the run says which '
+           'and why); compile sizes each task instead (--span-rows)')
+  beam.add('--beam-workers', type=argtypes.positive_int,
+           help='DirectRunner workers (default: 1, or every core when '
+           '--beam-mode auto chooses multi_processing); SDK workers per '
+           'environment for portable, flink and spark '
+           '(--sdk_worker_parallelism, default 1)')
   beam.add('--job-endpoint', type=argtypes.job_endpoint,
            metavar='HOST:PORT|embed',
            help='portable runners: where the pipelines are submitted. embed: '

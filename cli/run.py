@@ -9,6 +9,7 @@ pushed). Every run writes a run record (JSON) beside its log, or to
 has status 'stopped'.
 """
 import argparse
+import dataclasses
 import logging
 import os
 import time
@@ -26,8 +27,9 @@ DEFAULT_OUTPUT = 'leantfx-output'
 RUNNERS = ('local', 'beam')
 
 
-def _print_summary(summary, config, seconds: float, log_path: str) -> None:
-  """Prints the closing summary."""
+def _print_summary(summary, config, seconds: float, log_path: str,
+                   beam_line: str = '') -> None:
+  """Prints the closing summary (beam_line: what --beam-mode auto chose)."""
   states = [e.state for e in summary.executions.values()]
   cached = states.count('cached')
   print(f'\nleantfx run finished in {seconds:.1f}s '
@@ -52,6 +54,8 @@ def _print_summary(summary, config, seconds: float, log_path: str) -> None:
           'serving directory is unchanged)')
   for line in summary_lib.summary_lines(summary, config):
     print(line)
+  if beam_line:
+    print(f'  {beam_line}')
   print(f'  log: {log_path}')
 
 
@@ -78,7 +82,9 @@ def _run(args: argparse.Namespace, output: str, log_path: str,
                 task=data.task.task, task_reason=data.task.reason,
                 task_requested=data.task.requested,
                 pipeline_name=config.pipeline_name,
-                metadata_path=config.metadata_path)
+                metadata_path=config.metadata_path,
+                beam=(dataclasses.asdict(built.beam) if built.beam else
+                      None))
   what = (f'regression on {config.dataset.label!r}'
           if config.dataset.is_regression else
           f'{len(config.dataset.classes)} classes')
@@ -103,7 +109,8 @@ def _run(args: argparse.Namespace, output: str, log_path: str,
                             quiet_console=not args.verbose)
   summary = run_summary.summarize(config.metadata_path, config.pipeline_name,
                                   since_ms)
-  _print_summary(summary, config, time.monotonic() - started, log_path)
+  _print_summary(summary, config, time.monotonic() - started, log_path,
+                 built.beam.line() if built.beam else '')
   facts = summary_lib.run_record(summary, config)
   facts['rows'] = dict(record['rows'], **(facts['rows'] or {}))
   record.update(facts)

@@ -147,8 +147,12 @@ class TaskOptions:
     retry: the retry policy of every task a retry can help (see
       apply_task_options).
     default_resources: resources of every component's container.
-    component_resources: per component id, replacing the default.
+    component_resources: per component id, replacing the default (an id
+      the pipeline lacks is refused: the user named it).
     no_cache: component ids whose tasks never use KFP's cache.
+    sized_resources: per component id, from the span's size
+      (leantfx/sizing.py), for the components the pipeline has; below
+      component_resources.
   """
   retry: RetryPolicy = RetryPolicy()
   default_resources: Resources = Resources()
@@ -158,10 +162,12 @@ class TaskOptions:
       ('Evaluator', Resources(cpu=2.0, memory_gb=4.0)),
   )
   no_cache: Tuple[str, ...] = ()
+  sized_resources: Tuple[Tuple[str, Resources], ...] = ()
 
   def resources_of(self, component_id: str) -> Resources:
-    return dict(self.component_resources).get(component_id,
-                                               self.default_resources)
+    return dict(self.component_resources).get(
+        component_id, dict(self.sized_resources).get(component_id,
+                                                     self.default_resources))
 
 
 def parse_memory(text: str) -> float:

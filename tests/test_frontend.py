@@ -274,9 +274,10 @@ def test_first_screen_shows_leantfx_lines_only(tmp_path):
   quiet = run_cli(argv, timeout=300, env=env)
   assert quiet.returncode == 0, quiet.stderr
   assert quiet.stderr == '', quiet.stderr
-  # The task decision (issue 14), the artifacts' estimate, then what was
-  # written.
-  assert all(line.startswith(('task: ', 'disk: ', 'wrote ')) for line in
+  # The task decision, the artifacts' estimate, the tasks' sizes, then what
+  # was written.
+  assert all(line.startswith(('task: ', 'disk: ', 'tasks: ', 'wrote '))
+             for line in
              quiet.stdout.splitlines()), quiet.stdout
   with open(cache / 'leantfx' / 'logs' / 'compile.log') as f:
     log = f.read()

@@ -68,6 +68,10 @@ def test_every_row_is_used_and_the_run_record_says_so(run):
                           'used': len(rows)}
   assert f'rows: {len(rows):,} read, {len(rows):,} used' in result.stdout
   assert 'Traceback' not in result.stderr
+  # --beam-mode auto on a 569-row span: in_memory, said and recorded.
+  assert facts['beam']['mode'] == 'in_memory', facts['beam']
+  assert f'{len(rows):,} rows < ' in facts['beam']['reason']
+  assert result.stdout.count('  beam: in_memory (') == 2  # Plan and summary.
 
 
 def _serve(base):

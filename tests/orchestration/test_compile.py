@@ -10,6 +10,7 @@ import re
 import pytest
 import yaml
 
+from leantfx import sizing
 from leantfx.kubeflow import compiler
 from tests.helpers import run_cli
 from tests.orchestration.conftest import COMPILE_ARGS, IMAGE
@@ -56,6 +57,8 @@ def test_compiled_yaml_parses_with_kfp_protos_and_has_every_component(
         'tfx.orchestration.kubeflow.v2.container.kubeflow_v2_run_executor')
     assert list(container['command'])[:3] == ['python', '-m', module], name
   assert f'{len(tasks)} tasks, image {IMAGE}' in compiled['stdout']
+  # Without --span-rows the command says the tasks keep fixed sizes.
+  assert 'pass --span-rows N' in compiled['stdout']
   # The artifacts' estimate of the sample data (the bundled penguins, 13.5 kB
   # of CSV); the cluster's storage is not visible from here.
   assert re.search(r'^disk: about \S+ MB of artifacts for 13\.5 kB of input '
@@ -154,6 +157,42 @@ def test_task_resources_override_a_component_and_size_its_beam(tmp_path):
   # --trainer-gpu (COMPILE_ARGS) still holds.
   assert dict(trainer['accelerator']) == {'type': 'nvidia.com/gpu',
                                           'count': '1'}
+
+
+def test_span_rows_size_every_data_task_and_its_beam_workers(tmp_path):
+  out = str(tmp_path / 'p.yaml')
+  result = run_cli(COMPILE_ARGS + [
+      '--out', out, '--span-rows', '1000000',
+      '--task-resources', 'Evaluator=3,5G'])
+  assert result.returncode == 0, result.stdout + result.stderr
+  assert 'tasks sized for spans of 1,000,000 rows' in result.stdout
+  executors = _spec(out).deployment_spec['executors']
+  cores, memory = sizing.task_resources(1_000_000)['StatisticsGen']
+  assert cores >= 2
+  for name in ('CsvExampleGen', 'StatisticsGen', 'Transform', 'Augment',
+               'ValidationGate'):
+    container = executors[f'{name}_executor']['container']
+    assert container['resources']['cpuLimit'] == cores, name
+    assert container['resources']['memoryLimit'] == memory, name
+    assert '--direct_running_mode=multi_processing' in list(
+        container['args']), name
+    assert f'--direct_num_workers={int(cores)}' in list(
+        container['args']), name
+  trainer = executors['Trainer_executor']['container']['resources']
+  assert trainer['cpuLimit'] == sizing.task_resources(1_000_000)['Trainer'][0]
+  assert dict(trainer['accelerator'])['type'] == 'nvidia.com/gpu'
+  # --task-resources still overrides one task.
+  evaluator = executors['Evaluator_executor']['container']
+  assert evaluator['resources']['cpuLimit'] == 3.0
+  assert '--direct_num_workers=3' in list(evaluator['args'])
+  # A small span keeps every data task on one core, in_memory.
+  small = str(tmp_path / 'small.yaml')
+  result = run_cli(COMPILE_ARGS + ['--out', small, '--span-rows', '2000'])
+  assert result.returncode == 0, result.stdout + result.stderr
+  statistics = _spec(small).deployment_spec['executors'][
+      'StatisticsGen_executor']['container']
+  assert statistics['resources']['cpuLimit'] == 1.0
+  assert '--direct_running_mode=in_memory' in list(statistics['args'])
 
 
 def _strings(value):
