@@ -234,6 +234,12 @@ def _optimization_lines(summary, config) -> List[str]:
   fastest = _custom(optimized, 'fastest_variant') if optimized else None
   if fastest:
     lines.append(_fastest_line(json.loads(fastest)))
+  times = _custom(optimized, 'candidate_times') if optimized else None
+  if times and json.loads(times):
+    lines.append('  optimizer time per candidate: ' + ', '.join(
+        f"{name} {t['techniques_s'] + t['tflite_s']:.1f} s"
+        + (f" ({t['train_steps']:,} steps)" if t.get('train_steps') else '')
+        for name, t in json.loads(times).items()))
   skipped = _custom(optimized, 'skipped_candidates') if optimized else None
   for failure in json.loads(skipped) if skipped else ():
     lines.append(_failure_line(failure))

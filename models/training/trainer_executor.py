@@ -18,6 +18,7 @@ from tfx.components.trainer import executor as trainer_executor
 from tfx.types import artifact_utils
 from tfx.types import standard_component_specs
 
+from leantfx.models import model_layout
 from leantfx.models.training import callbacks as callbacks_lib
 
 # Custom property names on the Model and ModelRun artifacts.
@@ -33,7 +34,7 @@ TENSORBOARD_LOGS = 'tensorboard_logs'
 # examples it saw, the train rows and the passes that is (a string: MLMD
 # custom properties hold no floats here). The ModelOptimizer ties its
 # techniques' steps to TRAIN_STEPS.
-TRAIN_STEPS = 'train_steps'
+TRAIN_STEPS = model_layout.TRAIN_STEPS_PROPERTY
 TRAIN_EXAMPLES = 'train_examples'
 TRAIN_ROWS = 'train_rows'
 TRAIN_PASSES = 'train_passes'
