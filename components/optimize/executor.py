@@ -864,14 +864,14 @@ def optimize(model: tf_keras.Model,
   """
   # The gate and the policy see the selection split only; every variant is
   # re-measured on the report split for the report.
-  all_eval = first_rows(measure.LabeledData.from_dataset(
-      eval_ds.take(-(-SCORING_MAX_EXAMPLES // config.batch_size))),
-                        SCORING_MAX_EXAMPLES)
+  eval_batches = -(-SCORING_MAX_EXAMPLES // config.batch_size)
+  collected = measure.LabeledData.from_dataset(eval_ds.take(eval_batches))
+  all_eval = first_rows(collected, SCORING_MAX_EXAMPLES)
   budgets = dict(budgets or {})
   budgets['samples'] = {
       'eval_rows_scored': len(all_eval),
-      'eval_sampled': int(eval_ds.cardinality()) * config.batch_size > len(
-          all_eval),
+      'eval_sampled': (len(collected) > len(all_eval) or
+                       int(eval_ds.cardinality()) > eval_batches),
       'scoring_max_examples': SCORING_MAX_EXAMPLES,
       'calibration_samples': config.calibration_samples,
       'technique_examples': TECHNIQUE_EXAMPLES,
@@ -1208,7 +1208,7 @@ class Executor(base_executor.BaseExecutor):
           spec.SERVING_INPUTS_PROPERTY, json.dumps(outcome.serving_inputs))
     optimized_model.set_string_custom_property(
         CANDIDATE_TIMES_PROPERTY,
-        json.dumps(outcome.budgets.get('candidates') or {}, sort_keys=True))
+        json.dumps(outcome.budgets.get('candidates') or {}))
     if outcome.fastest is not None:
       optimized_model.set_string_custom_property(
           FASTEST_PROPERTY, json.dumps(outcome.fastest.to_dict()))

@@ -19,7 +19,9 @@ import tf_keras
 from leantfx.components.optimize import _keras_utils
 from leantfx.components.optimize import config as config_lib
 from leantfx.components.optimize import executor as executor_lib
+from leantfx.components.optimize import measure
 from leantfx.components.optimize import pruning
+from leantfx.components.optimize import report
 from leantfx.models.training import trainer_executor
 
 pytestmark = pytest.mark.unit
@@ -142,3 +144,28 @@ def test_the_trainer_records_its_budget_on_the_model():
   assert properties[trainer_executor.TRAIN_EXAMPLES] == 80_000
   assert properties[trainer_executor.TRAIN_ROWS] == 80_020
   assert properties[trainer_executor.TRAIN_PASSES] == '0.9998'
+
+
+def test_the_report_says_what_was_sampled_and_how_long_each_candidate_took():
+  lines = report.budget_lines({
+      'trainer_steps': 2490,
+      'train_split': {'batches': 2499, 'cached': False,
+                      'cache_max_records': 50_000, 'shuffle_buffer': 10_000},
+      'samples': {'eval_rows_scored': 20_000, 'eval_sampled': True,
+                  'scoring_max_examples': 20_000, 'calibration_samples': 100,
+                  'technique_examples': 1024, 'raw_eval_rows': 20_000},
+      'candidates': {'pruning': {'techniques_s': 20.0, 'tflite_s': 3.1,
+                                 'train_steps': 2488}}})
+  text = '\n'.join(lines)
+  assert "the Trainer's 2,490 steps, distillation at most 4,980" in text
+  assert 'streamed from its files' in text
+  assert 'the first 20,000 eval rows (a sample' in text
+  assert 'calibrated on 100 train rows' in text
+  assert 'pruning 23.1 s (2,488 steps)' in text
+  assert 'own epochs' in report.budget_lines({'trainer_steps': None})[0]
+
+
+def test_first_rows_keeps_the_order_and_bounds_the_rows():
+  data = measure.LabeledData({'x': np.arange(10.0)}, np.arange(10))
+  assert executor_lib.first_rows(data, 4).labels.tolist() == [0, 1, 2, 3]
+  assert executor_lib.first_rows(data, 40) is data
