@@ -268,7 +268,9 @@ def _add_run_params(p) -> None:
   p.add_argument('--span', type=argtypes.positive_int,
                  help='pin ExampleGen to span N (range_config parameter)')
   p.add_argument('--train-steps', type=argtypes.positive_int,
-                 help='train_args parameter')
+                 help='train_args parameter: the exact steps of a package '
+                 'compiled with --train-steps, else the cap of its passes '
+                 'rule (compile --max-train-steps)')
   p.add_argument('--span-window', type=argtypes.positive_int,
                  help='train on the newest K spans (span_window parameter)')
   p.add_argument('--param', action='append', default=[],

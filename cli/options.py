@@ -315,8 +315,21 @@ def _add_training(group: _Group) -> None:
   """The training flags: budget, precision, distribution, memory, tuner."""
   defaults = config_lib.TrainingConfig()
   group.add('--train-steps', type=argtypes.positive_int,
-            help='optimizer steps (default: 1000 for the bundled datasets, '
-            f'else {defaults.train_steps})')
+            help='exactly this many optimizer steps (default: the passes '
+            'rule of --train-passes, --min-train-steps, --max-train-steps)')
+  group.add('--train-passes', type=argtypes.positive_float, metavar='P',
+            help='train for P passes over the train split (default '
+            f'{config_lib.DEFAULT_TRAIN_PASSES:g}): steps = P x train rows / '
+            'global batch, the rows counted when the Trainer runs, kept '
+            'between --min-train-steps and --max-train-steps')
+  group.add('--min-train-steps', type=argtypes.positive_int, metavar='N',
+            help='the fewest steps of the passes rule: small data trains '
+            'this many steps however few its rows (default: 1000 for the '
+            f'bundled datasets, else {defaults.train_steps})')
+  group.add('--max-train-steps', type=argtypes.positive_int, metavar='N',
+            help='the most steps of the passes rule (default '
+            f'{config_lib.DEFAULT_MAX_TRAIN_STEPS:,}); the Trainer\'s '
+            'train_args, a pipeline parameter on Kubeflow')
   group.add('--epochs', type=argtypes.positive_int)
   group.add('--batch-size', type=argtypes.positive_int)
   group.add('--learning-rate', type=argtypes.positive_float)

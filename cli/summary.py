@@ -101,12 +101,54 @@ def _training_lines(summary) -> List[str]:
     lines.append(f'  training: precision {props["precision_policy"].string_value}'
                  f' ({props["precision_reason"].string_value}); strategy '
                  f'{strategy}')
+  budget = training_budget(summary)
+  if budget:
+    lines.append('  ' + budget_line(budget))
   tuner = summary.executions.get('Tuner')
   if tuner and tuner.outputs.get('best_hyperparameters'):
     lines.append('  tuner: best hyperparameters in '
                  f'{tuner.outputs["best_hyperparameters"][0].uri}')
   lines.append(f'  tensorboard: tensorboard --logdir {model_run.uri}')
   return lines
+
+
+def training_budget(summary) -> Optional[Dict[str, Any]]:
+  """What the Trainer trained for: steps, examples, rows, passes, rule.
+
+  From the model-run artifact's custom properties
+  (models/training/trainer_executor.py); None before the Trainer ran.
+  """
+  trainer = summary.executions.get('Trainer')
+  if not trainer or not trainer.outputs.get('model_run'):
+    return None
+  props = trainer.outputs['model_run'][0].custom_properties
+  if 'train_steps' not in props:
+    return None
+  result = {'steps': props['train_steps'].int_value,
+            'examples': props['train_examples'].int_value,
+            'rule': props['train_budget_rule'].string_value}
+  if 'train_rows' in props:
+    result['train_rows'] = props['train_rows'].int_value
+  if 'train_passes' in props:
+    result['passes'] = float(props['train_passes'].string_value)
+  if 'train_rows_at_least' in props and props['train_rows_at_least'].int_value:
+    result['train_rows_at_least'] = True
+  return result
+
+
+def budget_line(budget: Dict[str, Any]) -> str:
+  """'trained 2,500 steps = 80,000 examples, 1 pass over 80,000 rows'."""
+  line = (f"trained {budget['steps']:,} steps = {budget['examples']:,} "
+          'examples')
+  if budget.get('passes') is not None:
+    line += (f", {budget['passes']:.2f} passes over "
+             f"{budget['train_rows']:,} train rows")
+  elif budget.get('train_rows_at_least'):
+    line += (f", the step cap: the train split holds more than "
+             f"{budget['train_rows']:,} rows")
+  rule = {'exact': '--train-steps', 'passes': 'the passes rule'}.get(
+      budget['rule'], budget['rule'])
+  return f'{line} ({rule})'
 
 
 def _custom(artifact, key: str):
@@ -192,6 +234,12 @@ def _optimization_lines(summary, config) -> List[str]:
   fastest = _custom(optimized, 'fastest_variant') if optimized else None
   if fastest:
     lines.append(_fastest_line(json.loads(fastest)))
+  times = _custom(optimized, 'candidate_times') if optimized else None
+  if times and json.loads(times):
+    lines.append('  optimizer time per candidate: ' + ', '.join(
+        f"{name} {t['techniques_s'] + t['tflite_s']:.1f} s"
+        + (f" ({t['train_steps']:,} steps)" if t.get('train_steps') else '')
+        for name, t in json.loads(times).items()))
   skipped = _custom(optimized, 'skipped_candidates') if optimized else None
   for failure in json.loads(skipped) if skipped else ():
     lines.append(_failure_line(failure))
@@ -310,6 +358,7 @@ def run_record(summary, config) -> Dict[str, Any]:
       'pushed_path': summary.pushed_path if summary.pushed else None,
       'reused_version': summary.reused_version,
       'serving_graph': dict(summary.serving_graph) or None,
+      'training': training_budget(summary),
       'executions': {
           node: {'state': e.state, 'execution_id': e.execution_id}
           for node, e in sorted(summary.executions.items())

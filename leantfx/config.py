@@ -154,12 +154,27 @@ def _product(values) -> int:
   return result
 
 
+# The command line's training budget (cli/build.py training_config): one
+# pass over the train split, at least the floor (the bundled datasets keep
+# their 1,000 steps, a user's data 2,000) and at most this many steps.
+DEFAULT_TRAIN_PASSES = 1.0
+DEFAULT_MAX_TRAIN_STEPS = 20_000
+
+
 @dataclasses.dataclass(frozen=True)
 class TrainingConfig:
   """How the Trainer fits the model.
 
   Attributes:
-    train_steps: optimizer steps in total.
+    train_steps: optimizer steps in total; with train_passes, the most the
+      Trainer may take (its TrainArgs num_steps, a Kubeflow runtime
+      parameter).
+    train_passes: None: train exactly train_steps. A number: the Trainer's
+      steps are this many passes over the train split, whose rows run_fn
+      counts at run time (models/training/budget.py), at least
+      min_train_steps and at most train_steps.
+    min_train_steps: with train_passes, the fewest steps (small splits keep
+      this floor: one pass over 1,400 rows is 45 steps of 32).
     eval_steps: validation batches per epoch (Keras validation, not TFMA).
     epochs: the steps are split into this many epochs (logging, callbacks).
     batch_size: examples per replica per (micro-)batch; the global batch is
@@ -203,6 +218,8 @@ class TrainingConfig:
     tuner_epochs: epochs per trial (Hyperband's max_epochs).
   """
   train_steps: int = 2000
+  train_passes: Optional[float] = None
+  min_train_steps: int = 1
   eval_steps: int = 10
   epochs: int = 10
   batch_size: int = 32
@@ -237,8 +254,17 @@ class TrainingConfig:
            f'{self.train_steps}.')
     _check(self.eval_steps >= 1, f'eval_steps must be >= 1, got '
            f'{self.eval_steps}.')
-    _check(1 <= self.epochs <= self.train_steps,
-           f'epochs must be between 1 and train_steps ({self.train_steps}), '
+    _check(self.train_passes is None or self.train_passes > 0,
+           f'train_passes must be > 0 (passes over the train split), got '
+           f'{self.train_passes}.')
+    _check(1 <= self.min_train_steps <= self.train_steps,
+           f'min_train_steps must be between 1 and the step cap train_steps '
+           f'({self.train_steps}), got {self.min_train_steps}.')
+    # The fewest steps the Trainer can take: every epoch needs one.
+    fewest = (self.train_steps if self.train_passes is None
+              else self.min_train_steps)
+    _check(1 <= self.epochs <= fewest,
+           f'epochs must be between 1 and the fewest train steps ({fewest}), '
            f'got {self.epochs}.')
     _check(self.batch_size >= 1, f'batch_size must be >= 1, got '
            f'{self.batch_size}.')
@@ -284,9 +310,10 @@ def _check_training_extensions(t: 'TrainingConfig') -> None:
   _check(t.early_stopping_patience >= 0,
          f'early_stopping_patience must be >= 0 (0 = off), got '
          f'{t.early_stopping_patience}.')
-  _check(0 <= t.warmup_steps < t.train_steps,
-         f'warmup_steps must be in [0, train_steps={t.train_steps}), got '
-         f'{t.warmup_steps}.')
+  fewest = t.train_steps if t.train_passes is None else t.min_train_steps
+  _check(0 <= t.warmup_steps < fewest,
+         f'warmup_steps must be in [0, {fewest}) (the fewest train steps), '
+         f'got {t.warmup_steps}.')
   if t.tune:
     _check(t.tuner_trials >= 1,
            f'The tuner budget is {t.tuner_trials} trials; it must be at '

@@ -36,6 +36,7 @@ from leantfx.models import features
 from leantfx.models import model_layout
 from leantfx.models import raw_serving
 from leantfx.models import warm_start
+from leantfx.models.training import budget as budget_lib
 from leantfx.models.training import callbacks as callbacks_lib
 from leantfx.models.training import plan as plan_lib
 from leantfx.models.training import precision
@@ -246,6 +247,14 @@ def run_fn(fn_args: tfx.components.FnArgs) -> None:
   # Strategy, batches scaled by the replicas, precision: models/training/.
   plan = plan_lib.prepare(training)
   strategy = plan.strategy
+  # The steps: exactly fn_args.train_steps, or passes over the train split's
+  # rows (counted here: the compiled pipeline never saw the data), clamped
+  # to [min_train_steps, fn_args.train_steps].
+  budget = budget_lib.resolve(training, fn_args.train_steps,
+                              fn_args.train_files,
+                              plan.batches.dataset_batch)
+  training = budget.applied_to(training)
+  logging.info('train budget: %s', budget)
   train_ds = plan.input(
       _input_fn(fn_args.train_files, fn_args.data_accessor,
                 tf_transform_output, plan.batches.dataset_batch,
@@ -270,7 +279,7 @@ def run_fn(fn_args: tfx.components.FnArgs) -> None:
       fn_args.custom_config, tf_transform_output, len(spec.classes))
   logging.info('class weights: %s', class_weight)
 
-  steps_per_epoch = max(1, fn_args.train_steps // training.epochs)
+  steps_per_epoch = max(1, training.train_steps // training.epochs)
   # TensorBoard in the model-run artifact, BackupAndRestore in a working dir
   # beside it, early stopping when configured.
   callbacks = callbacks_lib.build(training, fn_args.model_run_dir,
@@ -287,6 +296,9 @@ def run_fn(fn_args: tfx.components.FnArgs) -> None:
 
   record = plan.record()
   record.update(callbacks_lib.summary(callbacks, training.epochs))
+  # Early stopping can end sooner; a resumed run's epochs count from 0.
+  epochs_done = max(record.get('epochs_run') or [training.epochs - 1]) + 1
+  record['budget'] = budget.record(steps_per_epoch * epochs_done)
   record.update(tensorboard_logs=fn_args.model_run_dir,
                 hyperparameters=hyperparameters,
                 training=config_lib.to_json_dict(training))

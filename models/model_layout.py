@@ -28,3 +28,7 @@ LOGITS_LAYER = 'logits'
 PROBABILITIES_LAYER = 'probabilities'
 # A regression model's last layer: float32 predictions in target units.
 PREDICTIONS_LAYER = 'predictions'
+# The Model artifact's custom property with the optimizer steps the Trainer
+# trained for (models/training/trainer_executor.py sets it); the
+# ModelOptimizer caps its techniques' steps by it.
+TRAIN_STEPS_PROPERTY = 'train_steps'

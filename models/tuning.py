@@ -284,9 +284,14 @@ def tuner_fn(fn_args: tfx.components.FnArgs) -> tfx.components.TunerFnResult:
   }
   # Trials train in float32 on one device: tuning compares hyperparameters,
   # and a probe or a cluster per trial would only add noise and cost.
+  # The Trainer's steps are decided from the rows only in run_fn: a
+  # trial's learning-rate schedule spans the floor of that rule.
   trial_training = dataclasses.replace(
       training, precision='float32', strategy='auto', accumulation_steps=1,
-      recompute=False, global_batch_size=None)
+      recompute=False, global_batch_size=None,
+      train_steps=(training.train_steps if training.train_passes is None
+                   else training.min_train_steps),
+      train_passes=None, min_train_steps=1)
   hypermodel = LeantfxHyperModel(spec, trial_training, vocabulary_sizes)
   tuner = make_tuner(training.tuner_algorithm, hypermodel,
                      training.tuner_trials, training.tuner_epochs,

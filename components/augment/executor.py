@@ -23,6 +23,7 @@ from leantfx import config as config_lib
 from leantfx.components.augment import examples as examples_lib
 from leantfx.components.augment import spec as spec_lib
 from leantfx.components.augment import stages
+from leantfx.components.augment import tabular
 
 _OUTPUT_PREFIX = 'data_tfrecord'
 # ExampleGen's custom properties the output keeps (span and version are
@@ -68,6 +69,15 @@ def check_inputs(cfg: config_lib.AugmentConfig, spec: config_lib.DatasetSpec,
 def _write_report(entries, path: str, meta: Dict[str, Any]) -> None:
   report = dict(meta)
   report['splits'] = stages.counts_to_report(entries)
+  config = meta['augment_config']
+  if config['oversample'] != 'none':
+    # A class above MAX_CLASS_ROWS rows was oversampled from a sample.
+    counts = report['splits'].get(spec_lib.TRAIN_SPLIT, {}).get(
+        'class_counts_before', {})
+    report['oversample_source_rows'] = {
+        'max_per_class': tabular.MAX_CLASS_ROWS,
+        'sampled_classes': tabular.sampled_classes(counts,
+                                                   config['target_ratio'])}
   io_utils.write_string_file(path, json.dumps(report, indent=2, sort_keys=True))
 
 

@@ -167,7 +167,9 @@ class Oversample(beam.PTransform):
         keyed
         | 'OnlyMinority' >> beam.Filter(
             lambda kv, need: need.get(kv[0], 0) > 0, need=needed_side)
-        | 'GroupByClass' >> beam.GroupByKey()
+        # At most MAX_CLASS_ROWS rows of a class in memory: (label, rows).
+        | 'SampleClass' >> beam.combiners.Top.PerKey(
+            tabular.MAX_CLASS_ROWS, key=tabular.row_digest, reverse=True)
         | 'Synthesize' >> beam.FlatMap(
             _synthetic_for_class, needed=needed_side, cfg=cfg, spec=spec,
             domains=domains))

@@ -13,6 +13,8 @@ features of synthetic rows, scaled by the class's standard deviation.
 import math
 from typing import Dict, List, Mapping, Optional, Sequence
 
+import hashlib
+
 import numpy as np
 import tensorflow as tf
 
@@ -23,6 +25,24 @@ from leantfx.components.augment import images
 # Neighbours are searched among at most this many rows of a class, chosen
 # deterministically, so SMOTE's cost per class stays bounded (O(n * cap)).
 MAX_NEIGHBOUR_POOL = 4000
+# Synthetic rows of a class are made from at most this many of its rows (a
+# deterministic sample: the rows with the smallest digests), so the memory
+# of oversampling does not grow with a class's rows; the Augment report
+# names the classes that were sampled.
+MAX_CLASS_ROWS = 20_000
+
+
+def row_digest(serialized: bytes) -> bytes:
+  """The order the per-class sample is taken in (stable across runs)."""
+  return hashlib.sha256(serialized).digest()
+
+
+def sampled_classes(counts: Mapping[str, int],
+                    target_ratio: float) -> Dict[str, int]:
+  """{class: rows} of the classes oversampled from a MAX_CLASS_ROWS sample."""
+  needed = targets(counts, target_ratio)
+  return {label: count for label, count in counts.items()
+          if needed.get(label, 0) > 0 and count > MAX_CLASS_ROWS}
 
 
 def targets(counts: Mapping[str, int], target_ratio: float) -> Dict[str, int]:

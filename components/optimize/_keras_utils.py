@@ -352,13 +352,47 @@ def steps_per_epoch(dataset: tf.data.Dataset) -> int:
   return cardinality
 
 
+def check_max_steps(config: Any) -> None:
+  """``config.max_steps`` is None (the epochs decide) or an int >= 1."""
+  if config.max_steps is not None:
+    check_int(config, 'max_steps', 1)
+
+
+def epoch_plan(train_ds: tf.data.Dataset, epochs: int,
+               max_steps: Optional[int] = None) -> Tuple[int, int]:
+  """(epochs, steps per epoch) of ``epochs`` passes, within ``max_steps``.
+
+  Without a cap, or when the passes fit in it, every epoch is one pass over
+  ``train_ds``. Otherwise the epochs are shortened (and, below one step
+  each, fewer) so that epochs x steps per epoch <= max_steps: a large split
+  trains the technique for at most max_steps batches, drawn in order from
+  the repeated dataset.
+  """
+  if epochs == 0:
+    return 0, 0
+  per_pass = steps_per_epoch(train_ds)
+  if max_steps is None or epochs * per_pass <= max_steps:
+    return epochs, per_pass
+  epochs = min(epochs, max_steps)
+  return epochs, max_steps // epochs
+
+
+def planned_steps(train_ds: tf.data.Dataset, epochs: int,
+                  max_steps: Optional[int] = None) -> int:
+  """The batches ``fit`` trains on: epochs x steps per epoch (epoch_plan)."""
+  planned_epochs, per_epoch = epoch_plan(train_ds, epochs, max_steps)
+  return planned_epochs * per_epoch
+
+
 def fit(model: tf_keras.Model,
         train_ds: tf.data.Dataset,
         epochs: int,
-        callbacks: Sequence[tf_keras.callbacks.Callback] = ()
+        callbacks: Sequence[tf_keras.callbacks.Callback] = (),
+        max_steps: Optional[int] = None
        ) -> Dict[str, List[float]]:
   """Trains a compiled model for ``epochs`` passes over ``train_ds``.
 
+  At most ``max_steps`` batches in all (epoch_plan: shorter epochs).
   No per-epoch validation: the techniques score the final model with
   ``accuracy`` instead, which spares tracing an evaluation graph per run.
 
@@ -368,8 +402,14 @@ def fit(model: tf_keras.Model,
   """
   if epochs == 0:
     return {}
-  history = model.fit(
-      train_ds, epochs=epochs, callbacks=list(callbacks), verbose=0)
+  planned_epochs, per_epoch = epoch_plan(train_ds, epochs, max_steps)
+  if (planned_epochs, per_epoch) == (epochs, steps_per_epoch(train_ds)):
+    history = model.fit(
+        train_ds, epochs=epochs, callbacks=list(callbacks), verbose=0)
+  else:
+    history = model.fit(
+        train_ds.repeat(), epochs=planned_epochs, steps_per_epoch=per_epoch,
+        callbacks=list(callbacks), verbose=0)
   return {
       key: [float(v) for v in values]
       for key, values in history.history.items()

@@ -41,12 +41,17 @@ class ClusteringConfig:
       large steps move the few shared centroids far.
     skip_unsupported_layers: leave layers tfmot cannot cluster unwrapped (and
       list them in the details) instead of raising ConfigError.
+    max_steps: at most this many fine-tuning steps (shorter epochs when
+      the passes would take more); None: the epochs decide. The
+      ModelOptimizer sets it from the Trainer's steps
+      (config.tie_to_trainer).
   """
   number_of_clusters: int = 16
   centroid_init: str = 'kmeans_plus_plus'
   epochs: int = 1
   learning_rate: float = 1e-5
   skip_unsupported_layers: bool = False
+  max_steps: Optional[int] = None
 
   def __post_init__(self):
     _keras_utils.check_int(self, 'number_of_clusters', 2)
@@ -57,6 +62,7 @@ class ClusteringConfig:
     _keras_utils.check_int(self, 'epochs', 1)
     _keras_utils.check_learning_rate(self)
     _keras_utils.check_bool(self, 'skip_unsupported_layers')
+    _keras_utils.check_max_steps(self)
 
   def to_dict(self) -> Dict[str, Any]:
     """Returns the fields as a JSON-serialisable dict."""
@@ -139,7 +145,8 @@ def cluster(model: tf_keras.Model,
       lambda layer: tfmot.clustering.keras.cluster_weights(
           layer, **cluster_args))
   _keras_utils.compile_classifier(wrapped, config.learning_rate)
-  history = _keras_utils.fit(wrapped, train_ds, config.epochs)
+  history = _keras_utils.fit(wrapped, train_ds, config.epochs,
+                             max_steps=config.max_steps)
   stripped = tfmot.clustering.keras.strip_clustering(wrapped)
 
   unique_values = _keras_utils.kernel_unique_values(stripped)
@@ -156,6 +163,8 @@ def cluster(model: tf_keras.Model,
       'params': _keras_utils.count_params(stripped),
       'accuracy_before': _keras_utils.accuracy(model, eval_ds),
       'accuracy_after': _keras_utils.accuracy(stripped, eval_ds),
+      'training_steps': _keras_utils.planned_steps(
+          train_ds, config.epochs, config.max_steps),
       'history': history,
   }
   return OptimizationResult(technique=TECHNIQUE, model=stripped,

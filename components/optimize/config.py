@@ -202,8 +202,9 @@ def default_candidates() -> Tuple[Candidate, ...]:
   The baseline in every mode; pruning (80% sparsity, masks updated every 10
   steps, 4 epochs) as float and int8; pruning then prune-preserving QAT; QAT; weight
   clustering; distillation into a 3x smaller student; low-rank
-  factorization. A much larger dataset can keep these (more steps only
-  update masks more often) or pass its own candidates.
+  factorization. Their epochs suit a digits-sized split; on a larger one
+  the ModelOptimizer caps each technique's steps by the Trainer's
+  (tie_to_trainer).
   """
   int8_and_float = (tflite_export.FLOAT32, tflite_export.INT8)
   # A digits-sized train split has ~40 batches of 32 per epoch. tfmot's
@@ -244,6 +245,45 @@ def default_candidates() -> Tuple[Candidate, ...]:
                 int8_and_float),
       Candidate((_step('low_rank'),), int8_and_float),
   )
+
+
+# How many of the Trainer's steps a technique may train for: fine-tuning a
+# trained model at most as long as the Trainer trained it; distillation,
+# whose student starts from scratch, at most twice as long. On a digits-sized
+# split the epochs decide (pruning's 4 epochs of ~45 steps are far below the
+# Trainer's 1,000); on a large one the cap does.
+TRAINER_STEP_MULTIPLES: Dict[str, int] = {'distillation': 2}
+
+
+def trainer_step_cap(technique: str, trainer_steps: int) -> int:
+  """The most steps ``technique`` may take after a Trainer of trainer_steps."""
+  return TRAINER_STEP_MULTIPLES.get(technique, 1) * trainer_steps
+
+
+def tie_to_trainer(candidates: Tuple['Candidate', ...],
+                   trainer_steps: int) -> Tuple['Candidate', ...]:
+  """The candidates with every technique's max_steps within the Trainer's.
+
+  A step's own max_steps is kept when it is lower.
+
+  Args:
+    candidates: the candidates to build.
+    trainer_steps: the steps the Trainer trained for (>= 1).
+
+  Returns:
+    New candidates; each step's config has max_steps <=
+    trainer_step_cap(technique, trainer_steps).
+  """
+  tied = []
+  for candidate in candidates:
+    steps = []
+    for step in candidate.steps:
+      cap = trainer_step_cap(step.technique, trainer_steps)
+      own = step.config.max_steps
+      steps.append(TechniqueStep(step.technique, dataclasses.replace(
+          step.config, max_steps=cap if own is None else min(own, cap))))
+    tied.append(dataclasses.replace(candidate, steps=tuple(steps)))
+  return tuple(tied)
 
 
 def candidate_names(task: str = quality_lib.CLASSIFICATION) -> Tuple[str, ...]:

@@ -73,6 +73,9 @@ class DistillationConfig:
       teacher and student see the same view); the hard-label term mixes
       the two labels with lambda. The from-scratch control trains on the
       same mixed batches with the mixed labels. 0 = off.
+    max_steps: at most this many optimizer steps (shorter epochs when the
+      passes would take more); None: the epochs decide. The ModelOptimizer
+      sets it to twice the Trainer's steps (config.tie_to_trainer).
   """
   temperature: float = 4.0
   alpha: float = 0.1
@@ -82,6 +85,7 @@ class DistillationConfig:
   learning_rate: float = 1e-3
   seed: int = 0
   mixup: float = 0.0
+  max_steps: Optional[int] = None
 
   def __post_init__(self):
     _keras_utils.check_float(
@@ -94,6 +98,7 @@ class DistillationConfig:
     _keras_utils.check_learning_rate(self)
     _keras_utils.check_int(self, 'seed', 0)
     _keras_utils.check_float(self, 'mixup', 0.0, 100.0)
+    _keras_utils.check_max_steps(self)
 
   def to_dict(self) -> Dict[str, Any]:
     """Returns the fields as a JSON-serialisable dict."""
@@ -381,7 +386,8 @@ def distill(teacher: tf_keras.Model,
   distiller.compile(
       optimizer=tf_keras.optimizers.Adam(learning_rate=config.learning_rate),
       metrics=[tf_keras.metrics.SparseCategoricalAccuracy(name='accuracy')])
-  history = _keras_utils.fit(distiller, train_ds, config.epochs)
+  history = _keras_utils.fit(distiller, train_ds, config.epochs,
+                             max_steps=config.max_steps)
   details = {
       'config': config.to_dict(),
       **facts,
@@ -434,7 +440,8 @@ def train_from_scratch(teacher: tf_keras.Model,
   else:
     trainer = student
     _keras_utils.compile_classifier(student, config.learning_rate)
-  history = _keras_utils.fit(trainer, train_ds, config.epochs)
+  history = _keras_utils.fit(trainer, train_ds, config.epochs,
+                             max_steps=config.max_steps)
   details = {
       'config': config.to_dict(),
       **facts,

@@ -19,6 +19,7 @@ import json
 import multiprocessing
 import os
 import tempfile
+import time
 import traceback
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
@@ -49,6 +50,7 @@ from leantfx.errors import ConfigError
 from leantfx.errors import InputDataError
 from leantfx.models import features
 from leantfx.models import model_layout
+from leantfx.models.training import budget as budget_lib
 from leantfx.models.model_layout import KERAS_MODEL_DIR
 
 VARIANTS_DIR = 'variants'
@@ -59,6 +61,20 @@ _SHUFFLE_SEED = 0
 # before/after figures): a fixed sample, so that no decision a technique
 # makes is scored on the selection split the gate then judges it on.
 TECHNIQUE_EXAMPLES = 1024
+# Memory that does not grow with rows. A split of at most CACHE_MAX_RECORDS
+# records is cached in memory as serialized records (tens of MB for a
+# tabular split of that size; digits' ~2,900 augmented train rows are far
+# below); a larger one is streamed from its files every pass, shuffled in a
+# SHUFFLE_BUFFER-record buffer.
+CACHE_MAX_RECORDS = 50_000
+SHUFFLE_BUFFER = 10_000
+# The variants are scored (gate, report, raw-feature parity) on at most this
+# many eval rows, the first of the split (the Transform writes the rows in
+# the order it read them, so the raw and the transformed samples are the
+# same rows on the DirectRunner); a larger eval split is sampled, and the
+# report says so. The raw train rows int8 calibration draws from are read up
+# to the same bound.
+SCORING_MAX_EXAMPLES = 20_000
 
 
 @dataclasses.dataclass
@@ -83,6 +99,8 @@ class Outcome:
     serving_inputs: what the pushed .tflite takes ({'inputs': 'raw', ...}
       with its scores, or {'inputs': 'transformed'}); None: nothing pushed.
     runtime_serving_inputs: the same for each server runtime's push.
+    budgets: the Trainer's steps the techniques were tied to, the samples
+      scored and calibrated on, and each candidate's time and steps.
   """
   baseline: measure.VariantMetrics
   decisions: List[selection.GateDecision]
@@ -100,10 +118,14 @@ class Outcome:
   runtime_serving_inputs: Dict[str, Dict[str, Any]] = dataclasses.field(
       default_factory=dict)
   fastest: Optional[selection.Fastest] = None
+  budgets: Dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
 # JSON list of {'candidate', 'stage', 'error'} on the optimized model.
 SKIPPED_CANDIDATES_PROPERTY = 'skipped_candidates'
+# JSON {candidate: {'techniques_s', 'tflite_s', 'train_steps'}} on the
+# optimized model (the run summary's line).
+CANDIDATE_TIMES_PROPERTY = 'candidate_times'
 # JSON of selection.Fastest on the optimized model (the run summary's line).
 FASTEST_PROPERTY = 'fastest_variant'
 
@@ -219,27 +241,50 @@ def make_dataset(files: Sequence[str],
                  feature_spec: Mapping[str, Any],
                  label_key: str,
                  batch_size: int,
-                 shuffle: bool = False) -> tf.data.Dataset:
+                 shuffle: bool = False,
+                 cache_max_records: int = CACHE_MAX_RECORDS
+                ) -> tf.data.Dataset:
   """A finite dataset of (features dict, label) batches from gzipped TFRecords.
+
+  Its records are counted once (so its cardinality is known: the
+  techniques' epochs need no counting pass). At most ``cache_max_records``
+  records are cached in memory (the techniques pass over the data several
+  times); a larger split is streamed from its files on every pass, the
+  files in a new order each pass and the records through a SHUFFLE_BUFFER
+  buffer when ``shuffle``. Shuffling after the cache gives every epoch a new
+  order.
 
   Raises:
     InputDataError: the files cannot be read or parsed (checked on the first
       batch).
   """
-  # The serialized records are cached in memory (the techniques pass over
-  # the data several times and digits-sized splits are small); shuffling
-  # after the cache gives every epoch a new order.
-  dataset = tf.data.TFRecordDataset(
-      list(files), compression_type='GZIP').cache()
+  files = list(files)
+  try:
+    records = budget_lib.count_records(files)
+  except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as e:
+    raise InputDataError(
+        f'Cannot read transformed examples from {files[:3]}: '
+        f'{e.message.splitlines()[0]}. They must be gzipped TFRecords of '
+        'tf.Example matching the transform graph.') from e
+  if records > cache_max_records:
+    names = tf.data.Dataset.from_tensor_slices(files)
+    if shuffle:
+      names = names.shuffle(len(files), seed=_SHUFFLE_SEED)
+    dataset = names.interleave(
+        lambda name: tf.data.TFRecordDataset(name, compression_type='GZIP'),
+        cycle_length=min(4, len(files)))
+  else:
+    dataset = tf.data.TFRecordDataset(files, compression_type='GZIP').cache()
   if shuffle:
-    dataset = dataset.shuffle(10_000, seed=_SHUFFLE_SEED)
+    dataset = dataset.shuffle(SHUFFLE_BUFFER, seed=_SHUFFLE_SEED)
 
   def parse(serialized):
     parsed = tf.io.parse_example(serialized, feature_spec)
     label = parsed.pop(label_key)
     return parsed, tf.reshape(label, [-1])
 
-  dataset = dataset.batch(batch_size).map(parse)
+  dataset = dataset.batch(batch_size).map(parse).apply(
+      tf.data.experimental.assert_cardinality(-(-records // batch_size)))
   try:
     next(iter(dataset))
   except StopIteration as e:
@@ -268,6 +313,12 @@ def _chain_details(results) -> Dict[str, Any]:
   }
 
 
+def _technique_steps(details: Mapping[str, Any]) -> int:
+  """The optimizer steps a technique trained for (0: none recorded)."""
+  return int(details.get('training_steps') or
+             details.get('optimizer_steps') or 0)
+
+
 def build_variants(model: tf_keras.Model,
                    train_ds: tf.data.Dataset,
                    eval_ds: tf.data.Dataset,
@@ -279,7 +330,8 @@ def build_variants(model: tf_keras.Model,
                    server_runtimes: Sequence[str] = (),
                    baseline: Optional[measure.VariantMetrics] = None,
                    models: Optional[Dict[str, Any]] = None,
-                   pool: Optional[concurrent.futures.Executor] = None
+                   pool: Optional[concurrent.futures.Executor] = None,
+                   timings: Optional[Dict[str, Dict[str, Any]]] = None
                   ) -> List[measure.VariantMetrics]:
   """Runs every candidate chain, exports each mode and measures it.
 
@@ -312,6 +364,10 @@ def build_variants(model: tf_keras.Model,
     pool: the worker process for the server-runtime exports (the caller's,
       which it shuts down); None: one is started here when server_runtimes
       is not empty, and shut down on return.
+    timings: if given, candidate name -> {'techniques_s': its chain's
+      training, 'tflite_s': its TFLite exports and measurements,
+      'train_steps': the steps its techniques trained} is put in it (the
+      server runtimes' exports overlap the next candidate, untimed).
 
   Returns:
     One VariantMetrics per (candidate, mode) or (candidate, runtime, mode)
@@ -342,6 +398,7 @@ def build_variants(model: tf_keras.Model,
   try:
     for candidate in config.candidates:
       current, results, stage = model, [], None
+      started = time.perf_counter()
       try:
         for step in candidate.steps:
           stage = step.technique
@@ -356,6 +413,7 @@ def build_variants(model: tf_keras.Model,
         continue
       chain = '+'.join(r.technique for r in results) or config_lib.BASELINE
       details = _chain_details(results)
+      trained = time.perf_counter()
       if models is not None:
         models[candidate.name] = current
       out_dir = os.path.join(variants_dir, candidate.name)
@@ -391,6 +449,11 @@ def build_variants(model: tf_keras.Model,
         if pool is None:
           _log_variant(metrics, config.quality)
         tflite_variants.append(metrics)
+      if timings is not None:
+        timings[candidate.name] = {
+            'techniques_s': round(trained - started, 2),
+            'tflite_s': round(time.perf_counter() - trained, 2),
+            'train_steps': sum(_technique_steps(r.details) for r in results)}
       if pool is not None and _can_still_win(
           current, candidate.name, tflite_variants, eval_data, config,
           server_runtimes, baseline):
@@ -687,6 +750,15 @@ def technique_sample(train_ds: tf.data.Dataset,
   return raw_features.sample_rows(data, TECHNIQUE_EXAMPLES)
 
 
+def first_rows(data: measure.LabeledData,
+               count: int) -> measure.LabeledData:
+  """The first ``count`` rows of ``data`` (all, when fewer)."""
+  if count >= len(data):
+    return data
+  return measure.LabeledData({c: v[:count] for c, v in data.features.items()},
+                             data.labels[:count])
+
+
 def _batched(data: measure.LabeledData,
              batch_size: int) -> tf.data.Dataset:
   return tf.data.Dataset.from_tensor_slices(
@@ -761,7 +833,8 @@ def optimize(model: tf_keras.Model,
              push_base: str,
              model_name: str,
              optimized_model_dir: Optional[str] = None,
-             raw: Optional[raw_features.RawInputs] = None) -> Outcome:
+             raw: Optional[raw_features.RawInputs] = None,
+             budgets: Optional[Dict[str, Any]] = None) -> Outcome:
   """Builds, measures, gates and selects variants; pushes and reports.
 
   Args:
@@ -784,13 +857,31 @@ def optimize(model: tf_keras.Model,
       one); if an export fails, that pick's transformed-input model is
       pushed and the failure is listed. None: the transformed-input models
       (each manifest says which inputs it takes).
+    budgets: what the techniques trained for and the samples used
+      (Executor.Do: the Trainer's steps, the train split's caching); the
+      eval sample, the calibration and technique samples and each
+      candidate's time and steps are added, and the report shows it.
 
   Returns:
     The Outcome; nothing is pushed when no variant is blessed.
   """
   # The gate and the policy see the selection split only; every variant is
   # re-measured on the report split for the report.
-  all_eval = measure.LabeledData.from_dataset(eval_ds)
+  eval_batches = -(-SCORING_MAX_EXAMPLES // config.batch_size)
+  collected = measure.LabeledData.from_dataset(eval_ds.take(eval_batches))
+  all_eval = first_rows(collected, SCORING_MAX_EXAMPLES)
+  budgets = dict(budgets or {})
+  budgets['samples'] = {
+      'eval_rows_scored': len(all_eval),
+      'eval_sampled': (len(collected) > len(all_eval) or
+                       int(eval_ds.cardinality()) > eval_batches),
+      'scoring_max_examples': SCORING_MAX_EXAMPLES,
+      'calibration_samples': config.calibration_samples,
+      'technique_examples': TECHNIQUE_EXAMPLES,
+      'raw_eval_rows': len(raw.eval) if raw is not None else None,
+  }
+  timings: Dict[str, Dict[str, Any]] = {}
+  budgets['candidates'] = timings
   selection_data, report_data = selection.split_eval(
       all_eval, config.selection_fraction)
   # A search scored on the selection split keeps what happens to pass on
@@ -822,7 +913,8 @@ def optimize(model: tf_keras.Model,
                               config,
                               os.path.join(report_dir, VARIANTS_DIR), failures,
                               server_runtimes=server_runtimes,
-                              baseline=baseline, models=models, pool=pool)
+                              baseline=baseline, models=models, pool=pool,
+                              timings=timings)
     if not variants and failures:
       raise NoVariantBuilt(
           'ModelOptimizer: every candidate failed, nothing to gate or push '
@@ -910,12 +1002,14 @@ def optimize(model: tf_keras.Model,
             for runtime, pick in picks.items()},
         held_out=held_out, quality=quality,
         left_out=(config_lib.REGRESSION_LEFT_OUT
-                  if quality.task == quality_lib.REGRESSION else None))
+                  if quality.task == quality_lib.REGRESSION else None),
+        budgets=budgets)
     return Outcome(baseline=baseline, decisions=decisions, selected=selected,
                    pushed=pushed, report_paths=report_paths, failures=failures,
                    runtime_picks=picks, runtime_pushes=runtime_pushes,
                    held_out=held_out,
                    fastest=selection.fastest(baseline, decisions),
+                   budgets=budgets,
                    serving_inputs=serving_inputs,
                    runtime_serving_inputs=runtime_inputs)
   finally:
@@ -1002,10 +1096,38 @@ def _raw_inputs(input_dict: Mapping[str, List[types.Artifact]],
       tf_transform_output=tf_transform_output, label=label, classes=classes,
       train=raw_features.sample_rows(
           raw_features.read_raw_split(files(spec.TRAIN_SPLIT),
-                                      tf_transform_output, label),
+                                      tf_transform_output, label,
+                                      limit=SCORING_MAX_EXAMPLES),
           config.calibration_samples),
       eval=raw_features.read_raw_split(
-          files(spec.EVAL_SPLIT), tf_transform_output, label))
+          files(spec.EVAL_SPLIT), tf_transform_output, label,
+          limit=SCORING_MAX_EXAMPLES))
+
+
+def _tie_to_trainer(config: config_lib.OptimizationConfig,
+                    model_artifact: types.Artifact
+                   ) -> Tuple[config_lib.OptimizationConfig, Dict[str, Any]]:
+  """The config with every technique's steps within the Trainer's.
+
+  The Trainer records the steps it trained on its Model artifact
+  (model_layout.TRAIN_STEPS_PROPERTY); a model without them (trained
+  elsewhere) keeps the techniques' own epochs, and the report says so.
+  """
+  steps = None
+  if model_artifact.has_custom_property(model_layout.TRAIN_STEPS_PROPERTY):
+    steps = model_artifact.get_int_custom_property(
+        model_layout.TRAIN_STEPS_PROPERTY)
+  if not steps:
+    logging.warning('ModelOptimizer: the model records no Trainer steps; '
+                    "the techniques train for their own epochs.")
+    return config, {'trainer_steps': None}
+  tied = dataclasses.replace(
+      config, candidates=config_lib.tie_to_trainer(config.candidates, steps))
+  caps = {technique: config_lib.trainer_step_cap(technique, steps)
+          for technique in config_lib.TECHNIQUES}
+  logging.info('ModelOptimizer: technique steps capped by the Trainer\'s %d: '
+               '%s', steps, caps)
+  return tied, {'trainer_steps': steps, 'technique_step_caps': caps}
 
 
 class Executor(base_executor.BaseExecutor):
@@ -1051,6 +1173,13 @@ class Executor(base_executor.BaseExecutor):
                               config.batch_size, shuffle=True)
       eval_ds = make_dataset(eval_files, feature_spec, features.LABEL_KEY,
                              config.batch_size)
+      config, budgets = _tie_to_trainer(config, model_artifact)
+      train_batches = int(train_ds.cardinality())
+      budgets['train_split'] = {
+          'batches': train_batches,
+          'cached': train_batches * config.batch_size <= CACHE_MAX_RECORDS,
+          'cache_max_records': CACHE_MAX_RECORDS,
+          'shuffle_buffer': SHUFFLE_BUFFER}
 
       report_dir = report_artifact.uri
       if not push.is_local(report_dir):
@@ -1060,7 +1189,8 @@ class Executor(base_executor.BaseExecutor):
                         config)
       outcome = optimize(model, model_dir, model_artifact.uri, train_ds,
                          eval_ds, config, report_dir, push_base, model_name,
-                         optimized_model_dir=optimized_model.uri, raw=raw)
+                         optimized_model_dir=optimized_model.uri, raw=raw,
+                         budgets=budgets)
       if report_dir != report_artifact.uri:
         io_utils.copy_dir(report_dir, report_artifact.uri)
 
@@ -1079,6 +1209,9 @@ class Executor(base_executor.BaseExecutor):
           spec.PUSHED_DESTINATION_PROPERTY, outcome.pushed.directory)
       optimized_model.set_string_custom_property(
           spec.SERVING_INPUTS_PROPERTY, json.dumps(outcome.serving_inputs))
+    optimized_model.set_string_custom_property(
+        CANDIDATE_TIMES_PROPERTY,
+        json.dumps(outcome.budgets.get('candidates') or {}))
     if outcome.fastest is not None:
       optimized_model.set_string_custom_property(
           FASTEST_PROPERTY, json.dumps(outcome.fastest.to_dict()))

@@ -84,6 +84,10 @@ class LowRankConfig:
       Adam's default, usual for fine-tuning a trained model).
     verify_examples: examples from eval_ds (else train_ds) used to check the
       factorization before fine-tuning.
+    max_steps: at most this many fine-tuning steps (shorter epochs when
+      the passes would take more); None: the epochs decide. The
+      ModelOptimizer sets it from the Trainer's steps
+      (config.tie_to_trainer).
   """
   max_accuracy_drop: Optional[float] = 0.005
   search_energies: Tuple[float, ...] = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7,
@@ -94,6 +98,7 @@ class LowRankConfig:
   fine_tune_epochs: int = 2
   learning_rate: float = 1e-4
   verify_examples: int = 256
+  max_steps: Optional[int] = None
 
   def __post_init__(self):
     if self.max_accuracy_drop is not None:
@@ -116,6 +121,7 @@ class LowRankConfig:
     _keras_utils.check_int(self, 'fine_tune_epochs', 0)
     _keras_utils.check_learning_rate(self)
     _keras_utils.check_int(self, 'verify_examples', 1)
+    _keras_utils.check_max_steps(self)
 
   def to_dict(self) -> Dict[str, Any]:
     """Returns the fields as a JSON-serialisable dict."""
@@ -518,7 +524,8 @@ def factorize(model: tf_keras.Model,
   accuracy_factorized = _keras_utils.accuracy(factorized, eval_ds)
 
   _keras_utils.compile_classifier(factorized, config.learning_rate)
-  history = _keras_utils.fit(factorized, train_ds, config.fine_tune_epochs)
+  history = _keras_utils.fit(factorized, train_ds, config.fine_tune_epochs,
+                             max_steps=config.max_steps)
   details = {
       'config': config.to_dict(),
       'layers': plans,
@@ -529,6 +536,8 @@ def factorize(model: tf_keras.Model,
       'accuracy_before': _keras_utils.accuracy(model, eval_ds),
       'accuracy_factorized': accuracy_factorized,
       'accuracy_after': _keras_utils.accuracy(factorized, eval_ds),
+      'training_steps': _keras_utils.planned_steps(
+          train_ds, config.fine_tune_epochs, config.max_steps),
       'history': history,
   }
   return OptimizationResult(technique=TECHNIQUE, model=factorized,

@@ -53,6 +53,10 @@ class PruningConfig:
       epochs kept 0.92 accuracy at 1e-3 but 0.90 at 3e-4).
     skip_unsupported_layers: leave layers tfmot cannot prune unwrapped (and
       list them in the details) instead of raising ConfigError.
+    max_steps: at most this many fine-tuning steps (shorter epochs when
+      the passes would take more); None: the epochs decide. The
+      ModelOptimizer sets it from the Trainer's steps
+      (config.tie_to_trainer).
   """
   target_sparsity: float = 0.8
   schedule: str = 'polynomial'
@@ -63,6 +67,7 @@ class PruningConfig:
   epochs: int = 2
   learning_rate: float = 1e-3
   skip_unsupported_layers: bool = False
+  max_steps: Optional[int] = None
 
   def __post_init__(self):
     _keras_utils.check_float(
@@ -84,6 +89,7 @@ class PruningConfig:
     _keras_utils.check_int(self, 'epochs', 1)
     _keras_utils.check_learning_rate(self)
     _keras_utils.check_bool(self, 'skip_unsupported_layers')
+    _keras_utils.check_max_steps(self)
 
   def to_dict(self) -> Dict[str, Any]:
     """Returns the fields as a JSON-serialisable dict."""
@@ -231,7 +237,9 @@ def prune(model: tf_keras.Model,
     skipped.extend(not_2_4)
   skipped_names = {s['name'] for s in skipped}
 
-  total_steps = config.epochs * _keras_utils.steps_per_epoch(train_ds)
+  epochs, per_epoch = _keras_utils.epoch_plan(train_ds, config.epochs,
+                                              config.max_steps)
+  total_steps = epochs * per_epoch
   end_step = _last_update_step(config, total_steps)
   wrapper_args = {'pruning_schedule': _schedule(config, end_step)}
   if config.structured_2_4:
@@ -249,7 +257,8 @@ def prune(model: tf_keras.Model,
   _keras_utils.compile_classifier(wrapped, config.learning_rate)
   history = _keras_utils.fit(
       wrapped, train_ds, config.epochs,
-      callbacks=[tfmot.sparsity.keras.UpdatePruningStep()])
+      callbacks=[tfmot.sparsity.keras.UpdatePruningStep()],
+      max_steps=config.max_steps)
   stripped = tfmot.sparsity.keras.strip_pruning(wrapped)
 
   # Reshape, Dropout, ... are wrapped too but have nothing to prune.

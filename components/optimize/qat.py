@@ -47,17 +47,23 @@ class QatConfig:
     skip_unsupported_layers: leave layers the quantization scheme does not
       support in float (listed in the details) instead of raising
       ConfigError. TFLite then keeps float ops around them.
+    max_steps: at most this many fine-tuning steps (shorter epochs when
+      the passes would take more); None: the epochs decide. The
+      ModelOptimizer sets it from the Trainer's steps
+      (config.tie_to_trainer).
   """
   epochs: int = 1
   learning_rate: float = 1e-4
   preserve_sparsity: bool = False
   skip_unsupported_layers: bool = False
+  max_steps: Optional[int] = None
 
   def __post_init__(self):
     _keras_utils.check_int(self, 'epochs', 1)
     _keras_utils.check_learning_rate(self)
     _keras_utils.check_bool(self, 'preserve_sparsity')
     _keras_utils.check_bool(self, 'skip_unsupported_layers')
+    _keras_utils.check_max_steps(self)
 
   def to_dict(self) -> Dict[str, Any]:
     """Returns the fields as a JSON-serialisable dict."""
@@ -130,7 +136,8 @@ def quantization_aware_train(model: tf_keras.Model,
     qat_model = tfmot.quantization.keras.quantize_apply(annotated, scheme)
 
   _keras_utils.compile_classifier(qat_model, config.learning_rate)
-  history = _keras_utils.fit(qat_model, train_ds, config.epochs)
+  history = _keras_utils.fit(qat_model, train_ds, config.epochs,
+                             max_steps=config.max_steps)
 
   quantized_layers = [
       _keras_utils.unwrap(layer).name
@@ -147,6 +154,8 @@ def quantization_aware_train(model: tf_keras.Model,
       'params': _keras_utils.count_params(working),
       'accuracy_before': _keras_utils.accuracy(model, eval_ds),
       'accuracy_after': _keras_utils.accuracy(qat_model, eval_ds),
+      'training_steps': _keras_utils.planned_steps(
+          train_ds, config.epochs, config.max_steps),
       'history': history,
   }
   return OptimizationResult(technique=technique, model=qat_model,

@@ -71,7 +71,8 @@ def write_report(report_dir: str,
                  runtime_picks: Optional[Mapping[str, Mapping[str, Any]]] = None,
                  held_out: Optional[Mapping[str, HeldOut]] = None,
                  quality: quality_lib.Quality = quality_lib.ACCURACY,
-                 left_out: Optional[Mapping[str, str]] = None
+                 left_out: Optional[Mapping[str, str]] = None,
+                 budgets: Optional[Mapping[str, Any]] = None
                 ) -> Dict[str, str]:
   """Writes variants.json and the report built from it.
 
@@ -93,6 +94,9 @@ def write_report(report_dir: str,
       (selection.held_out), shown beside the selection-split accuracy.
     quality: the metric measured and gated on (accuracy, or RMSE).
     left_out: techniques not run for this task, with the reason.
+    budgets: the Trainer's steps the techniques were capped by, the
+      samples scored and calibrated on, the train split's caching, and
+      each candidate's seconds and steps (executor.optimize).
 
   Returns:
     {'variants': path, 'markdown': path, 'html': path, 'plots': [paths]}.
@@ -117,6 +121,7 @@ def write_report(report_dir: str,
       'pushed_to': pushed_to,
       'failures': [dict(f) for f in failures],
       'runtime_picks': {r: dict(p) for r, p in (runtime_picks or {}).items()},
+      'budgets': dict(budgets or {}),
   }
   with open(os.path.join(report_dir, VARIANTS_FILE), 'w',
             encoding='utf-8') as f:
@@ -229,6 +234,52 @@ def _row(m: VariantMetrics, decision: Optional[GateDecision],
   ]
 
 
+def budget_lines(budgets: Mapping[str, Any]) -> List[str]:
+  """The report's lines on step budgets, samples and time per candidate."""
+  lines = []
+  steps = budgets.get('trainer_steps')
+  if 'trainer_steps' in budgets:
+    lines.append(
+        f'Technique budgets: each fine-tuning at most the Trainer\'s {steps:,}'
+        f' steps, distillation at most {2 * steps:,}.' if steps else
+        'Technique budgets: the model records no Trainer steps; each '
+        'technique trained for its own epochs.')
+  split = budgets.get('train_split') or {}
+  if split:
+    lines.append(
+        f"Train split: {split['batches']:,} batches, " + (
+            'cached in memory.' if split['cached'] else
+            f"above {split['cache_max_records']:,} records: streamed from "
+            f"its files every pass (shuffle buffer "
+            f"{split['shuffle_buffer']:,})."))
+  samples = budgets.get('samples') or {}
+  if samples:
+    scored = (f"the first {samples['eval_rows_scored']:,} eval rows (a "
+              f"sample: the eval split holds more than "
+              f"{samples['scoring_max_examples']:,})"
+              if samples.get('eval_sampled') else
+              f"all {samples['eval_rows_scored']:,} eval rows")
+    lines.append(
+        f'Samples: variants scored on {scored}; int8 calibrated on '
+        f"{samples['calibration_samples']:,} train rows; techniques search "
+        f"on {samples['technique_examples']:,} train rows" + (
+            f"; raw-feature exports checked on {samples['raw_eval_rows']:,} "
+            'raw eval rows.' if samples.get('raw_eval_rows') else '.'))
+  times = budgets.get('candidates') or {}
+  if times:
+    lines.append('Time per candidate (techniques + TFLite exports): ' +
+                 ', '.join(candidate_time(name, t)
+                           for name, t in times.items()) + '.')
+  return lines
+
+
+def candidate_time(name: str, timing: Mapping[str, Any]) -> str:
+  """'pruning 12.3 s (540 steps)'."""
+  seconds = timing.get('techniques_s', 0) + timing.get('tflite_s', 0)
+  steps = timing.get('train_steps')
+  return f'{name} {seconds:.1f} s' + (f' ({steps:,} steps)' if steps else '')
+
+
 def _summary_lines(record: Mapping[str, Any],
                    quality: quality_lib.Quality) -> List[str]:
   budget = record['budget']
@@ -274,6 +325,7 @@ def _summary_lines(record: Mapping[str, Any],
       continue
     lines.append(f"Skipped: candidate {failure['candidate']} failed at "
                  f"{failure['stage']}: {failure['error']}")
+  lines += budget_lines(record.get('budgets') or {})
   for technique, reason in sorted((record.get('left_out') or {}).items()):
     lines.append(f"Not run for a {record.get('task')} model: {technique} "
                  f'({reason}).')

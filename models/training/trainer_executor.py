@@ -18,6 +18,7 @@ from tfx.components.trainer import executor as trainer_executor
 from tfx.types import artifact_utils
 from tfx.types import standard_component_specs
 
+from leantfx.models import model_layout
 from leantfx.models.training import callbacks as callbacks_lib
 
 # Custom property names on the Model and ModelRun artifacts.
@@ -29,6 +30,17 @@ REPLICAS = 'replicas'
 GLOBAL_BATCH = 'global_batch'
 RESUMED_AFTER_EPOCH = 'resumed_after_epoch'
 TENSORBOARD_LOGS = 'tensorboard_logs'
+# The budget the Trainer trained for (models/training/budget.py): steps and
+# examples it saw, the train rows and the passes that is (a string: MLMD
+# custom properties hold no floats here). The ModelOptimizer ties its
+# techniques' steps to TRAIN_STEPS.
+TRAIN_STEPS = model_layout.TRAIN_STEPS_PROPERTY
+TRAIN_EXAMPLES = 'train_examples'
+TRAIN_ROWS = 'train_rows'
+TRAIN_PASSES = 'train_passes'
+# 1: the rows were counted only up to where the cap decides the steps.
+TRAIN_ROWS_AT_LEAST = 'train_rows_at_least'
+TRAIN_BUDGET_RULE = 'train_budget_rule'
 
 
 def record_properties(record: Dict[str, Any]) -> Dict[str, Any]:
@@ -50,6 +62,17 @@ def record_properties(record: Dict[str, Any]) -> Dict[str, Any]:
     properties[GLOBAL_BATCH] = int(batches['dataset_batch'])
   if record.get('resumed_after_epoch') is not None:
     properties[RESUMED_AFTER_EPOCH] = int(record['resumed_after_epoch'])
+  budget = record.get('budget') or {}
+  if budget:
+    properties[TRAIN_STEPS] = int(budget['steps'])
+    properties[TRAIN_EXAMPLES] = int(budget['examples'])
+    properties[TRAIN_BUDGET_RULE] = str(budget['rule'])
+    if budget.get('train_rows') is not None:
+      properties[TRAIN_ROWS] = int(budget['train_rows'])
+      properties[TRAIN_ROWS_AT_LEAST] = int(bool(
+          budget.get('train_rows_at_least')))
+    if budget.get('passes') is not None:
+      properties[TRAIN_PASSES] = f"{budget['passes']:g}"
   if record.get('tensorboard_logs'):
     properties[TENSORBOARD_LOGS] = str(record['tensorboard_logs'])
   return properties

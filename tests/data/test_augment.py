@@ -310,3 +310,39 @@ def test_the_same_rows_in_other_bytes_are_augmented_the_same(spec, rows,
         lambda a, b, n: (len(a) > n, a == b),
         b=beam.pvalue.AsSingleton(reordered), n=len(rows))
     beam_util.assert_that(compared, beam_util.equal_to([(True, True)]))
+
+
+def test_oversampling_a_large_class_draws_from_a_bounded_sample(monkeypatch):
+  # A bound of 3 rows stands in for MAX_CLASS_ROWS (20,000): the 4
+  # Chinstrap rows are then a large class, oversampled from the 3 rows with
+  # the smallest digests, and the counts still reach the target ratio.
+  monkeypatch.setattr(tabular, 'MAX_CLASS_ROWS', 3)
+  rows = _imbalanced()
+  chinstrap = [r for r in rows if b'Chinstrap' in r]
+  sample = sorted(chinstrap, key=tabular.row_digest)[:3]
+  left_out = _length(sorted(chinstrap, key=tabular.row_digest)[3])
+  cfg = config_lib.AugmentConfig(oversample='random', target_ratio=0.75,
+                                 seed=3)
+  with TestPipeline() as p:
+    out = (p | beam.Create(rows)
+           | stages.Oversample(PENGUINS, cfg, {})
+           | beam.Filter(lambda s: b'Chinstrap' in s)
+           | beam.Map(_length)
+           | beam.combiners.Count.PerElement())
+    # 9 Chinstrap rows: the 4 originals and 5 copies of the 3 sampled rows
+    # (the row left out of the sample keeps its one original).
+    def check(counts):
+      counts = dict(counts)
+      assert sum(counts.values()) == 9, counts
+      assert counts[left_out] == 1, counts
+      assert set(counts) == {_length(r) for r in chinstrap}, counts
+    beam_util.assert_that(out, check)
+  assert len(sample) == 3
+  assert tabular.sampled_classes({'Adelie': 12, 'Chinstrap': 4}, 0.75) == {
+      'Chinstrap': 4}
+  assert tabular.sampled_classes({'Adelie': 2, 'Chinstrap': 1}, 0.75) == {}
+
+
+def _length(serialized):
+  return examples_lib.numeric_value(tf.train.Example.FromString(serialized),
+                                    'bill_length_mm')

@@ -65,7 +65,8 @@ def test_config_round_trips_through_json():
   assert json.loads(text)['candidates'][1]['steps'][1] == {
       'technique': 'qat',
       'config': {'epochs': 1, 'learning_rate': 1e-4,
-                 'preserve_sparsity': True, 'skip_unsupported_layers': False}}
+                 'preserve_sparsity': True, 'skip_unsupported_layers': False,
+                 'max_steps': None}}
   assert config_lib.OptimizationConfig.from_json(text) == config
 
 

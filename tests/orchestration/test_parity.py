@@ -62,6 +62,14 @@ MATRIX = {
     'an image-folder dataset': lambda tmp: (
         ['--image-shape', '8x8x1', '--augment-copies', '2'],
         _own_images(tmp)),
+    # The Trainer's budget: the passes rule's settings travel in the
+    # training custom_config, its cap in train_args (a runtime parameter
+    # on Kubeflow, compared by its default below); exact steps the same way.
+    'a passes budget with its floor and cap': lambda tmp: ([
+        '--dataset', 'penguins', '--train-passes', '2.5',
+        '--min-train-steps', '300', '--max-train-steps', '4000'], None),
+    'exact train steps': lambda tmp: ([
+        '--dataset', 'penguins', '--train-steps', '777'], None),
     # Issue 14: the task travels in the dataset of custom_config, and in the
     # ModelOptimizer's config with its RMSE budget, on both runners.
     'the diabetes regression': lambda tmp: ([
@@ -221,6 +229,17 @@ def test_run_and_compile_build_the_same_pipeline(tmp_path, case):
       assert key in compiled[owner], (node_id, key)
       assert (_canonical(value, paths) ==
               _canonical(compiled[owner][key], paths)), (node_id, key)
+  # The Trainer's step budget: train_args (exact steps, or the passes
+  # rule's cap) is the KFP parameter's default, and the rule's settings
+  # are in the Trainer's custom_config on both runners.
+  parameters = spec['root']['inputDefinitions']['parameters']
+  assert _canonical(parameters['train_args']['defaultValue'], paths) == (
+      _canonical(nodes['Trainer'].exec_properties['train_args'], paths)) == {
+          'num_steps': float(local.training.train_steps)}
+  trainer_config = _canonical(compiled['Trainer']['custom_config'], paths)
+  for field in ('train_steps', 'train_passes', 'min_train_steps'):
+    assert trainer_config['training'][field] == _canonical(
+        getattr(local.training, field), paths), field
   if local.optimization is not None:
     condition = spec['root']['dag']['tasks']['ModelOptimizer'][
         'triggerPolicy']['condition']
