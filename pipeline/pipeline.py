@@ -275,6 +275,7 @@ def _evaluate_and_push(config: config_lib.PipelineConfig,
 def _optimize(config: config_lib.PipelineConfig, model: tfx.types.BaseChannel,
               transform: tfx.components.Transform,
               blessing: tfx.types.BaseChannel,
+              calibration_examples: tfx.types.BaseChannel,
               nodes: List[tfx.types.BaseNode]) -> None:
   """Adds the ModelOptimizer, run only for a model the Evaluator blessed.
 
@@ -282,7 +283,8 @@ def _optimize(config: config_lib.PipelineConfig, model: tfx.types.BaseChannel,
   own budget is relative to the float model, so the float model must pass the
   Evaluator's gate first. It reads the raw Examples the Transform read too,
   so that the TFLite model it pushes takes the raw features, as the
-  SavedModel's serving_default does.
+  SavedModel's serving_default does, and the ExampleGen's Examples, whose
+  train rows (not Augment's copies) calibrate the raw int8 exports.
   """
   if config.optimization is None:
     return
@@ -296,7 +298,8 @@ def _optimize(config: config_lib.PipelineConfig, model: tfx.types.BaseChannel,
         optimization_config=config.optimization,
         examples=transform.inputs['examples'],
         raw_label=config.dataset.label,
-        classes=config.dataset.classes)
+        classes=config.dataset.classes,
+        calibration_examples=calibration_examples)
   nodes.append(optimizer)
 
 
@@ -315,7 +318,7 @@ def create_pipeline(config: config_lib.PipelineConfig) -> tfx.dsl.Pipeline:
   schema, train_examples = _validate(config, examples, nodes)
   model, transform = _train(config, train_examples, schema, nodes)
   blessing = _evaluate_and_push(config, examples, model, nodes)
-  _optimize(config, model, transform, blessing, nodes)
+  _optimize(config, model, transform, blessing, examples, nodes)
   metadata_config = None
   if config.metadata_path:
     metadata_config = tfx.orchestration.metadata.sqlite_metadata_connection_config(

@@ -105,3 +105,18 @@ def test_training_options_leave_the_transform_a_cache_hit(tmp_path):
       'dataset', 'domains', 'code_fingerprint'}
   assert (_exec_custom_config(first, 'Trainer') !=
           _exec_custom_config(second, 'Trainer'))
+
+
+def test_the_optimizer_calibrates_raw_int8_on_the_example_gen_rows(tmp_path):
+  """Raw int8 calibration reads the rows as they arrived, not Augment's."""
+  from leantfx.components.optimize import config as optimize_config  # pylint: disable=g-import-not-at-top
+  config = dataclasses.replace(
+      _config(tmp_path, schema_file=schemas.bundled_schema('penguins')),
+      optimization=optimize_config.OptimizationConfig(),
+      tflite_push_base=str(tmp_path / 'tflite'))
+  built = pipeline.create_pipeline(config)
+  optimizer = next(c for c in built.components if c.id == 'ModelOptimizer')
+  assert (optimizer.inputs['calibration_examples'].producer_component_id ==
+          'CsvExampleGen')
+  # The examples it scores on stay the ones the Transform read.
+  assert optimizer.inputs['examples'].producer_component_id == 'Augment'

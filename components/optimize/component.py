@@ -44,7 +44,8 @@ class ModelOptimizer(base_component.BaseComponent):
                optimization_config: Optional[OptimizationConfig] = None,
                examples: Optional[types.BaseChannel] = None,
                raw_label: Optional[str] = None,
-               classes: Sequence[str] = ()):
+               classes: Sequence[str] = (),
+               calibration_examples: Optional[types.BaseChannel] = None):
     """Builds the component.
 
     Args:
@@ -59,6 +60,9 @@ class ModelOptimizer(base_component.BaseComponent):
         Trainer's serving_default); without, it takes the transformed ones.
       raw_label: the raw label column.
       classes: class names in class-id order (empty for a regression).
+      calibration_examples: the Examples as the data arrived (before
+        Augment); raw int8 exports calibrate on their train split (default:
+        the train split of ``examples``).
     """
     config = optimization_config or OptimizationConfig()
     if (examples is None) != (raw_label is None):
@@ -75,6 +79,7 @@ class ModelOptimizer(base_component.BaseComponent):
         tflite_push_base=tflite_push_base,
         model_name=model_name,
         examples=examples,
+        calibration_examples=calibration_examples,
         raw_serving=raw_serving,
         optimized_model=types.Channel(type=standard_artifacts.Model),
         blessing=types.Channel(type=standard_artifacts.ModelBlessing),

@@ -1086,16 +1086,19 @@ def _raw_inputs(input_dict: Mapping[str, List[types.Artifact]],
         f'The raw label {label!r} is not a column of the Transform\'s raw '
         f'schema ({sorted(tf_transform_output.raw_feature_spec())}).')
 
-  def files(split):
+  def files(split, artifacts=examples):
     # Every Examples artifact the Transform read (a window of spans is
     # several).
-    return [f for artifact in examples
+    return [f for artifact in artifacts
             for f in split_files(artifact, split, 'raw examples')]
 
+  # Calibration rows as they arrived (spec.CALIBRATION_EXAMPLES_KEY), when
+  # the pipeline passes them: Augment's copies are not what is served.
+  calibration = input_dict.get(spec.CALIBRATION_EXAMPLES_KEY) or examples
   return raw_features.RawInputs(
       tf_transform_output=tf_transform_output, label=label, classes=classes,
       train=raw_features.sample_rows(
-          raw_features.read_raw_split(files(spec.TRAIN_SPLIT),
+          raw_features.read_raw_split(files(spec.TRAIN_SPLIT, calibration),
                                       tf_transform_output, label,
                                       limit=SCORING_MAX_EXAMPLES),
           config.calibration_samples),

@@ -7,6 +7,7 @@ output, and then checks parity on held-out rows: the raw-input .tflite
 against (a) the Transform-then-Keras output and (b) the same mode's
 transformed-input .tflite (tflite_export, what the optimizer measures).
 """
+import json
 import os
 
 import numpy as np
@@ -394,3 +395,41 @@ def test_calibration_rows_are_drawn_across_the_split():
   assert raw_features.sample_rows(data, 30).labels.tolist() == (
       picked.labels.tolist())  # seeded
   assert raw_features.sample_rows(data, 1000) is data
+
+
+def _examples_artifact(root, fx, train_rows, eval_rows):
+  """An Examples artifact whose splits hold the given bundled rows."""
+  from tfx.types import standard_artifacts  # pylint: disable=g-import-not-at-top
+  for split, rows in (('train', train_rows), ('eval', eval_rows)):
+    os.makedirs(os.path.join(root, f'Split-{split}'))
+    _write_raw_examples(os.path.join(root, f'Split-{split}', 'data.gz'), fx,
+                        rows)
+  artifact = standard_artifacts.Examples()
+  artifact.uri = str(root)
+  artifact.split_names = '["train", "eval"]'
+  return artifact
+
+
+def test_raw_int8_calibrates_on_the_rows_as_they_arrived(penguins_fixture,
+                                                          tmp_path):
+  """calibration_examples (the ExampleGen's) feed the calibration rows."""
+  fx = penguins_fixture
+  evals = range(_NUM_TRAIN, _NUM_TRAIN + _NUM_EVAL)
+  # The Transform's input holds train rows 0..9 only; the ExampleGen's
+  # every train row.
+  augmented = _examples_artifact(tmp_path / 'augmented', fx, range(10), evals)
+  arrived = _examples_artifact(tmp_path / 'arrived', fx, range(_NUM_TRAIN),
+                               evals)
+  config = config_lib_optimize.OptimizationConfig()
+  properties = {'raw_serving': json.dumps(
+      {'label': fx.spec.label, 'classes': list(fx.spec.classes)})}
+  uri = fx.tft_output.transform_savedmodel_dir.rsplit('/', 1)[0]
+  plain = executor_lib._raw_inputs(  # pylint: disable=protected-access
+      {'examples': [augmented]}, properties, uri, config)
+  assert len(plain.train.labels) == 10
+  both = executor_lib._raw_inputs(  # pylint: disable=protected-access
+      {'examples': [augmented], 'calibration_examples': [arrived]},
+      properties, uri, config)
+  assert len(both.train.labels) == min(_NUM_TRAIN, config.calibration_samples)
+  # Scoring rows still come from the examples the Transform read.
+  assert len(both.eval.labels) == len(plain.eval.labels) == _NUM_EVAL
