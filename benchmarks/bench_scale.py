@@ -21,7 +21,8 @@ Per size (rows of benchmarks/scale_data.py: 20 numbers, 2 categories, a
 Sizes and stages come from the environment, as `make bench` passes no
 arguments: SCALE_ROWS (default 250000,500000,1000000; 20000 is a smoke
 check), SCALE_FILES (default 5), SCALE_STAGES (default
-reference,examplegen,run).
+reference,examplegen,run), SCALE_RUN_ARGS (more `leantfx run` options, e.g.
+"--no-optimize" to stop after the push on a busy machine; default none).
 
   SCALE_ROWS=20000 make bench BENCH_ARGS=scale
 """
@@ -252,11 +253,13 @@ def sklearn_accuracy(examples_uri: str) -> float:
   return float(model.score(x_eval, y_eval))
 
 
-def leantfx_run(data_root: str, output: str) -> Dict[str, object]:
+def leantfx_run(data_root: str, output: str,
+                extra: List[str]) -> Dict[str, object]:
   """The default `leantfx run` on the span: seconds, stages, RSS, accuracy."""
   seconds, _, rss = _monitored(
       [LEANTFX, 'run', '--data-root', data_root, '--label', scale_data.LABEL,
-       '--output', output], os.path.join(os.path.dirname(output), 'run.log'))
+       '--output', output, *extra],
+      os.path.join(os.path.dirname(output), 'run.log'))
   record = json.load(open(sorted(glob.glob(os.path.join(
       output, 'logs', 'run-*.json')))[-1], encoding='utf-8'))
   metadata = os.path.join(output, 'metadata.sqlite')
@@ -278,6 +281,7 @@ def main() -> int:
   parts = int(os.environ.get('SCALE_FILES', '5'))
   stages = os.environ.get('SCALE_STAGES', 'reference,examplegen,run').split(
       ',')
+  run_args = os.environ.get('SCALE_RUN_ARGS', '').split()
   # pylint: disable=g-import-not-at-top
   from leantfx.pipeline import beam_presets
   # pylint: enable=g-import-not-at-top
@@ -313,7 +317,7 @@ def main() -> int:
           row['eg_best_vs_reference'] = min(
               row['eg_in_memory_s'], row['eg_multi2_s']) / row['reference_s']
       if 'run' in stages:
-        run = leantfx_run(data_root, os.path.join(scratch, 'run'))
+        run = leantfx_run(data_root, os.path.join(scratch, 'run'), run_args)
         row['run_s'] = run['seconds']
         for node in ('CsvExampleGen', 'StatisticsGen', 'Augment',
                      'Transform', 'Trainer', 'Evaluator'):
@@ -339,7 +343,7 @@ def main() -> int:
       'run`, stage seconds from ML Metadata; rss_*: peak RSS polled every '
       f'{POLL_S} s (worker: the largest child processes).',
       f'SCALE_ROWS={",".join(map(str, sizes))} SCALE_FILES={parts} '
-      f'SCALE_STAGES={",".join(stages)}',
+      f'SCALE_STAGES={",".join(stages)} SCALE_RUN_ARGS={" ".join(run_args)}',
   ]
   harness.report('scale', 'Ingestion and tabular stages at scale', rows,
                  notes)
