@@ -216,6 +216,7 @@ def _split_table(examples_uri: str, split: str):
   # pylint: disable=g-import-not-at-top
   import numpy as np
   import pyarrow as pa
+  import pyarrow.compute as pc
   import tensorflow as tf
   from tfx_bsl.coders import example_coder
   # pylint: enable=g-import-not-at-top
@@ -225,17 +226,25 @@ def _split_table(examples_uri: str, split: str):
   decoder = example_coder.ExamplesToRecordBatchDecoder()
   table = pa.Table.from_batches([decoder.DecodeBatch(list(r))
                                  for r in records])
-  columns = []
-  for name in scale_data.NUMERIC:
-    columns.append(np.array(
-        [v[0] if v else np.nan for v in table.column(name).to_pylist()],
-        dtype=np.float64))
+
+  def first_values(name, fill=None):
+    # Each row's first value (fill: a missing value), vectorized.
+    column = table.column(name).combine_chunks()
+    rows = pc.list_parent_indices(column).to_numpy(zero_copy_only=False)
+    values = column.flatten().to_numpy(zero_copy_only=False)
+    out = np.full(len(column), fill, dtype=object)
+    out[rows[::-1]] = values[::-1]
+    return out
+
+  columns = [first_values(name, np.nan).astype(np.float64)
+             for name in scale_data.NUMERIC]
   for name in scale_data.CATEGORICAL:
-    values = [v[0] if v else b'' for v in table.column(name).to_pylist()]
-    levels = {v: i for i, v in enumerate(sorted(set(values)))}
-    columns.append(np.array([levels[v] for v in values], dtype=np.float64))
-  labels = [v[0].decode() for v in table.column(scale_data.LABEL).to_pylist()]
-  return np.column_stack(columns), np.array(labels)
+    values = first_values(name)
+    levels = {v: i for i, v in enumerate(sorted(set(values) - {None}))}
+    columns.append(np.array([levels.get(v, np.nan) for v in values],
+                            dtype=np.float64))
+  labels = np.array([v.decode() for v in first_values(scale_data.LABEL)])
+  return np.column_stack(columns), labels
 
 
 def sklearn_accuracy(examples_uri: str) -> float:
