@@ -20,7 +20,8 @@ Files are streamed in blocks (pyarrow's CSV reader), never loaded whole.
 import codecs
 import csv
 import math
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence
+import os
+from typing import Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 import pyarrow as pa
@@ -28,6 +29,7 @@ import pyarrow.compute as pc
 from pyarrow import csv as pa_csv
 
 from leantfx import columns
+from leantfx import example_bytes
 
 INT, FLOAT, BYTES = 'int', 'float', 'bytes'
 # Kinds ordered by what they can hold: a column takes the widest kind of its
@@ -36,6 +38,8 @@ _ORDER = {None: -1, INT: 0, FLOAT: 1, BYTES: 2}
 _INT64_MIN, _INT64_MAX = -2**63, 2**63 - 1
 # pyarrow parses this many bytes per record batch.
 BLOCK_BYTES = 8 << 20
+# record_blocks reads files in pieces of this many bytes.
+_SCAN_BYTES = 1 << 20
 # Values whose kind a pattern settles (array_kind): integers of at most 18
 # digits (within int64 whatever they are), and decimals with a point or an
 # exponent (Python floats, never ints).
@@ -90,23 +94,84 @@ def read_header(path: str) -> List[str]:
   return next(csv.reader([text], strict=True))
 
 
-def batches(path: str, columns: Sequence[str]) -> Iterator[pa.RecordBatch]:
+def record_blocks(path: str, block_bytes: int = BLOCK_BYTES
+                 ) -> List[Tuple[int, int]]:
+  """The data records of a file cut into byte ranges of whole records.
+
+  A range ends at a line break outside quotes (an even number of '"'
+  since the data began: a quoted field's line breaks and doubled quotes
+  stay inside it), at least ``block_bytes`` after the range began; so
+  ranges can be parsed on their own and hold every record once.
+
+  Args:
+    path: the CSV file.
+    block_bytes: the least bytes of a range (the last one may hold fewer).
+
+  Returns:
+    [(start, end), ...] byte offsets, the first starting after line 1 (the
+    header), the last ending at the end of the file; none when the file
+    holds no more than its header.
+  """
+  with open(path, 'rb') as f:
+    data_start = len(f.readline())
+    size = os.fstat(f.fileno()).st_size
+    cuts = [data_start]
+    target = data_start + block_bytes
+    quotes = 0  # Parity of the quotes before the next byte scanned.
+    offset = data_start  # The file offset of piece[0].
+    while target < size:
+      piece = f.read(_SCAN_BYTES)
+      if not piece:
+        break
+      scan = 0
+      while offset + len(piece) > target:
+        scan_to = max(scan, target - offset)
+        quotes ^= piece.count(b'"', scan, scan_to) & 1
+        scan = scan_to
+        line_break = piece.find(b'\n', scan)
+        if line_break < 0:
+          break
+        quotes ^= piece.count(b'"', scan, line_break) & 1
+        scan = line_break + 1
+        if not quotes:
+          cuts.append(offset + scan)
+          target = offset + scan + block_bytes
+      quotes ^= piece.count(b'"', scan) & 1
+      offset += len(piece)
+  cuts = [c for c in cuts if c < size]
+  return list(zip(cuts, cuts[1:] + [size]))
+
+
+def batches(path: str, columns: Sequence[str],
+            byte_range: Optional[Tuple[int, int]] = None
+            ) -> Iterator[pa.RecordBatch]:
   """The data records of a file as record batches of strings (null: missing).
 
   Args:
     path: the CSV file.
     columns: its header (read_header), which names the batches' columns.
+    byte_range: only the records of this (start, end) range of
+      ``record_blocks``; None: every record of the file.
 
   Raises:
     pyarrow.ArrowInvalid: a record that is not valid CSV or has another
       number of fields than the header; the pre-flight checks explain these
       with file and line first.
   """
+  if byte_range is None:
+    source, skip_rows = path, 1
+  else:
+    start, end = byte_range
+    if end <= start:
+      return
+    with open(path, 'rb') as f:
+      f.seek(start)
+      source, skip_rows = pa.BufferReader(f.read(end - start)), 0
   reader = pa_csv.open_csv(
-      path,
+      source,
       read_options=pa_csv.ReadOptions(
-          column_names=list(columns), skip_rows=1, block_size=BLOCK_BYTES,
-          use_threads=False),
+          column_names=list(columns), skip_rows=skip_rows,
+          block_size=BLOCK_BYTES, use_threads=False),
       parse_options=pa_csv.ParseOptions(newlines_in_values=True,
                                         ignore_empty_lines=True),
       convert_options=pa_csv.ConvertOptions(
@@ -180,15 +245,8 @@ def numbers(values: pa.Array, kind: str) -> np.ndarray:
   return converted[pc.index_in(present, value_set=uniques).to_numpy()]
 
 
-def _list_array(values: pa.Array, present: np.ndarray) -> pa.Array:
-  """One value per present row, an empty list per missing one."""
-  offsets = np.zeros(len(present) + 1, dtype=np.int64)
-  np.cumsum(present, out=offsets[1:])
-  return pa.LargeListArray.from_arrays(pa.array(offsets), values)
-
-
 def encode_batch(batch: pa.RecordBatch, kinds: Mapping[str, Optional[str]],
-                 keys: Mapping[str, str], encoder: Any,
+                 keys: Mapping[str, str],
                  strip_column: Optional[str] = None) -> List[bytes]:
   """Serialized tf.Examples of a batch of string columns.
 
@@ -197,7 +255,6 @@ def encode_batch(batch: pa.RecordBatch, kinds: Mapping[str, Optional[str]],
     kinds: every column's kind over the whole span (a column whose values
       are all missing has none and is left out).
     keys: {column: feature key} (leantfx/columns.py).
-    encoder: a tfx_bsl ``example_coder.RecordBatchToExamplesEncoder()``.
     strip_column: a text column whose values lose surrounding white space
       (the label with --normalize-labels), or None.
 
@@ -205,13 +262,11 @@ def encode_batch(batch: pa.RecordBatch, kinds: Mapping[str, Optional[str]],
     One serialized tf.Example per row, features under their keys: numbers
     as int64 or float, text as bytes exactly as written; a missing value is
     an empty list. The bytes are protobuf's deterministic serialization
-    (features sorted by key): the encoder writes its map in an order that
-    changes from process to process, and ExampleGen's hash split, Augment's
-    seeds and the runners' comparisons need the same bytes for the same row.
+    (features sorted by key, leantfx/example_bytes.py), the same in every
+    process: ExampleGen's hash split, Augment's seeds and the runners'
+    comparisons need the same bytes for the same row.
   """
-  # Lazy: the CLI's checks import this module before TensorFlow loads.
-  from tensorflow.core.example import example_pb2  # pylint: disable=g-import-not-at-top
-  arrays, names = [], []
+  columns_out = []
   for i, name in enumerate(batch.schema.names):
     kind = kinds.get(name)
     if kind is None:
@@ -219,21 +274,16 @@ def encode_batch(batch: pa.RecordBatch, kinds: Mapping[str, Optional[str]],
     column = batch.column(i)
     present = np.logical_not(column.is_null().to_numpy(zero_copy_only=False))
     if kind == BYTES:
-      values = column.drop_null()
+      values = column.fill_null('')
       if name == strip_column:
         values = pc.utf8_trim_whitespace(values)
-      values = values.cast(pa.large_binary())
-    elif kind == INT:
-      values = pa.array(numbers(column, kind), pa.int64())
+      values = values.cast(pa.binary())
     else:
-      values = pa.array(numbers(column, kind).astype(np.float32),
-                        pa.float32())
-    arrays.append(_list_array(values, present))
-    names.append(keys[name])
-  parse = example_pb2.Example.FromString
-  return [parse(record).SerializeToString(deterministic=True)
-          for record in encoder.encode(
-              pa.RecordBatch.from_arrays(arrays, names))]
+      values = np.zeros(len(column),
+                        dtype=np.int64 if kind == INT else np.float64)
+      values[present] = numbers(column, kind)
+    columns_out.append((keys[name], kind, present, values))
+  return example_bytes.serialize(columns_out, batch.num_rows)
 
 
 def span_kinds(files: Sequence[str], header: Sequence[str],
@@ -254,12 +304,9 @@ def encode_files(files: Sequence[str], text_columns: Sequence[str],
   What the CSV ExampleGen writes, in one process (``leantfx schema infer``
   infers a schema from them, so it matches the pipeline's examples).
   """
-  # Lazy: the CLI's checks import this module and must start light.
-  from tfx_bsl.coders import example_coder  # pylint: disable=g-import-not-at-top
   header = read_header(files[0])
   kinds = span_kinds(files, header, text_columns)
   keys = columns.feature_keys(header)
-  encoder = example_coder.RecordBatchToExamplesEncoder()
   for path in files:
     for batch in batches(path, header):
-      yield from encode_batch(batch, kinds, keys, encoder, strip_column)
+      yield from encode_batch(batch, kinds, keys, strip_column)

@@ -53,6 +53,12 @@ def _numeric_block(columns, domains) -> tf.Tensor:
   columns are concatenated first and each step is one op over the block,
   with per-column statistics (elementwise analyzers), so the serving graph
   does not grow by an imputation and a scaling per column.
+
+  The z-score's statistics are those of the imputed column, computed from
+  the present values in the same pass as their mean (one analysis pass
+  over the data, not two): imputing the mean keeps the mean, and the
+  imputed values add nothing to the sum of squared deviations, so the
+  variance is the present values' variance times the fraction present.
   """
   dense = [_to_dense_column(_as_float32(c), float('nan')) for c in columns]
   block = data_policy.numeric_in_domain(tf.concat(dense, axis=1), domains)
@@ -60,9 +66,15 @@ def _numeric_block(columns, domains) -> tf.Tensor:
   present = tf.where(tf.logical_not(missing))
   observed = tf.SparseTensor(present, tf.gather_nd(block, present),
                              tf.shape(block, out_type=tf.int64))
-  mean = tft.mean(observed, reduce_instance_dims=False)
-  imputed = tf.where(missing, tf.reshape(mean, [1, -1]), block)
-  return tft.scale_to_z_score(imputed, elementwise=True)
+  mean = tf.reshape(tft.mean(observed, reduce_instance_dims=False), [1, -1])
+  variance = tft.var(observed, reduce_instance_dims=False) * tft.mean(
+      tf.cast(tf.logical_not(missing), tf.float32),
+      reduce_instance_dims=False)
+  deviation = tf.where(missing, tf.zeros_like(block), block - mean)
+  std = tf.reshape(tf.sqrt(variance), [1, -1])
+  # A constant column (no spread) is only centred, as tft.scale_to_z_score.
+  return tf.where(tf.not_equal(std, 0), tf.math.divide_no_nan(deviation, std),
+                  deviation)
 
 
 def _regression_target(x: Any) -> tf.Tensor:

@@ -78,3 +78,43 @@ def test_encoded_examples_are_protobufs_deterministic_bytes(tmp_path):
   for record in records:
     assert record == example_pb2.Example.FromString(record).SerializeToString(
         deterministic=True)
+
+
+_QUOTED = ('id,text,x\r\n'
+           '1,"a, b",2.5\r\n'
+           '2,"two\nlines ""quoted""\n",\r\n'
+           '\r\n'
+           '3,plain,-1\n'
+           '4,"""",7\n'
+           '5,"x\r\ny",8\n')
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize('block_bytes', [1, 5, 17, 40, 10_000])
+def test_record_blocks_hold_every_record_once(tmp_path, block_bytes):
+  # Cuts fall at line breaks outside quotes only: the blocks, parsed one by
+  # one, give the whole file's records (quoted line breaks, doubled quotes,
+  # CRLF and blank lines included), and each block starts a record.
+  path = tmp_path / 'q.csv'
+  path.write_bytes(_QUOTED.encode() * 3)
+  header = csv_format.read_header(str(path))
+  whole = pa.Table.from_batches(list(csv_format.batches(str(path), header)))
+  blocks = csv_format.record_blocks(str(path), block_bytes)
+  parts = [b for block in blocks
+           for b in csv_format.batches(str(path), header, block)]
+  assert pa.Table.from_batches(parts).equals(whole)
+  # 5 records a copy, and the header lines of copies 2 and 3 are records.
+  assert whole.num_rows == 3 * 5 + 2
+  assert blocks[0][0] == len('id,text,x\r\n')
+  assert blocks[-1][1] == path.stat().st_size
+  assert all(a[1] == b[0] for a, b in zip(blocks, blocks[1:]))
+  if block_bytes == 1:
+    # The smallest blocks are single records, or a blank line (3 of them).
+    assert len(blocks) == whole.num_rows + 3
+
+
+@pytest.mark.unit
+def test_record_blocks_of_a_header_only_file(tmp_path):
+  path = tmp_path / 'h.csv'
+  path.write_text('a,b\n')
+  assert not csv_format.record_blocks(str(path), 1)

@@ -2,7 +2,10 @@
 
 Train split: CleanRows (noisy-row policy) -> Oversample -> AugmentImages ->
 TFRecord files. Every other split (eval) is copied file by file, byte for
-byte, and only read to count its classes and noisy values. The counts go to
+byte, and only read to count its classes and noisy values. When no row is
+added or changed (no oversampling, no image copies: ``passes_through``) and
+the noisy-row policy drops no train row, the train split is copied too, and
+every split is only counted, batch by batch (stages.CountFiles). The counts go to
 augment_report.json beside the splits and to custom properties of the output
 artifact (so the run summary can show them from ML Metadata).
 """
@@ -81,6 +84,21 @@ def _write_report(entries, path: str, meta: Dict[str, Any]) -> None:
   io_utils.write_string_file(path, json.dumps(report, indent=2, sort_keys=True))
 
 
+def passes_through(cfg: config_lib.AugmentConfig) -> bool:
+  """Whether no row is added or changed (no oversampling, no image copies).
+
+  Then only the noisy-row policy may remove train rows; when it removes
+  none, every split is copied file by file and only read to be counted.
+  """
+  return cfg.oversample == 'none' and cfg.copies <= 0
+
+
+def _train_dropped(report_path: str) -> int:
+  with fileio.open(report_path, 'r') as f:
+    report = json.loads(f.read())
+  return report['splits'].get(spec_lib.TRAIN_SPLIT, {}).get('dropped_rows', 0)
+
+
 def _copy_split(source_dir: str, target_dir: str) -> None:
   fileio.makedirs(target_dir)
   for name in sorted(fileio.listdir(source_dir)):
@@ -119,14 +137,76 @@ class Executor(base_beam_executor.BaseBeamExecutor):
             examples.mlmd_artifact.custom_properties[name])
 
     domains = examples_lib.schema_domains(schema)
-    drop = spec.noisy_rows == 'drop'
     report_path = os.path.join(output.uri, spec_lib.REPORT_FILE)
+    meta = {
+        'noisy_row_policy': spec.noisy_rows,
+        'augment_config': config_lib.to_json_dict(cfg),
+        'label': spec.label,
+    }
     for split in splits:
       if split != spec_lib.TRAIN_SPLIT:
         _copy_split(
             artifact_utils.get_split_uri([examples], split),
             artifact_utils.get_split_uri([output], split))
+    if passes_through(cfg):
+      self._count(examples, splits, spec, domains, report_path, meta)
+      if _train_dropped(report_path) == 0:
+        # No row changes: the train split is its files, as the others.
+        _copy_split(
+            artifact_utils.get_split_uri([examples], spec_lib.TRAIN_SPLIT),
+            artifact_utils.get_split_uri([output], spec_lib.TRAIN_SPLIT))
+      else:
+        self._augment(examples, output, splits, spec, cfg, domains,
+                      report_path, meta)
+    else:
+      self._augment(examples, output, splits, spec, cfg, domains,
+                    report_path, meta)
 
+    with fileio.open(report_path, 'r') as f:
+      report = json.loads(f.read())
+    train = report['splits'].get(spec_lib.TRAIN_SPLIT, {})
+    output.set_string_custom_property(
+        spec_lib.CLASS_COUNTS_BEFORE_PROPERTY,
+        json.dumps(train.get('class_counts_before', {}), sort_keys=True))
+    output.set_string_custom_property(
+        spec_lib.CLASS_COUNTS_AFTER_PROPERTY,
+        json.dumps(train.get('class_counts_after', {}), sort_keys=True))
+    noisy = {
+        split: {k: section[k] for k in ('noisy_rows', 'dropped_rows',
+                                        'problems')}
+        for split, section in report['splits'].items()
+    }
+    output.set_string_custom_property(spec_lib.NOISY_ROWS_PROPERTY,
+                                      json.dumps(noisy, sort_keys=True))
+    logging.info('Augment: train class counts %s -> %s; noisy rows %s',
+                 train.get('class_counts_before'),
+                 train.get('class_counts_after'), noisy)
+
+  def _count(self, examples, splits, spec, domains, report_path, meta):
+    """Counts every split's rows, changing none (stages.CountFiles)."""
+    drop = spec.noisy_rows == 'drop'
+    with self._make_beam_pipeline() as pipeline:
+      entries = []
+      for split in splits:
+        folder = artifact_utils.get_split_uri([examples], split)
+        files = [os.path.join(folder, name)
+                 for name in sorted(fileio.listdir(folder))]
+        is_train = split == spec_lib.TRAIN_SPLIT
+        entries.append(
+            pipeline
+            | f'Files[{split}]' >> beam.Create(files)
+            | f'Count[{split}]' >> stages.CountFiles(
+                split, spec, domains, drop=drop and is_train,
+                is_train=is_train))
+      _ = (entries
+           | 'AllCounts' >> beam.Flatten()
+           | 'ToList' >> beam.combiners.ToList()
+           | 'WriteReport' >> beam.Map(_write_report, report_path, meta))
+
+  def _augment(self, examples, output, splits, spec, cfg, domains,
+               report_path, meta):
+    """Cleans, oversamples and augments the train split, row by row."""
+    drop = spec.noisy_rows == 'drop'
     with self._make_beam_pipeline() as pipeline:
       entries = []
       for split in splits:
@@ -169,32 +249,8 @@ class Executor(base_beam_executor.BaseBeamExecutor):
               | f'Sum[{split}][{what}]' >> beam.CombineGlobally(sum)
               | f'Tag[{split}][{what}]' >> beam.Map(
                   lambda n, s=split, w=what: (s, w, None, n)))
-      meta = {
-          'noisy_row_policy': spec.noisy_rows,
-          'augment_config': config_lib.to_json_dict(cfg),
-          'label': spec.label,
-      }
       _ = (entries
            | 'AllCounts' >> beam.Flatten()
            | 'ToList' >> beam.combiners.ToList()
            | 'WriteReport' >> beam.Map(_write_report, report_path, meta))
 
-    with fileio.open(report_path, 'r') as f:
-      report = json.loads(f.read())
-    train = report['splits'].get(spec_lib.TRAIN_SPLIT, {})
-    output.set_string_custom_property(
-        spec_lib.CLASS_COUNTS_BEFORE_PROPERTY,
-        json.dumps(train.get('class_counts_before', {}), sort_keys=True))
-    output.set_string_custom_property(
-        spec_lib.CLASS_COUNTS_AFTER_PROPERTY,
-        json.dumps(train.get('class_counts_after', {}), sort_keys=True))
-    noisy = {
-        split: {k: section[k] for k in ('noisy_rows', 'dropped_rows',
-                                        'problems')}
-        for split, section in report['splits'].items()
-    }
-    output.set_string_custom_property(spec_lib.NOISY_ROWS_PROPERTY,
-                                      json.dumps(noisy, sort_keys=True))
-    logging.info('Augment: train class counts %s -> %s; noisy rows %s',
-                 train.get('class_counts_before'),
-                 train.get('class_counts_after'), noisy)

@@ -4,7 +4,9 @@
                 noisy rows when the policy is 'drop';
   Oversample    adds synthetic minority-class rows (random or SMOTE-style);
   AugmentImages adds N augmented copies of every image example;
-  CountPerClass counts examples per label value.
+  CountPerClass counts examples per label value;
+  CountFiles    all of these counts for rows no stage changes, file by file
+                and batch by batch (counts.py), without a message per row.
 
 Every random draw is seeded from the data and the seed, never from worker
 state, so the output multiset is the same for any number of Beam workers,
@@ -21,6 +23,7 @@ import apache_beam as beam
 import tensorflow as tf
 
 from leantfx import config as config_lib
+from leantfx.components.augment import counts as counts_lib
 from leantfx.components.augment import examples as examples_lib
 from leantfx.components.augment import images
 from leantfx.components.augment import tabular
@@ -188,6 +191,60 @@ class CountPerClass(beam.PTransform):
     return (pcoll
             | 'Label' >> beam.Map(lambda s: _keyed_by_label(s, label)[0])
             | 'Count' >> beam.combiners.Count.PerElement())
+
+
+# Records decoded at once by CountFiles (~20 MB of 23-column rows).
+COUNT_BATCH_ROWS = 50_000
+
+
+class _CountFileFn(beam.DoFn):
+  """A TFRecord file -> (split, what, key, count) entries (counts.py)."""
+
+  def __init__(self, split: str, spec: config_lib.DatasetSpec,
+               domains: Mapping[str, examples_lib.Domain], drop: bool,
+               is_train: bool):
+    super().__init__()
+    self._split = split
+    self._label = spec.label
+    self._columns = checked_columns(spec)
+    self._domains = dict(domains)
+    self._drop = drop
+    self._is_train = is_train
+
+  def process(self, path: str):
+    compression = 'GZIP' if path.endswith('.gz') else ''
+    for records in tf.data.TFRecordDataset(
+        path, compression_type=compression).batch(COUNT_BATCH_ROWS):
+      entries, _ = counts_lib.batch_counts(
+          records.numpy().tolist(), self._label, self._columns,
+          self._domains, drop=self._drop)
+      for what, key, count in entries:
+        if what == 'class_counts_after' and not self._is_train:
+          continue  # Only train rows are dropped from what is written.
+        yield (self._split, what, key, count)
+        if what == 'class_counts_before' and not self._is_train:
+          yield (self._split, 'class_counts_after', key, count)
+
+
+class CountFiles(beam.PTransform):
+  """TFRecord file paths -> the (split, what, key, count) entries of a split.
+
+  The counts CleanRows and CountPerClass give, for rows that pass on
+  unchanged: the class counts after are those of the rows kept (train) or
+  of every row (other splits, which are copied whole).
+  """
+
+  def __init__(self, split: str, spec: config_lib.DatasetSpec,
+               domains: Mapping[str, examples_lib.Domain], drop: bool,
+               is_train: bool):
+    super().__init__()
+    self._fn = _CountFileFn(split, spec, domains, drop, is_train)
+
+  def expand(self, pcoll):
+    return (pcoll
+            # One file per worker bundle: files are read side by side.
+            | 'Spread' >> beam.Reshuffle()
+            | 'Count' >> beam.ParDo(self._fn))
 
 
 def counts_to_report(entries: List[Tuple[str, str, object, int]]

@@ -5,9 +5,11 @@ fingerprint as for any FileBasedExampleGen. Then:
 
 1. ``scan_files`` reads every file once (leantfx/csv_format.py): the header
    (the same in every file), the rows per file and each column's kind over
-   all files, so a column has one type in the whole span;
-2. the Beam stage encodes each file's records (csv_format.encode_batch,
-   tfx_bsl's RecordBatchToExamplesEncoder) under the columns' feature keys
+   all files, so a column has one type in the whole span; and cuts each
+   file into blocks of whole records (csv_format.record_blocks), so that
+   the workers share a span of one big file as well as one of many files;
+2. the Beam stage encodes each block's records (csv_format.encode_batch,
+   leantfx/example_bytes.py) under the columns' feature keys
    (leantfx/columns.py): numbers as int64/float, text exactly as written
    (the label of a classification and categorical columns always as text);
 3. TFX's base executor splits them by hash (4:1 by default) and writes them;
@@ -19,7 +21,7 @@ fingerprint as for any FileBasedExampleGen. Then:
 import csv
 import json
 import os
-from typing import Any, Dict, Iterable, List, Mapping, Sequence, Tuple
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 import apache_beam as beam
 import pyarrow as pa
@@ -29,7 +31,6 @@ from tfx.dsl.io import fileio
 from tfx.proto import example_gen_pb2
 from tfx.types import standard_component_specs
 from tfx.utils import proto_utils
-from tfx_bsl.coders import example_coder
 
 from leantfx import columns as columns_lib
 from leantfx import csv_format
@@ -40,6 +41,10 @@ from leantfx.errors import InputDataError
 
 # What Do learnt from the scan, handed to the Beam stage (this execution only).
 _PLAN_KEY = '_leantfx_csv_plan'
+# The least bytes of a file's block, the unit of work of the Beam stage:
+# one parse block of pyarrow (~44k rows of 23 numbers and words), so a
+# 190 MB file of 1M rows is 23 blocks for the workers to share.
+BLOCK_BYTES = csv_format.BLOCK_BYTES
 
 
 def span_dir_of(exec_properties: Mapping[str, Any]) -> str:
@@ -79,7 +84,8 @@ def scan_files(files: Sequence[str],
     options: which columns are read as text.
 
   Returns:
-    {'header': [...], 'kinds': {column: kind or None}, 'rows': {path: n}}.
+    {'header': [...], 'kinds': {column: kind or None}, 'rows': {path: n},
+     'blocks': {path: [[start, end], ...]}} (csv_format.record_blocks).
 
   Raises:
     InputDataError: a file whose header differs from the first, a record
@@ -88,6 +94,7 @@ def scan_files(files: Sequence[str],
   header = None
   kinds: Dict[str, Any] = {}
   rows = {}
+  blocks = {}
   for path in files:
     with fileio.open(path, 'rb'):
       pass  # Fails early, with the path, when the file cannot be opened.
@@ -118,9 +125,10 @@ def scan_files(files: Sequence[str],
               f'{options.label!r}. Every row needs a label: fill them in or '
               'delete those rows.')
     rows[path] = count
+    blocks[path] = csv_format.record_blocks(path, BLOCK_BYTES)
   for name in options.text_columns:
     kinds[name] = csv_format.BYTES
-  return {'header': header, 'kinds': kinds, 'rows': rows}
+  return {'header': header, 'kinds': kinds, 'rows': rows, 'blocks': blocks}
 
 
 def _check_header(path: str, header: Sequence[str],
@@ -136,34 +144,40 @@ def _check_header(path: str, header: Sequence[str],
     raise InputDataError(f'{path}: {e}') from e
 
 
-def _batches(path: str, header: Sequence[str]) -> Iterable[pa.RecordBatch]:
+def _batches(path: str, header: Sequence[str],
+             byte_range: Optional[Sequence[int]] = None
+            ) -> Iterable[pa.RecordBatch]:
   try:
-    yield from csv_format.batches(path, header)
+    yield from csv_format.batches(
+        path, header, tuple(byte_range) if byte_range else None)
   except pa.ArrowInvalid as e:
     raise InputDataError(
         f'{path}: not valid CSV ({e}). Run `leantfx run` on the data for the '
         'file and line.') from e
 
 
-class _EncodeFile(beam.DoFn):
-  """A CSV file's records -> serialized tf.Examples."""
+class _EncodeBlock(beam.DoFn):
+  """A block of a CSV file's records -> serialized tf.Examples."""
 
   def __init__(self, plan: Mapping[str, Any],
                options: options_lib.CsvReadOptions):
     self._plan = plan
     self._options = options
-    self._encoder = None
     self._keys = columns_lib.feature_keys(plan['header'])
 
-  def setup(self):
-    self._encoder = example_coder.RecordBatchToExamplesEncoder()
-
-  def process(self, path: str) -> Iterable[bytes]:
-    for batch in _batches(path, self._plan['header']):
+  def process(self, block: Tuple[str, int, int]) -> Iterable[bytes]:
+    path, start, end = block
+    for batch in _batches(path, self._plan['header'], (start, end)):
       yield from csv_format.encode_batch(
-          batch, self._plan['kinds'], self._keys, self._encoder,
+          batch, self._plan['kinds'], self._keys,
           strip_column=(self._options.label
                         if self._options.normalize_labels else None))
+
+
+def planned_blocks(plan: Mapping[str, Any]) -> List[Tuple[str, int, int]]:
+  """(path, start, end) of every block of the plan, in file order."""
+  return [(path, start, end) for path in sorted(plan['blocks'])
+          for start, end in plan['blocks'][path]]
 
 
 @beam.ptransform_fn
@@ -175,12 +189,11 @@ def _CsvToExamples(pipeline: beam.Pipeline, exec_properties: Dict[str, Any],
   del split_pattern  # Do resolved the files (one span, or a window of them).
   plan = json.loads(exec_properties[_PLAN_KEY])
   options = options_lib.from_exec_properties(exec_properties)
-  files = sorted(plan['rows'])
   return (pipeline
-          | 'Files' >> beam.Create(files)
-          # One file per worker bundle: files are encoded side by side.
+          | 'Blocks' >> beam.Create(planned_blocks(plan))
+          # One block per worker bundle: blocks are encoded side by side.
           | 'Spread' >> beam.Reshuffle()
-          | 'Encode' >> beam.ParDo(_EncodeFile(plan, options)))
+          | 'Encode' >> beam.ParDo(_EncodeBlock(plan, options)))
 
 
 class Executor(BaseExampleGenExecutor):

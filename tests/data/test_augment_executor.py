@@ -125,3 +125,42 @@ def test_drop_policy_removes_noisy_train_rows(examples_dir, tmp_path):
   train = _records(os.path.join(out.uri, 'Split-train', '*'))
   assert len(train) == 280 - dropped
   assert noisy['eval']['dropped_rows'] == 0
+
+
+def _report(output):
+  with open(os.path.join(output.uri, spec_lib.REPORT_FILE)) as f:
+    return json.load(f)
+
+
+@pytest.mark.parametrize('noisy_rows', ['impute', 'drop'])
+def test_a_pass_through_counts_what_the_row_by_row_path_counts(
+    examples_dir, tmp_path, monkeypatch, noisy_rows):
+  # No oversampling, no copies: the splits pass on as files (train too,
+  # when the policy drops none) and the counts are those of CleanRows and
+  # CountPerClass on every row (the penguins miss values in 11 rows).
+  import dataclasses  # pylint: disable=g-import-not-at-top
+  global SPEC  # pylint: disable=global-statement
+  saved = SPEC
+  SPEC = dataclasses.replace(saved, noisy_rows=noisy_rows)
+  try:
+    cfg = config_lib.AugmentConfig()
+    assert executor_lib.passes_through(cfg)
+    fast = _run(examples_dir, str(tmp_path / 'fast'), cfg)
+    monkeypatch.setattr(executor_lib, 'passes_through', lambda cfg: False)
+    slow = _run(examples_dir, str(tmp_path / 'slow'), cfg)
+  finally:
+    SPEC = saved
+  assert _report(fast) == _report(slow)
+  for key in (spec_lib.CLASS_COUNTS_BEFORE_PROPERTY,
+              spec_lib.CLASS_COUNTS_AFTER_PROPERTY,
+              spec_lib.NOISY_ROWS_PROPERTY):
+    assert (fast.get_string_custom_property(key) ==
+            slow.get_string_custom_property(key))
+  train = lambda out: _records(os.path.join(out.uri, 'Split-train', '*'))
+  assert train(fast) == train(slow)
+  if noisy_rows == 'impute':
+    # Copied as the files they are.
+    assert (os.listdir(os.path.join(fast.uri, 'Split-train')) ==
+            os.listdir(os.path.join(examples_dir, 'Split-train')))
+  else:
+    assert len(train(fast)) < 280

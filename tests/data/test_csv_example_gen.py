@@ -10,6 +10,7 @@ from tfx.types import standard_artifacts
 from tfx.utils import proto_utils
 
 from leantfx import columns
+from leantfx import csv_format
 from leantfx import input_checks
 from leantfx import row_counts
 from leantfx.components.csv_example_gen import executor
@@ -187,3 +188,29 @@ def test_a_header_that_is_not_utf8_is_a_clear_error(tmp_path):
   (root / 'span-1' / 'a.csv').write_bytes(b'x,\xe9t\xe9\n1,a\n')
   with pytest.raises(InputDataError, match='not UTF-8 CSV'):
     _run(tmp_path, root, options_lib.CsvReadOptions(label='x'))
+
+
+@pytest.mark.unit
+def test_one_file_in_many_blocks_gives_the_rows_of_one_block(tmp_path,
+                                                            monkeypatch):
+  # Blocks of ~100 bytes cut one 400-row file (quoted line breaks in it)
+  # into many units of work; the examples are the same bytes, as many, as
+  # the whole file read in one go (csv_format.encode_files).
+  root = tmp_path / 'data'
+  lines = ['id,note,x,label']
+  for i in range(400):
+    note = f'"line\n{i} ""q""",' if i % 7 == 0 else f'n{i},'
+    lines.append(f'{i},{note}{i * 0.5 if i % 5 else ""},c{i % 3}')
+  _write(str(root / 'span-1' / 'only.csv'), '\n'.join(lines) + '\n')
+  path = str(root / 'span-1' / 'only.csv')
+  options = options_lib.CsvReadOptions(label='label')
+  monkeypatch.setattr(executor, 'BLOCK_BYTES', 100)
+  plan = executor.scan_files([path], options)
+  assert len(plan['blocks'][path]) > 50
+  artifact, examples = _run(tmp_path, root, options)
+  expected = sorted(csv_format.encode_files([path], options.text_columns))
+  assert len(expected) == 400
+  assert sorted(e.SerializeToString(deterministic=True)
+                for e in examples) == expected
+  assert row_counts.decode(artifact.get_string_custom_property(
+      row_counts.ROWS_BY_FILE_PROPERTY)) == {'span-1/only.csv': 400}
