@@ -80,3 +80,22 @@ def span_files(directory: str) -> List[str]:
   span = os.path.join(directory, 'span-1')
   return [os.path.join(span, n) for n in sorted(os.listdir(span))
           if n.endswith('.csv')]
+
+
+def main(argv=None) -> int:
+  """``python -m benchmarks.scale_data --rows N --out DIR [--files K]``."""
+  import argparse  # pylint: disable=g-import-not-at-top
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument('--rows', type=int, required=True)
+  parser.add_argument('--out', required=True, help='the data root')
+  parser.add_argument('--files', type=int, default=5)
+  parser.add_argument('--seed', type=int, default=SEED)
+  args = parser.parse_args(argv)
+  span = write_span(args.out, args.rows, args.files, args.seed)
+  print(f'wrote {args.rows:,} rows to {span}: leantfx run --data-root '
+        f'{args.out} --label {LABEL}')
+  return 0
+
+
+if __name__ == '__main__':
+  raise SystemExit(main())

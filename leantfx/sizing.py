@@ -25,9 +25,11 @@ from typing import Dict, Optional, Tuple
 
 # Below this many rows a run stays in_memory: each multi_processing worker
 # process imports TensorFlow and TFX before it reads a row, once per Beam
-# stage. `make bench BENCH_ARGS=scale` measures both modes side by side;
-# docs/beam.md has the figures this bound rests on.
-MULTI_PROCESSING_MIN_ROWS = 50_000
+# stage. The CSV ExampleGen alone on this 2-core machine, idle, `make bench
+# BENCH_ARGS=scale` (2026-12-06): 500,000 rows in 5 files took 55.0 s
+# in_memory and 49.0 s with 2 workers; 300,000 rows in 1 file 33.9 s and
+# 37.4 s. Two workers pay off from about half a million rows.
+MULTI_PROCESSING_MIN_ROWS = 500_000
 # --beam-mode auto (the default): beam_mode() chooses.
 AUTO = 'auto'
 

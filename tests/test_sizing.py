@@ -37,7 +37,7 @@ def test_task_sizes_grow_with_rows_up_to_the_cap_and_memory_follows_cores():
   assert small['Transform'] == (1.0, sizing.BASE_MEMORY_GB)
   assert small['Trainer'] == (2.0, 4.0)
   previous = 0.0
-  for rows in (MIN, 250_000, 1_000_000, 2_000_000, 10**9):
+  for rows in (MIN, 750_000, 1_000_000, 2_000_000, 10**9):
     sizes = sizing.task_resources(rows)
     cores, memory = sizes['StatisticsGen']
     assert cores >= max(2.0, previous)
