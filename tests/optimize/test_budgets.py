@@ -9,7 +9,6 @@ memory that does not grow with the rows.
 * make_dataset above its cache bound streams the files: every record is
   read once per pass, and the tf.data graph holds no cache.
 """
-import os
 
 import numpy as np
 import pytest
@@ -23,6 +22,7 @@ from leantfx.components.optimize import measure
 from leantfx.components.optimize import pruning
 from leantfx.components.optimize import report
 from leantfx.models.training import trainer_executor
+from tests import helpers
 
 pytestmark = pytest.mark.unit
 
@@ -92,21 +92,6 @@ def test_pruning_reports_the_capped_steps():
   assert result.details['sparsity']['zeros'] > 0
 
 
-def _write_split(directory, rows, shards=3):
-  os.makedirs(directory)
-  paths = []
-  for shard in range(shards):
-    path = os.path.join(directory, f'part-{shard}.gz')
-    with tf.io.TFRecordWriter(path, options='GZIP') as writer:
-      for i in range(shard, rows, shards):
-        example = tf.train.Example()
-        example.features.feature['x'].float_list.value.append(float(i))
-        example.features.feature['label'].int64_list.value.append(i % 2)
-        writer.write(example.SerializeToString())
-    paths.append(path)
-  return paths
-
-
 _SPEC = {'x': tf.io.FixedLenFeature([], tf.float32),
          'label': tf.io.FixedLenFeature([], tf.int64)}
 
@@ -119,7 +104,7 @@ def _ops(dataset):
 
 
 def test_a_split_above_the_bound_is_streamed_not_cached(tmp_path):
-  files = _write_split(str(tmp_path / 'train'), 301)
+  files = helpers.write_gzip_split(str(tmp_path / 'train'), 301)
   streamed = executor_lib.make_dataset(files, _SPEC, 'label', 16,
                                        shuffle=True, cache_max_records=100)
   assert not any('Cache' in op for op in _ops(streamed))

@@ -48,6 +48,8 @@ LOCAL_INPUTS = {
     # The raw examples the Transform read: the pushed model takes raw
     # features.
     'examples': ('Augment', 'augmented_examples'),
+    # The rows as they arrived: the raw int8 exports calibrate on them.
+    'calibration_examples': ('CsvExampleGen', 'examples'),
     '_Evaluator.blessing': ('Evaluator', 'blessing'),
 }
 _CONDITION_RE = re.compile(

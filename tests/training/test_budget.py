@@ -7,13 +7,13 @@ to [floor, cap]. The rows are counted from real gzipped TFRecord files.
 import os
 
 import pytest
-import tensorflow as tf
 
 from leantfx import config as config_lib
 from leantfx.cli import build
 from leantfx.cli import main
 from leantfx.errors import ConfigError
 from leantfx.models.training import budget as budget_lib
+from tests import helpers
 
 pytestmark = pytest.mark.unit
 
@@ -37,15 +37,8 @@ def test_steps_for_passes(rows, batch, passes, floor, cap, expected):
                                      cap) == expected
 
 
-def _write_split(directory, rows, shards=3):
-  os.makedirs(directory)
-  for shard in range(shards):
-    path = os.path.join(directory, f'part-{shard}.gz')
-    with tf.io.TFRecordWriter(path, options='GZIP') as writer:
-      for i in range(shard, rows, shards):
-        example = tf.train.Example()
-        example.features.feature['x'].float_list.value.append(float(i))
-        writer.write(example.SerializeToString())
+def _write_split(directory, rows):
+  helpers.write_gzip_split(directory, rows)
   return [os.path.join(directory, '*')]
 
 
