@@ -85,13 +85,14 @@ def saved_model_classes(summary):
 
 
 def check_pushed_runtimes(output, model, summary, stdout,
-                          min_agreement=0.97):
+                          min_agreement=0.97, transformed=()):
   """Each server runtime's pick: one version, raw columns in, its runtime.
 
   The pushed files are hashed in the manifest, the manifest says the model
   takes the raw columns, and the model run through its own runtime on the
   raw eval rows agrees with the SavedModel's classes on at least
-  min_agreement of them (quantized against float).
+  min_agreement of them (quantized against float): a float, or a dict of
+  runtime -> bound (0.97 for a runtime it leaves out).
 
   Returns:
     {runtime: the pushed version's manifest}.
@@ -111,6 +112,13 @@ def check_pushed_runtimes(output, model, summary, stdout,
       with open(os.path.join(version_dir, name), 'rb') as f:
         assert hashlib.sha256(f.read()).hexdigest() == (
             manifest['files'][name]['sha256']), (runtime, name)
+    if runtime in transformed:
+      # The documented fallback of a fold that missed parity (the report
+      # lists it): the transformed-input model, hashed above.
+      assert manifest['metrics']['serving_inputs']['inputs'] == (
+          'transformed'), (runtime, manifest['metrics']['serving_inputs'])
+      manifests[runtime] = manifest
+      continue
     assert manifest['metrics']['serving_inputs']['inputs'] == 'raw', (
         runtime, manifest['metrics']['serving_inputs'])
     model_file = push.RUNTIME_FILES[runtime][0]
@@ -118,7 +126,9 @@ def check_pushed_runtimes(output, model, summary, stdout,
         runtime, os.path.join(version_dir, model_file))
     got = np.argmax(predictor.predict(raw), axis=1)
     agreement = float((got == expected).mean())
-    assert agreement >= min_agreement, (runtime, agreement)
+    bound = (min_agreement.get(runtime, 0.97)
+             if isinstance(min_agreement, dict) else min_agreement)
+    assert agreement >= bound, (runtime, agreement, bound)
     if runtime == 'openvino':
       check_ovms_batch(output, model, manifest, predictor, raw)
     manifests[runtime] = manifest
