@@ -188,9 +188,21 @@ def cmd_run(args: argparse.Namespace) -> int:
   # A process whose own parent dies below this one (a Beam worker's helper)
   # is re-parented here, so a stop finds it.
   stopping.become_subreaper()
+
+  def before_forced_exit(stop: stopping.StopRequested) -> None:
+    # The run did not unwind in time: its record still says it stopped.
+    stop.during = stop.during or stopping.current_activity()
+    line = _stopped(stop, record, stop_facts)
+    print(line, file=console.terminal(), flush=True)
+    record.update(exit_code=stop.exit_code,
+                  seconds=round(time.time() - started_at, 1))
+    for path in record_paths:
+      summary_lib.write_record(path, record)
+
   with stopping.stop_on_signals(
       say=lambda line: print(f'leantfx run: {line}', file=console.terminal(),
-                             flush=True)):
+                             flush=True),
+      before_forced_exit=before_forced_exit) as guard:
     try:
       output = input_checks.check_output_dir(args.output)
       os.makedirs(os.path.join(output, 'logs'), exist_ok=True)
@@ -202,6 +214,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         console.divert_stderr(log_path)
       code = _run(args, output, log_path, record, stop_facts)
     except stopping.StopRequested as stop:
+      guard.acknowledge()
+      stop.during = stop.during or stopping.current_activity()
       # What the signal handler stopped, and whatever started since.
       stop.stopped += stopping.stop_processes(stopping.descendants())
       print(_stopped(stop, record, stop_facts), file=console.terminal(),

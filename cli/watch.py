@@ -40,7 +40,9 @@ from leantfx.errors import ConfigError, LeantfxError
 from leantfx.pipeline import watch as watch_lib
 
 LOG = watch_lib.LOG
-STOP_GRACE_S = 30.0  # A stopped run gets this long before SIGKILL.
+# A stopped run gets this long before SIGKILL: its own exit deadline (it
+# exits by then, its run record written, however stuck) and a margin.
+STOP_GRACE_S = stopping.EXIT_DEADLINE_S + 10.0
 # Pipeline options that are parameters of a compiled Kubeflow pipeline.
 _KUBEFLOW_RUN_PARAMETERS = ('--train-steps', '--span-window')
 

@@ -25,8 +25,10 @@ import contextlib
 import ctypes
 import os
 import signal
+import socket
 import sys
 import threading
+import time
 from typing import Callable, Iterator, List, Optional, Sequence
 
 import psutil
@@ -37,9 +39,10 @@ STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 # one that handles it (a serving worker stopping gracefully).
 STOP_GRACE_S = 10.0
 # From the stop signal to a forced exit: the command's cleanup (a push's
-# staging folder, the run record) takes well under a second; this only
-# bounds a library thread that would keep the interpreter from exiting.
-EXIT_DEADLINE_S = 60.0
+# staging folder, the run record) takes well under a second after its
+# descendants are stopped (at most STOP_GRACE_S); this bounds a main thread
+# stuck in a C call or a library thread that keeps the interpreter alive.
+EXIT_DEADLINE_S = 25.0
 # <linux/prctl.h>
 _PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
@@ -190,63 +193,203 @@ def stop_processes(processes: Sequence[psutil.Process],
   return len(signalled)
 
 
-def _force_exit_later(signum: int, deadline_s: float,
-                      say: Callable[[str], None]) -> None:
-  """Exits the process deadline_s from now if it has not exited by then."""
-
-  def force():
-    say(f'still running {deadline_s:g}s after {signal_name(signum)}; '
-        'killing what is left and exiting')
-    for process in descendants():
-      with contextlib.suppress(psutil.NoSuchProcess):
-        process.kill()
-    os._exit(128 + signum)  # pylint: disable=protected-access
-
-  timer = threading.Timer(deadline_s, force)
-  timer.daemon = True
-  timer.start()
+# What the command is doing now ('during Trainer'), for a stop that never
+# reached the code that would have said so (see describing_activity).
+_ACTIVITIES: List[Callable[[], Optional[str]]] = []
 
 
 @contextlib.contextmanager
-def stop_on_signals(grace_s: float = STOP_GRACE_S,
-                    exit_deadline_s: float = EXIT_DEADLINE_S,
-                    say: Callable[[str], None] = lambda line: None
-                    ) -> Iterator[None]:
+def describing_activity(describe: Callable[[], Optional[str]]) -> Iterator[None]:
+  """Inside, current_activity() asks describe() what is running."""
+  _ACTIVITIES.append(describe)
+  try:
+    yield
+  finally:
+    _ACTIVITIES.remove(describe)
+
+
+def current_activity() -> Optional[str]:
+  """What the innermost describing_activity block says, or None."""
+  for describe in reversed(_ACTIVITIES):
+    with contextlib.suppress(Exception):
+      said = describe()
+      if said:
+        return said
+  return None
+
+
+class _Stop:
+  """What one stop_on_signals block knows about the stop in progress."""
+
+  def __init__(self, grace_s: float, exit_deadline_s: float,
+               redeliver_s: float, say: Callable[[str], None],
+               before_forced_exit: Optional[Callable[[StopRequested], None]]):
+    self.grace_s = grace_s
+    self.exit_deadline_s = exit_deadline_s
+    self.redeliver_s = redeliver_s
+    self.say = say
+    self.before_forced_exit = before_forced_exit
+    self.main_ident = threading.main_thread().ident
+    self.lock = threading.Lock()
+    self.request: Optional[StopRequested] = None
+    self.handled = threading.Event()  # the handler stopped the descendants
+    self.acknowledged = threading.Event()
+    self.in_handler = False
+
+  def begin(self, signum: int) -> StopRequested:
+    """The stop's one StopRequested; the first call starts the deadline."""
+    with self.lock:
+      if self.request is not None:
+        return self.request
+      self.request = StopRequested(signum, 0)
+    threading.Thread(target=self._deadline, name='leantfx-stop-deadline',
+                     daemon=True).start()
+    return self.request
+
+  def _deadline(self) -> None:
+    """Re-raises an unacknowledged stop; exits the process at the deadline.
+
+    A StopRequested can be lost: raised inside a ``__del__``, a weakref or
+    gc callback (where Python prints and drops exceptions) or caught by a
+    library's bare ``except:``. Until the command acknowledges it, the
+    signal is sent to the main thread again every redeliver_s; at
+    exit_deadline_s the process writes what it can and exits regardless.
+    """
+    request = self.request
+    deadline = time.monotonic() + self.exit_deadline_s
+    while time.monotonic() < deadline:
+      wait_s = min(self.redeliver_s, deadline - time.monotonic())
+      if self.acknowledged.wait(max(wait_s, 0.0)):
+        # The command is unwinding; only the deadline is left to keep.
+        time.sleep(max(deadline - time.monotonic(), 0.0))
+        break
+      if self.handled.is_set() and time.monotonic() < deadline:
+        with contextlib.suppress(OSError, ValueError):
+          signal.pthread_kill(self.main_ident, request.signum)
+    self._force_exit(request)
+
+  def _force_exit(self, request: StopRequested) -> None:
+    self.say(f'still running {self.exit_deadline_s:g}s after '
+             f'{signal_name(request.signum)}; killing what is left and '
+             'exiting')
+    for process in descendants():
+      with contextlib.suppress(psutil.NoSuchProcess):
+        process.kill()
+    if self.before_forced_exit is not None:
+      with contextlib.suppress(Exception):
+        self.before_forced_exit(request)
+    os._exit(request.exit_code)  # pylint: disable=protected-access
+
+  def on_signal(self, signum, frame) -> None:
+    """The Python-level handler (main thread)."""
+    del frame
+    if self.acknowledged.is_set() or self.in_handler:
+      return
+    request = self.begin(signum)
+    if not self.handled.is_set():
+      self.in_handler = True
+      try:
+        request.stopped = stop_processes(descendants(), self.grace_s)
+      finally:
+        self.in_handler = False
+        self.handled.set()
+    raise request
+
+
+class StopGuard:
+  """Handed out by stop_on_signals: the command acknowledges its stop."""
+
+  def __init__(self, stop: Optional[_Stop]):
+    self._stop = stop
+
+  def acknowledge(self) -> None:
+    """The command caught its StopRequested and is cleaning up: no more
+    re-raising (the exit deadline still holds)."""
+    if self._stop is not None:
+      self._stop.acknowledged.set()
+
+
+# A stop that was raised but not yet caught by its command is raised again
+# this often (see _Stop._deadline).
+REDELIVER_S = 3.0
+
+
+@contextlib.contextmanager
+def stop_on_signals(
+    grace_s: float = STOP_GRACE_S,
+    exit_deadline_s: float = EXIT_DEADLINE_S,
+    say: Callable[[str], None] = lambda line: None,
+    before_forced_exit: Optional[Callable[[StopRequested], None]] = None,
+    redeliver_s: float = REDELIVER_S) -> Iterator[StopGuard]:
   """Inside: SIGTERM/SIGINT stop every descendant, then raise StopRequested.
 
   The first signal stops the descendants (so nothing they run outlives the
   command, and no wait of the main thread on them can hang) and raises
-  StopRequested where the main thread is; a repeated signal is ignored while
-  that stop unwinds. If the process is still alive exit_deadline_s after the
-  signal (a library thread holding the interpreter), it is killed with
-  exit code 128 + signum. Outside the main thread (where Python cannot
-  install handlers) this is a no-op.
+  StopRequested where the main thread is. Until the command calls the
+  guard's ``acknowledge()`` (in its ``except StopRequested``), the same
+  StopRequested is raised again every redeliver_s, in case a library
+  swallowed it. The deadline starts when the signal arrives, even if the
+  main thread is inside a long C call and runs no Python handler yet (the
+  C-level handler writes to a wakeup socket that a thread here reads): if
+  the process is still alive exit_deadline_s later, its descendants are
+  killed, before_forced_exit(request) runs (e.g. to write a run record) and
+  the process exits with 128 + signum. Outside the main thread (where
+  Python cannot install handlers) this is a no-op.
 
   Args:
     grace_s: seconds the descendants get between SIGTERM and SIGKILL.
     exit_deadline_s: seconds from the signal to a forced exit.
     say: writes one line to the user (used only by the forced exit).
+    before_forced_exit: called with the StopRequested just before a forced
+      exit.
+    redeliver_s: seconds between re-raises of an unacknowledged stop.
+
+  Yields:
+    A StopGuard.
 
   Raises:
     StopRequested: inside the block, on SIGTERM or SIGINT.
   """
   if threading.current_thread() is not threading.main_thread():
-    yield
+    yield StopGuard(None)
     return
-  stopping: List[int] = []
-
-  def on_signal(signum, frame):
-    del frame
-    if stopping:
-      return
-    stopping.append(signum)
-    _force_exit_later(signum, exit_deadline_s, say)
-    raise StopRequested(signum, stop_processes(descendants(), grace_s))
-
-  previous = {signum: signal.signal(signum, on_signal)
+  stop = _Stop(grace_s, exit_deadline_s, redeliver_s, say, before_forced_exit)
+  previous = {signum: signal.signal(signum, stop.on_signal)
               for signum in STOP_SIGNALS}
+  reader, writer = socket.socketpair()
+  writer.setblocking(False)
+  reader.setblocking(True)
   try:
-    yield
+    previous_fd = signal.set_wakeup_fd(writer.fileno(),
+                                       warn_on_full_buffer=False)
+  except ValueError:
+    previous_fd = None
+
+  def wake() -> None:
+    """Starts the deadline as soon as a stop signal arrives."""
+    while True:
+      try:
+        data = reader.recv(64)
+      except OSError:
+        return
+      if not data:
+        return
+      for signum in data:
+        if signum in STOP_SIGNALS:
+          stop.begin(signum)
+
+  waker = threading.Thread(target=wake, name='leantfx-stop-wakeup',
+                           daemon=True)
+  waker.start()
+  try:
+    yield StopGuard(stop)
   finally:
+    if previous_fd is not None:
+      signal.set_wakeup_fd(previous_fd)
     for signum, handler in previous.items():
       signal.signal(signum, handler)
+    with contextlib.suppress(OSError):
+      writer.close()
+    with contextlib.suppress(OSError):
+      reader.shutdown(socket.SHUT_RDWR)
+    reader.close()

@@ -126,6 +126,15 @@ def _format_progress(node: str, what: str, seconds: float,
   return f'[{since_start:7.1f}s] {node:<32} done in {seconds:.1f}s'
 
 
+def _where(progress: 'ProgressHandler') -> str:
+  """Where a stop found the run: 'during Trainer', 'after Pusher'."""
+  if progress.running:
+    return f'during {progress.running}'
+  if progress.last_started:
+    return f'after {progress.last_started}'
+  return 'before any component ran'
+
+
 def run_pipeline(config: config_lib.PipelineConfig,
                  runner: str,
                  log_path: str,
@@ -172,15 +181,11 @@ def run_pipeline(config: config_lib.PipelineConfig,
       else:
         from tfx.orchestration.beam import beam_dag_runner  # pylint: disable=g-import-not-at-top
         dag_runner = beam_dag_runner.BeamDagRunner()
-      with beam_preflight.watch_worker_pool(config.beam_pipeline_args):
+      with beam_preflight.watch_worker_pool(config.beam_pipeline_args), \
+          stopping.describing_activity(lambda: _where(progress)):
         dag_runner.run(tfx_pipeline)
     except stopping.StopRequested as e:
-      if progress.running:
-        e.during = f'during {progress.running}'
-      elif progress.last_started:
-        e.during = f'after {progress.last_started}'
-      else:
-        e.during = 'before any component ran'
+      e.during = e.during or _where(progress)
       logging.warning('The run was %s %s.', e, e.during)
       raise
     except Exception as e:  # pylint: disable=broad-except

@@ -190,3 +190,76 @@ def test_an_orphaned_grandchild_is_re_parented_to_a_subreaper_and_stopped():
                           check=False)
   assert result.returncode == 0, result.stderr
   assert result.stdout.split() == ['True', '1'], result.stdout
+
+
+# A command whose first StopRequested is swallowed, as a library's bare
+# `except:` or a __del__ would: the stop is raised again until the command
+# acknowledges it.
+_SWALLOWED_CODE = textwrap.dedent('''
+    import sys, time
+    from leantfx import stopping
+    with stopping.stop_on_signals(grace_s=1.0, redeliver_s=0.5) as guard:
+      print('ready', flush=True)
+      raised = 0
+      while True:
+        try:
+          time.sleep(600)
+        except stopping.StopRequested as stop:
+          raised += 1
+          if raised == 1:
+            continue  # swallowed
+          guard.acknowledge()
+          print(f'raised {raised} times', flush=True)
+          sys.exit(stop.exit_code)
+''')
+
+
+def test_a_swallowed_stop_is_raised_again_until_the_command_takes_it():
+  command = subprocess.Popen([sys.executable, '-c', _SWALLOWED_CODE],
+                             stdout=subprocess.PIPE, text=True)
+  try:
+    assert command.stdout.readline().strip() == 'ready'
+    command.send_signal(signal.SIGTERM)
+    out, _ = command.communicate(timeout=GONE_WITHIN_S)
+  finally:
+    command.kill()
+  assert command.returncode == 143
+  assert 'raised 2 times' in out
+
+
+# A command whose main thread is in a C call that no signal interrupts (the
+# signal is blocked in that thread, so another thread takes it and Python's
+# handler never runs) and that swallows every stop afterwards: the deadline
+# still starts at the signal, and the process exits with 128 + signum after
+# before_forced_exit has run.
+_STUCK_CODE = textwrap.dedent('''
+    import ctypes, signal, sys, time
+    from leantfx import stopping
+
+    def last_words(stop):
+      print(f'forced exit: {stopping.signal_name(stop.signum)} '
+            f'{stopping.current_activity()}', flush=True)
+
+    with stopping.stop_on_signals(exit_deadline_s=3.0, redeliver_s=0.5,
+                                  before_forced_exit=last_words):
+      with stopping.describing_activity(lambda: 'during a C call'):
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+        print('ready', flush=True)
+        ctypes.CDLL(None).sleep(600)
+''')
+
+
+def test_a_main_thread_stuck_in_c_is_forced_out_at_the_deadline():
+  command = subprocess.Popen([sys.executable, '-c', _STUCK_CODE],
+                             stdout=subprocess.PIPE, text=True)
+  try:
+    assert command.stdout.readline().strip() == 'ready'
+    started = time.monotonic()
+    command.send_signal(signal.SIGTERM)
+    out, _ = command.communicate(timeout=GONE_WITHIN_S + 3.0)
+    took = time.monotonic() - started
+  finally:
+    command.kill()
+  assert command.returncode == 143
+  assert 'forced exit: SIGTERM during a C call' in out
+  assert took >= 3.0  # not before the deadline
