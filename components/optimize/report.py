@@ -401,7 +401,7 @@ td:nth-child(-n+4), td:nth-child({reasons_at}) {{ text-align: left; }}
 tr.selected {{ background: #d8f5d8; font-weight: bold; }}
 tr.rejected {{ color: #777; }}
 figure {{ display: inline-block; margin: 1em; }}
-img {{ max-width: 560px; }}
+img {{ max-width: 100%; }}
 </style></head><body>
 <h1>{esc(record['title'])}</h1>
 <ul>{summary}</ul>
