@@ -600,9 +600,10 @@ def _place_labels(ax, anchors, texts, strong, markers) -> None:
 
   Greedy, in the order given: each name tries _LABEL_OFFSETS nearest first
   and takes the first place that stays inside the axes, clear of the names
-  already placed and of the markers; where none is clear, the place that
-  overlaps least (overlapping a name costs most, then leaving the axes,
-  then covering a marker).
+  already placed and of the markers; where none is clear, the cheapest
+  place: overlapping a name costs most, then leaving the axes, then each
+  pixel of a marker covered and each pixel away from the point alike (so a
+  name near its point may graze a marker rather than move far off).
 
   Args:
     ax: axes whose figure is laid out (tight_layout already applied).
@@ -636,17 +637,19 @@ def _place_labels(ax, anchors, texts, strong, markers) -> None:
           bbox={'boxstyle': 'square,pad=0.1', 'facecolor': 'white',
                 'edgecolor': 'none', 'alpha': 0.75})
       box = label.get_window_extent(renderer).padded(pad)
-      cost = (1e6 * sum(_overlap(box, other) for other in placed) +
-              1e3 * (box.width * box.height - _overlap(box, frame)) +
-              sum(_overlap(box, m) for m in marker_boxes))
+      clash = (1e6 * sum(_overlap(box, other) for other in placed) +
+               1e3 * (box.width * box.height - _overlap(box, frame)) +
+               sum(_overlap(box, m) for m in marker_boxes))
+      # The ring's radius: every place of a ring is equally near.
+      cost = clash + renderer.points_to_pixels(max(abs(dx), abs(dy)))
       if best is None or cost < best[0]:
         if best is not None:
           best[1].remove()
         best = (cost, label, box, dx, dy)
       else:
         label.remove()
-      if cost == 0:
-        break
+      if clash == 0:
+        break  # the rings grow: no later place can be cheaper
     _, label, box, dx, dy = best
     placed.append(box)
     if math.hypot(dx, dy) >= _LEADER_FROM_POINTS:
