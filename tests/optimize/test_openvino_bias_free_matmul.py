@@ -5,8 +5,8 @@ one: in the IR, a MatMul with no bias feeding another MatMul. OpenVINO
 2026.4's CPU plugin answers the int8 of such an IR wrongly once it fuses
 the MatMul chain into one snippets Subgraph (static shapes, one thread per
 stream: how leantfx scores and times batch 1); the low-rank digits model's
-openvino_int8 scored about 0.1, chance. openvino_export leaves those MatMuls in
-float (openvino_export.py's docstring).
+openvino_int8 scored about 0.1, chance. openvino_export leaves those
+MatMuls in float (openvino_export.py's docstring).
 
 The model here is a digits MLP (64 -> 64 ReLU -> 32 ReLU -> 10) with its
 first Dense split at rank 8, exported as the optimizer exports it
@@ -38,6 +38,8 @@ pytestmark = pytest.mark.unit
 
 RANK = 8
 SPLIT_LAYER = 'hidden'
+# low_rank.factorize_layers names the rank-r layer '<name>_svd_u'.
+RANK_R_LAYER = SPLIT_LAYER + '_svd_u'
 # Adam 3e-3 (conftest.TEACHER_LEARNING_RATE); measured after 10 epochs:
 # eval accuracy 0.967, 0.927 once split at rank 8 (no fine-tuning).
 EPOCHS = 10
@@ -99,7 +101,7 @@ def test_the_factorized_layers_first_matmul_is_the_bias_free_one(
     factorized, tmp_path):
   names = _bias_free_names(factorized, tmp_path)
   assert len(names) == 1
-  assert f'{SPLIT_LAYER}{low_rank._U_SUFFIX}/' in names[0]  # pylint: disable=protected-access
+  assert f'/{RANK_R_LAYER}/' in names[0]
 
 
 @pytest.mark.parametrize('middle, found', [
@@ -131,7 +133,7 @@ def test_the_bias_free_matmul_stays_float_in_the_int8_ir(exported):
       weights = op.input_value(1).get_node()
       quantized_weights[op.get_friendly_name()] = (
           weights.get_type_name() != 'Constant')
-  split = [n for n in quantized_weights if low_rank._U_SUFFIX in n]  # pylint: disable=protected-access
+  split = [n for n in quantized_weights if f'/{RANK_R_LAYER}/' in n]
   assert len(split) == 1 and len(quantized_weights) == 4
   assert not quantized_weights[split[0]]
   assert all(v for n, v in quantized_weights.items() if n != split[0])
