@@ -8,6 +8,23 @@ quantization of that model, calibrated on train-split examples (the
 representative data TFLite's int8 uses). The IR is ``model.xml`` (the graph)
 and ``model.bin`` (the weights) in one directory, the layout OpenVINO Model
 Server reads.
+
+A MatMul with no bias that feeds another MatMul (a Dense with
+use_bias=False before another Dense: low_rank.py's '<name>_svd_u' layer is
+one) stays in float in the int8 IR (``bias_free_matmul_names``). Quantized,
+OpenVINO 2026.4's CPU plugin answers such an IR wrongly whenever it fuses
+the MatMul chain into one snippets Subgraph, which it can do for static
+shapes with one thread per stream: how leantfx scores and times batch 1,
+and what the OVMS config leantfx writes asks for a model reshaped to each
+request's batch. NNCF quantizes the weights per output channel; with no
+bias Add between, that per-channel dequantization scale is folded into the
+next activation's FakeQuantize (the runtime graph keeps no dequantization
+Multiply for it), which the fused Subgraph gets wrong. The low-rank digits
+model answered at chance (about 0.1 on the eval split; the same
+IR at two threads 0.996 on all 1797 digits, and 0.966, its float model's,
+with the bias-free MatMul left in float). On a digits MLP, per-tensor
+weights, a non-zero bias on the layer, or the chain left unfused
+(SNIPPETS_MODE DISABLE) each answer right too.
 """
 import logging
 import os
@@ -58,6 +75,8 @@ def quantize_int8(ov_model, samples: List[Dict[str, np.ndarray]],
     samples: batch-1 feature dicts keyed by input name (calibration).
     ignored: friendly names of ops to leave in float (a raw-feature
       model's folded Transform: raw_runtimes.preprocessing_op_names).
+      ``bias_free_matmul_names`` are always left in float (the module
+      docstring says why).
 
   Returns:
     The quantized openvino.Model.
@@ -74,9 +93,10 @@ def quantize_int8(ov_model, samples: List[Dict[str, np.ndarray]],
     return {name: sample[_feature_name(name, sample)] for name in names}
 
   scope = {}
+  ignored = list(ignored) + [name for name in bias_free_matmul_names(ov_model)
+                             if name not in ignored]
   if ignored:
-    scope['ignored_scope'] = nncf.IgnoredScope(names=list(ignored),
-                                               validate=False)
+    scope['ignored_scope'] = nncf.IgnoredScope(names=ignored, validate=False)
   # fast_bias_correction=False: NNCF's full BiasCorrection (it re-runs the
   # quantized subgraph per layer on the calibration rows) instead of its
   # default one-pass estimate. On the MobileNetV2 digits model (figure 6 of
@@ -86,6 +106,46 @@ def quantize_int8(ov_model, samples: List[Dict[str, np.ndarray]],
   return nncf.quantize(ov_model, nncf.Dataset(samples, transform),
                        subset_size=len(samples), fast_bias_correction=False,
                        **scope)
+
+
+def _is_constant(output) -> bool:
+  node = output.get_node()
+  if node.get_type_name() == 'Convert':  # A compressed constant.
+    node = node.input_value(0).get_node()
+  return node.get_type_name() == 'Constant'
+
+
+def bias_free_matmul_names(ov_model) -> List[str]:
+  """Friendly names of the MatMuls with no bias that feed another MatMul.
+
+  A MatMul counts when its weights are a constant and its output, through
+  ops whose other inputs are all constants (ReLU, a reshape, a constant
+  scale), each with that one consumer, reaches another MatMul before any
+  Add or Subtract of a constant (a bias). quantize_int8 leaves them in
+  float (the module docstring says why).
+  """
+  names = []
+  for op in ov_model.get_ordered_ops():
+    if op.get_type_name() != 'MatMul' or not _is_constant(op.input_value(1)):
+      continue
+    node = op
+    while len(node.outputs()) == 1:
+      consumers = list(node.output(0).get_target_inputs())
+      if len(consumers) != 1:
+        break
+      consumer = consumers[0]
+      following = consumer.get_node()
+      kind = following.get_type_name()
+      if kind == 'MatMul':
+        names.append(op.get_friendly_name())
+        break
+      others = [following.input_value(i)
+                for i in range(following.get_input_size())
+                if i != consumer.get_index()]
+      if kind in ('Add', 'Subtract') or not all(map(_is_constant, others)):
+        break
+      node = following
+  return names
 
 
 def _feature_name(port_name: str, sample: Dict[str, np.ndarray]) -> str:
