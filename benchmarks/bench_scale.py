@@ -102,6 +102,7 @@ class PeakRss:
     self._root = psutil.Process(pid)
     self.root_mb = self.tree_mb = 0.0
     self.children_mb: Dict[int, float] = {}
+    self.samples: List[tuple] = []  # (epoch seconds, root MB, tree MB)
     self._stop = threading.Event()
     self._thread = threading.Thread(target=self._poll, daemon=True)
     self._thread.start()
@@ -124,6 +125,7 @@ class PeakRss:
                                           mb)
       self.root_mb = max(self.root_mb, root)
       self.tree_mb = max(self.tree_mb, total)
+      self.samples.append((time.time(), root, total))
       self._stop.wait(POLL_S)
 
   def stop(self):
@@ -201,6 +203,26 @@ def _stage_seconds(metadata_path: str) -> Dict[str, float]:
   return seconds
 
 
+def _stage_peaks(metadata_path: str, samples: List[tuple]
+                 ) -> Dict[str, List[int]]:
+  """{node: [peak MB of the run process, of its tree]} while it ran."""
+  # pylint: disable=g-import-not-at-top
+  from leantfx.pipeline import run_summary
+  # pylint: enable=g-import-not-at-top
+  store = run_summary.open_store(metadata_path)
+  peaks = {}
+  for context in store.get_contexts_by_type('node'):
+    for execution in store.get_executions_by_context(context.id):
+      start = execution.create_time_since_epoch / 1000
+      end = execution.last_update_time_since_epoch / 1000
+      inside = [(root, tree) for when, root, tree in samples
+                if start <= when <= end]
+      if inside and end - start >= 1:
+        peaks[context.name.split('.', 1)[-1]] = [
+            round(max(r for r, _ in inside)), round(max(t for _, t in inside))]
+  return peaks
+
+
 def _examples_uri(metadata_path: str) -> str:
   # pylint: disable=g-import-not-at-top
   from leantfx.pipeline import run_summary
@@ -276,6 +298,7 @@ def leantfx_run(data_root: str, output: str,
   return {
       'seconds': seconds,
       'stages': _stage_seconds(metadata),
+      'stage_rss_mb': _stage_peaks(metadata, rss.samples),
       'accuracy': record.get('accuracy'),
       'examples_uri': _examples_uri(metadata),
       'rss_run_mb': rss.root_mb,
@@ -341,6 +364,9 @@ def main() -> int:
                    hgb_accuracy=sklearn_accuracy(run['examples_uri']))
         notes.append(f'{size} rows: every stage (s): '
                      f'{json.dumps(run["stages"], sort_keys=True)}')
+        notes.append(f'{size} rows: peak RSS MB per stage [run process, '
+                     'tree]: '
+                     f'{json.dumps(run["stage_rss_mb"], sort_keys=True)}')
       rows.append(row)
       print(json.dumps(row), flush=True)
     finally:
