@@ -14,7 +14,8 @@ _SUBPACKAGES = ('pipeline', 'components', 'serving', 'kubeflow', 'models',
 
 def _packages():
   """Returns (packages, package_dir) mapping top-level folders into leantfx."""
-  packages = ['leantfx']
+  packages = ['leantfx'] + [
+      f'leantfx.{sub}' for sub in setuptools.find_packages(where='leantfx')]
   package_dir = {'leantfx': 'leantfx'}
   for folder in _SUBPACKAGES:
     for sub in setuptools.find_packages(where=folder):

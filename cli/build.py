@@ -21,7 +21,7 @@ from leantfx.cli import argtypes
 from leantfx.cli import dataset as dataset_lib
 from leantfx.cli import options
 from leantfx.components.optimize import config as optimize_config
-from leantfx.components.optimize import runtimes
+from leantfx.runtimes import registry as runtimes
 from leantfx.components.optimize import selection
 from leantfx.errors import ConfigError
 from leantfx.kubeflow import compiler

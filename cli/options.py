@@ -19,7 +19,7 @@ from leantfx import datasets
 from leantfx import sizing
 from leantfx import task as task_lib
 from leantfx.cli import argtypes
-from leantfx.components.optimize import runtimes
+from leantfx.runtimes import registry as runtimes
 from leantfx.pipeline import beam_presets
 
 # The attribute the parser keeps the pipeline options' destinations in.

@@ -30,7 +30,7 @@ from google.protobuf import descriptor_pool
 from google.protobuf import message_factory
 from google.protobuf import text_format
 
-from leantfx.components import versioned_push
+from leantfx import versioned_push
 from leantfx.components.optimize import push
 from leantfx.errors import ConfigError
 from leantfx.models import raw_serving

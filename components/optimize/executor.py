@@ -42,7 +42,7 @@ from leantfx.components.optimize import raw_runtimes
 from leantfx.components.optimize import quality as quality_lib
 from leantfx.components.optimize import report
 from leantfx.components.optimize import runtime_variants
-from leantfx.components.optimize import runtimes as runtimes_lib
+from leantfx.runtimes import registry as runtimes_lib
 from leantfx.components.optimize import selection
 from leantfx.components.optimize import spec
 from leantfx.components.optimize import tflite_export

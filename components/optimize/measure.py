@@ -46,7 +46,7 @@ import tensorflow as tf
 from leantfx.components.optimize import _keras_utils
 from leantfx.components.optimize import quality as quality_lib
 from leantfx.errors import ConfigError
-from leantfx.components.optimize import tflite_runtime
+from leantfx.runtimes import tflite as tflite_runtime
 
 TFLITE = 'tflite'
 TENSORFLOW = 'tensorflow'

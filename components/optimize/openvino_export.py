@@ -16,7 +16,7 @@ from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
-from leantfx.components.optimize import runtimes as runtimes_lib
+from leantfx.runtimes import registry as runtimes_lib
 from leantfx.components.optimize import tflite_export
 from leantfx.errors import ConfigError
 

@@ -5,7 +5,7 @@ Layout (TF Serving's: one integer directory per version):
   <base>/<model_name>/<version>/model.tflite
   <base>/<model_name>/<version>/manifest.json
 
-The versioning rule and the atomic write are components/versioned_push.py's,
+The versioning rule and the atomic write are leantfx/versioned_push.py's,
 shared with VersionedPusher's SavedModel push: the version is the largest of
 the current Unix time, ``max(existing) + 1`` and the last version this base
 ever handed out + 1 (kept in a hidden ``.last_version`` file), so versions
@@ -38,7 +38,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 from tfx.dsl.io import fileio
 
 from leantfx import feature_names
-from leantfx.components import versioned_push
+from leantfx import versioned_push
 from leantfx.errors import ConfigError
 from leantfx.models import raw_serving
 

@@ -57,7 +57,7 @@ from leantfx.components.optimize import openvino_export
 from leantfx.components.optimize import openvino_runtime
 from leantfx.components.optimize import push
 from leantfx.components.optimize import raw_features
-from leantfx.components.optimize import runtimes as runtimes_lib
+from leantfx.runtimes import registry as runtimes_lib
 from leantfx.components.optimize import tflite_export
 from leantfx.errors import ConfigError
 from leantfx.models import raw_serving

@@ -26,7 +26,7 @@ from leantfx.components.optimize import onnx_runtime
 from leantfx.components.optimize import openvino_export
 from leantfx.components.optimize import openvino_runtime
 from leantfx.components.optimize import quality as quality_lib
-from leantfx.components.optimize import runtimes as runtimes_lib
+from leantfx.runtimes import registry as runtimes_lib
 from leantfx.components.optimize import tflite_export
 
 FLOAT32 = 'float32'

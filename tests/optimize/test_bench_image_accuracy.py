@@ -19,7 +19,7 @@ from leantfx.components.optimize import measure
 from leantfx.components.optimize import onnx_export
 from leantfx.components.optimize import openvino_export
 from leantfx.components.optimize import runtime_variants
-from leantfx.components.optimize import runtimes
+from leantfx.runtimes import registry as runtimes
 from leantfx.components.optimize import tflite_export
 from leantfx.models import architectures
 

@@ -12,7 +12,7 @@ import tf_keras
 
 from benchmarks import bench_optimize
 from leantfx.components.optimize import runtime_variants
-from leantfx.components.optimize import runtimes
+from leantfx.runtimes import registry as runtimes
 
 pytest.importorskip('openvino')
 pytest.importorskip('nncf')

@@ -26,7 +26,7 @@ from leantfx.components.optimize import openvino_runtime
 from leantfx.components.optimize import quality as quality_lib
 from leantfx.components.optimize import raw_runtimes
 from leantfx.components.optimize import runtime_variants
-from leantfx.components.optimize import runtimes
+from leantfx.runtimes import registry as runtimes
 from leantfx.serving import runtime_servables
 
 pytest.importorskip('openvino')

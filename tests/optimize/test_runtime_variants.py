@@ -21,7 +21,7 @@ from leantfx.components.optimize import onnx_export
 from leantfx.components.optimize import openvino_export
 from leantfx.components.optimize import push
 from leantfx.components.optimize import runtime_variants
-from leantfx.components.optimize import runtimes
+from leantfx.runtimes import registry as runtimes
 from leantfx.components.optimize.selection import Budget
 from leantfx.errors import ConfigError
 from tests.optimize import conftest
