@@ -27,11 +27,11 @@ from leantfx.errors import ConfigError
 
 # technique name -> (module, function).
 TECHNIQUES: Dict[str, Tuple[str, str]] = {
-    'pruning': ('leantfx.components.optimize.pruning', 'prune'),
-    'qat': ('leantfx.components.optimize.qat', 'quantization_aware_train'),
-    'distillation': ('leantfx.components.optimize.distillation', 'distill'),
-    'low_rank': ('leantfx.components.optimize.low_rank', 'factorize'),
-    'clustering': ('leantfx.components.optimize.clustering', 'cluster'),
+    'pruning': ('leantfx.components.optimize.techniques.pruning', 'prune'),
+    'qat': ('leantfx.components.optimize.techniques.qat', 'quantization_aware_train'),
+    'distillation': ('leantfx.components.optimize.techniques.distillation', 'distill'),
+    'low_rank': ('leantfx.components.optimize.techniques.low_rank', 'factorize'),
+    'clustering': ('leantfx.components.optimize.techniques.clustering', 'cluster'),
 }
 # A QAT model keeps its quantization wrappers (the converter reads the ranges
 # from them), so no other technique can run after it.

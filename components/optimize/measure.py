@@ -43,7 +43,7 @@ from typing import (Any, Callable, Dict, List, Mapping, NamedTuple, Optional,
 import numpy as np
 import tensorflow as tf
 
-from leantfx.components.optimize import _keras_utils
+from leantfx.components.optimize.techniques import _keras_utils
 from leantfx.components.optimize import quality as quality_lib
 from leantfx.errors import ConfigError
 from leantfx.runtimes import tflite as tflite_runtime

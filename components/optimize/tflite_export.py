@@ -3,7 +3,7 @@
 This module holds every TFLite conversion mode, among them the post-training
 quantization ones (float16, dynamic range, int8, 16x8), one mode at a time.
 Quantization-aware training, which changes the model before conversion, is
-components/optimize/qat.py.
+components/optimize/techniques/qat.py.
 
 The model is first saved as a SavedModel with a ``serving_default`` signature
 whose input names are the model's input keys (e.g. ``image_xf``), and the

@@ -14,7 +14,7 @@ import pytest
 import tf_keras
 
 from benchmarks import bench_optimize
-from leantfx.components.optimize import _keras_utils
+from leantfx.components.optimize.techniques import _keras_utils
 from leantfx.components.optimize import measure
 from leantfx.components.optimize import onnx_export
 from leantfx.components.optimize import openvino_export

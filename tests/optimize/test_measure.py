@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import tf_keras
 
-from leantfx.components.optimize import _keras_utils
+from leantfx.components.optimize.techniques import _keras_utils
 from leantfx.components.optimize import measure
 from leantfx.components.optimize import tflite_export
 from leantfx.errors import ConfigError
