@@ -39,7 +39,7 @@ Figures and anchors (each row names its source):
      OpenVINO IR float32 and NNCF int8 (an infer request, inputs set once)
      and ONNX float32 (tf2onnx) and static QDQ int8 (an IO-bound ONNX Runtime
      session), exported as the ModelOptimizer exports them
-     (components/optimize/runtime_variants.py): p50, p99, size, speed-up
+     (components/optimize/export/runtime_variants.py): p50, p99, size, speed-up
      over TFLite float32, and each runtime's Python per-call overhead (its
      one-line call path minus the bound call). Targets (issue 12): the best
      int8 >= 4x TFLite float32, TFLite int8 >= 2x.
@@ -103,9 +103,9 @@ from leantfx.components.optimize.techniques import low_rank  # pylint: disable=g
 from leantfx.components.optimize import measure  # pylint: disable=g-import-not-at-top,wrong-import-position
 from leantfx.components.optimize import openvino_runtime  # pylint: disable=g-import-not-at-top,wrong-import-position
 from leantfx.components.optimize.techniques import pruning  # pylint: disable=g-import-not-at-top,wrong-import-position
-from leantfx.components.optimize import runtime_variants  # pylint: disable=g-import-not-at-top,wrong-import-position
+from leantfx.components.optimize.export import runtime_variants  # pylint: disable=g-import-not-at-top,wrong-import-position
 from leantfx.runtimes import registry as runtimes  # pylint: disable=g-import-not-at-top,wrong-import-position
-from leantfx.components.optimize import tflite_export  # pylint: disable=g-import-not-at-top,wrong-import-position
+from leantfx.components.optimize.export import tflite as tflite_export  # pylint: disable=g-import-not-at-top,wrong-import-position
 from leantfx.models import architectures  # pylint: disable=g-import-not-at-top,wrong-import-position
 from leantfx.models import model as model_lib  # pylint: disable=g-import-not-at-top,wrong-import-position
 

@@ -2,7 +2,7 @@
 
 One home for it, so the Trainer's SavedModel (models/model.py) and every
 optimized variant that is exported to take raw features
-(components/optimize/raw_features.py) accept the same requests and answer
+(components/optimize/export/raw_features.py) accept the same requests and answer
 the same way:
 
   inputs   one [batch] tensor per raw feature column except the label:

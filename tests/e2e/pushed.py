@@ -18,7 +18,7 @@ from leantfx.cli import main as cli_main
 from leantfx.components.optimize import measure
 from leantfx.components.optimize import openvino_runtime
 from leantfx.components.optimize import push
-from leantfx.components.optimize import raw_runtimes
+from leantfx.components.optimize.export import raw_runtimes
 
 SERVER_RUNTIMES = ('openvino', 'onnx')
 

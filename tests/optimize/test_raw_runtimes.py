@@ -17,9 +17,9 @@ import os
 import numpy as np
 import pytest
 
-from leantfx.components.optimize import onnx_export
-from leantfx.components.optimize import openvino_export
-from leantfx.components.optimize import raw_runtimes
+from leantfx.components.optimize.export import onnx as onnx_export
+from leantfx.components.optimize.export import openvino as openvino_export
+from leantfx.components.optimize.export import raw_runtimes
 from leantfx.errors import ConfigError
 from leantfx.serving import dtypes
 # digits_fixture, penguins_fixture: tests/optimize/conftest.py (session).
@@ -288,7 +288,7 @@ def test_a_graph_openvino_cannot_convert_is_a_config_error(
     penguins_fixture, tmp_path, monkeypatch):
   """The wrapper with its lookup tables inside: OpenVINO has no HashTableV2."""
   # pylint: disable=g-import-not-at-top
-  from leantfx.components.optimize import raw_features
+  from leantfx.components.optimize.export import raw_features
   # pylint: enable=g-import-not-at-top
   _runtime(raw_runtimes.OPENVINO)
   save = raw_features.save_raw_serving_model
@@ -411,7 +411,7 @@ def _runtime_variant(fx, runtime, mode, tmp_path):
   """A transformed-input runtime variant, as build_variants records it."""
   # pylint: disable=g-import-not-at-top
   from leantfx.components.optimize import measure
-  from leantfx.components.optimize import runtime_variants
+  from leantfx.components.optimize.export import runtime_variants
   # pylint: enable=g-import-not-at-top
   out_dir = str(tmp_path / 'cand' / runtime_variants.variant_dir_name(
       runtime, mode))
@@ -430,7 +430,7 @@ def _runtime_variant(fx, runtime, mode, tmp_path):
 def _raw_inputs(fx, tmp_path):
   # pylint: disable=g-import-not-at-top
   from leantfx.components.optimize import measure
-  from leantfx.components.optimize import raw_features
+  from leantfx.components.optimize.export import raw_features
   # pylint: enable=g-import-not-at-top
   labels = np.argmax(fx.reference, axis=1)
   transformed = measure.LabeledData(fx.transformed_eval, labels)
@@ -569,7 +569,7 @@ def test_vocabulary_ids_reach_the_runtimes_as_int64(penguins_fixture,
   """
   # pylint: disable=g-import-not-at-top
   from leantfx.components.optimize import measure
-  from leantfx.components.optimize import runtime_variants
+  from leantfx.components.optimize.export import runtime_variants
   # pylint: enable=g-import-not-at-top
   _runtime(raw_runtimes.ONNX)
   _runtime(raw_runtimes.OPENVINO)

@@ -17,10 +17,10 @@ import tensorflow as tf
 from leantfx.components.optimize import config as config_lib
 from leantfx.components.optimize import executor as executor_lib
 from leantfx.components.optimize import measure
-from leantfx.components.optimize import onnx_export
-from leantfx.components.optimize import openvino_export
+from leantfx.components.optimize.export import onnx as onnx_export
+from leantfx.components.optimize.export import openvino as openvino_export
 from leantfx.components.optimize import push
-from leantfx.components.optimize import runtime_variants
+from leantfx.components.optimize.export import runtime_variants
 from leantfx.runtimes import registry as runtimes
 from leantfx.components.optimize.selection import Budget
 from leantfx.errors import ConfigError

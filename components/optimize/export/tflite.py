@@ -243,7 +243,7 @@ def convert_saved_model(
     float_io: keep the signature's inputs and outputs as they are (float32
       numbers, strings) in 'int8' too, and quantize only the model body
       (QUANTIZED_BODY_OPS): the raw-feature preprocessing in front of it
-      (components/optimize/raw_features.py) stays float, with
+      (components/optimize/export/raw_features.py) stays float, with
       quantize/dequantize at the body's edges.
 
   Returns:

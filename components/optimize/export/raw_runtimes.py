@@ -51,14 +51,14 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 
 from leantfx.components.optimize import measure
-from leantfx.components.optimize import onnx_export
+from leantfx.components.optimize.export import onnx as onnx_export
 from leantfx.components.optimize import onnx_runtime
-from leantfx.components.optimize import openvino_export
+from leantfx.components.optimize.export import openvino as openvino_export
 from leantfx.components.optimize import openvino_runtime
 from leantfx.components.optimize import push
-from leantfx.components.optimize import raw_features
+from leantfx.components.optimize.export import raw_features
 from leantfx.runtimes import registry as runtimes_lib
-from leantfx.components.optimize import tflite_export
+from leantfx.components.optimize.export import tflite as tflite_export
 from leantfx.errors import ConfigError
 from leantfx.models import raw_serving
 

@@ -51,7 +51,7 @@ import numpy as np
 import tensorflow as tf
 
 from leantfx.components.optimize import measure
-from leantfx.components.optimize import tflite_export
+from leantfx.components.optimize.export import tflite as tflite_export
 from leantfx.errors import ConfigError
 from leantfx.errors import InputDataError
 from leantfx.models import features
