@@ -71,8 +71,8 @@ from leantfx.components.optimize.techniques import _keras_utils  # pylint: disab
 from leantfx.components.optimize import config as optimize_config  # pylint: disable=g-import-not-at-top,wrong-import-position
 from leantfx.components.optimize.techniques import distillation  # pylint: disable=g-import-not-at-top,wrong-import-position
 from leantfx.components.optimize.techniques import low_rank  # pylint: disable=g-import-not-at-top,wrong-import-position
-from leantfx.components.optimize import measure  # pylint: disable=g-import-not-at-top,wrong-import-position
-from leantfx.components.optimize import selection  # pylint: disable=g-import-not-at-top,wrong-import-position
+from leantfx.components.optimize.evaluation import measure  # pylint: disable=g-import-not-at-top,wrong-import-position
+from leantfx.components.optimize.evaluation import selection  # pylint: disable=g-import-not-at-top,wrong-import-position
 from leantfx.models import model as model_lib  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 FEATURE = 'image_xf'

@@ -24,7 +24,7 @@ from leantfx.pipeline import beam_presets
 
 # The attribute the parser keeps the pipeline options' destinations in.
 _DESTS_ATTR = '_leantfx_pipeline_dests'
-# components.optimize.selection.POLICIES, spelled out so that parsing options
+# components.optimize.evaluation.selection.POLICIES, spelled out so that parsing options
 # (and --help) does not import TensorFlow; tests/optimize/test_selection.py
 # checks the two match.
 POLICIES = ('smallest', 'smallest_download', 'fastest', 'most_accurate')

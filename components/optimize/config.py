@@ -17,12 +17,12 @@ import json
 import typing
 from typing import Any, Callable, Dict, Mapping, Optional, Tuple
 
-from leantfx.components.optimize import quality as quality_lib
+from leantfx.components.optimize.evaluation import quality as quality_lib
 from leantfx.runtimes import registry as runtimes_lib
 from leantfx.components.optimize.export import tflite as tflite_export
-from leantfx.components.optimize import selection
-from leantfx.components.optimize.selection import Budget
-from leantfx.components.optimize.selection import POLICIES
+from leantfx.components.optimize.evaluation import selection
+from leantfx.components.optimize.evaluation.selection import Budget
+from leantfx.components.optimize.evaluation.selection import POLICIES
 from leantfx.errors import ConfigError
 
 # technique name -> (module, function).

@@ -10,7 +10,7 @@ from typing import Dict, Mapping
 
 import numpy as np
 
-from leantfx.components.optimize import measure
+from leantfx.components.optimize.evaluation import measure
 from leantfx.errors import ConfigError
 
 

@@ -34,7 +34,7 @@ from typing import Dict, Mapping, Optional
 
 import numpy as np
 
-from leantfx.components.optimize import measure
+from leantfx.components.optimize.evaluation import measure
 from leantfx.errors import ConfigError
 
 _LOG = logging.getLogger(__name__)

@@ -15,7 +15,7 @@ import numpy as np
 import tensorflow as tf
 
 from leantfx.cli import main as cli_main
-from leantfx.components.optimize import measure
+from leantfx.components.optimize.evaluation import measure
 from leantfx.components.optimize import openvino_runtime
 from leantfx.components.optimize import push
 from leantfx.components.optimize.export import raw_runtimes

@@ -15,7 +15,7 @@ import tf_keras
 
 from benchmarks import bench_optimize
 from leantfx.components.optimize.techniques import _keras_utils
-from leantfx.components.optimize import measure
+from leantfx.components.optimize.evaluation import measure
 from leantfx.components.optimize.export import onnx as onnx_export
 from leantfx.components.optimize.export import openvino as openvino_export
 from leantfx.components.optimize.export import runtime_variants

@@ -5,7 +5,7 @@ import pytest
 
 from leantfx.cli import options
 from leantfx.components.optimize import config as config_lib
-from leantfx.components.optimize.selection import Budget
+from leantfx.components.optimize.evaluation.selection import Budget
 from leantfx.errors import ConfigError
 
 pytestmark = pytest.mark.unit

@@ -410,7 +410,7 @@ def test_a_failed_onnx_conversion_is_a_config_error(digits_fixture, tmp_path,
 def _runtime_variant(fx, runtime, mode, tmp_path):
   """A transformed-input runtime variant, as build_variants records it."""
   # pylint: disable=g-import-not-at-top
-  from leantfx.components.optimize import measure
+  from leantfx.components.optimize.evaluation import measure
   from leantfx.components.optimize.export import runtime_variants
   # pylint: enable=g-import-not-at-top
   out_dir = str(tmp_path / 'cand' / runtime_variants.variant_dir_name(
@@ -429,7 +429,7 @@ def _runtime_variant(fx, runtime, mode, tmp_path):
 
 def _raw_inputs(fx, tmp_path):
   # pylint: disable=g-import-not-at-top
-  from leantfx.components.optimize import measure
+  from leantfx.components.optimize.evaluation import measure
   from leantfx.components.optimize.export import raw_features
   # pylint: enable=g-import-not-at-top
   labels = np.argmax(fx.reference, axis=1)
@@ -568,7 +568,7 @@ def test_vocabulary_ids_reach_the_runtimes_as_int64(penguins_fixture,
   and OpenVINO refused it ("the model input tensor precision is: i64").
   """
   # pylint: disable=g-import-not-at-top
-  from leantfx.components.optimize import measure
+  from leantfx.components.optimize.evaluation import measure
   from leantfx.components.optimize.export import runtime_variants
   # pylint: enable=g-import-not-at-top
   _runtime(raw_runtimes.ONNX)

@@ -5,9 +5,9 @@ import re
 
 import pytest
 
-from leantfx.components.optimize import report
-from leantfx.components.optimize import selection
-from leantfx.components.optimize.measure import VariantMetrics
+from leantfx.components.optimize.evaluation import report
+from leantfx.components.optimize.evaluation import selection
+from leantfx.components.optimize.evaluation.measure import VariantMetrics
 from leantfx.errors import ConfigError
 
 pytestmark = pytest.mark.unit

@@ -20,12 +20,12 @@ import numpy as np
 import tensorflow as tf
 
 from leantfx import stopping
-from leantfx.components.optimize import measure
+from leantfx.components.optimize.evaluation import measure
 from leantfx.components.optimize.export import onnx as onnx_export
 from leantfx.components.optimize import onnx_runtime
 from leantfx.components.optimize.export import openvino as openvino_export
 from leantfx.components.optimize import openvino_runtime
-from leantfx.components.optimize import quality as quality_lib
+from leantfx.components.optimize.evaluation import quality as quality_lib
 from leantfx.runtimes import registry as runtimes_lib
 from leantfx.components.optimize.export import tflite as tflite_export
 

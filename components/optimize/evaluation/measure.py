@@ -44,7 +44,7 @@ import numpy as np
 import tensorflow as tf
 
 from leantfx.components.optimize.techniques import _keras_utils
-from leantfx.components.optimize import quality as quality_lib
+from leantfx.components.optimize.evaluation import quality as quality_lib
 from leantfx.errors import ConfigError
 from leantfx.runtimes import tflite as tflite_runtime
 
