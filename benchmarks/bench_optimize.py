@@ -101,7 +101,7 @@ from leantfx.components.optimize.techniques import _keras_utils  # pylint: disab
 from leantfx.components.optimize.techniques import distillation  # pylint: disable=g-import-not-at-top,wrong-import-position
 from leantfx.components.optimize.techniques import low_rank  # pylint: disable=g-import-not-at-top,wrong-import-position
 from leantfx.components.optimize.evaluation import measure  # pylint: disable=g-import-not-at-top,wrong-import-position
-from leantfx.components.optimize import openvino_runtime  # pylint: disable=g-import-not-at-top,wrong-import-position
+from leantfx.runtimes import openvino as openvino_runtime  # pylint: disable=g-import-not-at-top,wrong-import-position
 from leantfx.components.optimize.techniques import pruning  # pylint: disable=g-import-not-at-top,wrong-import-position
 from leantfx.components.optimize.export import runtime_variants  # pylint: disable=g-import-not-at-top,wrong-import-position
 from leantfx.runtimes import registry as runtimes  # pylint: disable=g-import-not-at-top,wrong-import-position

@@ -34,7 +34,7 @@ from leantfx.models import architectures
 from leantfx.models import data_policy
 from leantfx.models import features
 from leantfx.models import model_layout
-from leantfx.models import raw_serving
+from leantfx import raw_serving
 from leantfx.models import warm_start
 from leantfx.models.training import budget as budget_lib
 from leantfx.models.training import callbacks as callbacks_lib

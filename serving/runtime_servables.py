@@ -2,7 +2,7 @@
 
 The ModelOptimizer pushes its OpenVINO pick as ``model.xml`` + ``model.bin``
 and its ONNX pick as ``model.onnx``, each with the pusher's ``manifest.json``
-(components/optimize/push.py). These servables load such a version and show
+(leantfx/runtimes/push.py). These servables load such a version and show
 the same face as the SavedModel and TFLite ones (one ``serving_default``
 signature with the model's inputs and outputs, ``run`` on numpy arrays), so
 the same REST and gRPC clients work against every runtime.
@@ -31,7 +31,7 @@ conversions happen here, so clients see one contract.
 
 A raw-feature OpenVINO version of a model with vocabulary columns takes
 those columns as int64 vocabulary ids (OpenVINO runs no lookup table) and
-carries the vocabularies (models/raw_serving.STRING_LOOKUPS_FILE, listed in
+carries the vocabularies (leantfx/raw_serving.STRING_LOOKUPS_FILE, listed in
 its manifest): the servable shows those inputs as strings, as the
 SavedModel's serving_default takes them, and maps each request's strings to
 ids before the model.
@@ -42,11 +42,11 @@ from typing import Dict, List, Mapping, Sequence
 
 import numpy as np
 
-from leantfx.components.optimize import onnx_runtime
-from leantfx.components.optimize import openvino_runtime
-from leantfx.components.optimize import push
+from leantfx.runtimes import onnx as onnx_runtime
+from leantfx.runtimes import openvino as openvino_runtime
+from leantfx.runtimes import push
 from leantfx.errors import ConfigError
-from leantfx.models import raw_serving
+from leantfx import raw_serving
 from leantfx.serving import dtypes
 from leantfx.serving import servable as servable_lib
 from leantfx.serving import signature as signature_lib

@@ -36,7 +36,7 @@ from tfx.utils import io_utils
 from leantfx import feature_names
 from leantfx.components.optimize import config as config_lib
 from leantfx.components.optimize.evaluation import measure
-from leantfx.components.optimize import push
+from leantfx.runtimes import push
 from leantfx.components.optimize.export import raw_features
 from leantfx.components.optimize.export import raw_runtimes
 from leantfx.components.optimize.evaluation import quality as quality_lib

@@ -16,8 +16,8 @@ import tensorflow as tf
 
 from leantfx.cli import main as cli_main
 from leantfx.components.optimize.evaluation import measure
-from leantfx.components.optimize import openvino_runtime
-from leantfx.components.optimize import push
+from leantfx.runtimes import openvino as openvino_runtime
+from leantfx.runtimes import push
 from leantfx.components.optimize.export import raw_runtimes
 
 SERVER_RUNTIMES = ('openvino', 'onnx')

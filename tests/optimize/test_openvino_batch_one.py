@@ -22,7 +22,7 @@ import pytest
 import tf_keras
 
 from leantfx.components.optimize.evaluation import measure
-from leantfx.components.optimize import openvino_runtime
+from leantfx.runtimes import openvino as openvino_runtime
 from leantfx.components.optimize.evaluation import quality as quality_lib
 from leantfx.components.optimize.export import raw_runtimes
 from leantfx.components.optimize.export import runtime_variants

@@ -21,7 +21,7 @@ from leantfx import datasets
 from leantfx.components.optimize import config as optimize_config
 from leantfx.components.optimize import executor as executor_lib
 from leantfx.components.optimize.evaluation import measure
-from leantfx.components.optimize import push
+from leantfx.runtimes import push
 from leantfx.components.optimize.evaluation.selection import Budget
 from leantfx.models import model as model_lib
 

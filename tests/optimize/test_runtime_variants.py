@@ -19,7 +19,7 @@ from leantfx.components.optimize import executor as executor_lib
 from leantfx.components.optimize.evaluation import measure
 from leantfx.components.optimize.export import onnx as onnx_export
 from leantfx.components.optimize.export import openvino as openvino_export
-from leantfx.components.optimize import push
+from leantfx.runtimes import push
 from leantfx.components.optimize.export import runtime_variants
 from leantfx.runtimes import registry as runtimes
 from leantfx.components.optimize.evaluation.selection import Budget

@@ -1,7 +1,7 @@
 """Raw-feature exports for the x86 server runtimes: OpenVINO IR and ONNX.
 
 The same contract as the raw-feature .tflite (raw_features.py,
-models/raw_serving.py): one [batch] input per raw column (float32 with NaN
+leantfx/raw_serving.py): one [batch] input per raw column (float32 with NaN
 for a missing number, string with '' for a missing category), and
 ``probabilities``, ``class_ids``, ``classes`` out (``predictions`` for a
 regression). The graph is raw_features.save_raw_serving_model's wrapper
@@ -52,15 +52,15 @@ import numpy as np
 
 from leantfx.components.optimize.evaluation import measure
 from leantfx.components.optimize.export import onnx as onnx_export
-from leantfx.components.optimize import onnx_runtime
+from leantfx.runtimes import onnx as onnx_runtime
 from leantfx.components.optimize.export import openvino as openvino_export
-from leantfx.components.optimize import openvino_runtime
-from leantfx.components.optimize import push
+from leantfx.runtimes import openvino as openvino_runtime
+from leantfx.runtimes import push
 from leantfx.components.optimize.export import raw_features
 from leantfx.runtimes import registry as runtimes_lib
 from leantfx.components.optimize.export import tflite as tflite_export
 from leantfx.errors import ConfigError
-from leantfx.models import raw_serving
+from leantfx import raw_serving
 
 OPENVINO = 'openvino'
 ONNX = 'onnx'

@@ -22,9 +22,9 @@ import tensorflow as tf
 from leantfx import stopping
 from leantfx.components.optimize.evaluation import measure
 from leantfx.components.optimize.export import onnx as onnx_export
-from leantfx.components.optimize import onnx_runtime
+from leantfx.runtimes import onnx as onnx_runtime
 from leantfx.components.optimize.export import openvino as openvino_export
-from leantfx.components.optimize import openvino_runtime
+from leantfx.runtimes import openvino as openvino_runtime
 from leantfx.components.optimize.evaluation import quality as quality_lib
 from leantfx.runtimes import registry as runtimes_lib
 from leantfx.components.optimize.export import tflite as tflite_export

@@ -40,7 +40,7 @@ from tfx.dsl.io import fileio
 from leantfx import feature_names
 from leantfx import versioned_push
 from leantfx.errors import ConfigError
-from leantfx.models import raw_serving
+from leantfx import raw_serving
 
 MODEL_FILE = 'model.tflite'
 MANIFEST_FILE = 'manifest.json'
@@ -166,7 +166,7 @@ RUNTIME_FILES = {
 }
 # Pushed (listed and hashed in the manifest) when the export wrote them: an
 # OpenVINO model that takes vocabulary ids carries the vocabularies that map
-# a request's strings to them (models/raw_serving.py).
+# a request's strings to them (leantfx/raw_serving.py).
 RUNTIME_OPTIONAL_FILES = {
     'openvino': (raw_serving.STRING_LOOKUPS_FILE,),
     'onnx': (),

@@ -20,7 +20,7 @@ import tensorflow as tf
 
 # Beside an export whose runtime runs no lookup table (OpenVINO), and pushed
 # with it (listed and hashed in the version's manifest,
-# components/optimize/push.py): {column: [term, ...]} in vocabulary-file
+# leantfx/runtimes/push.py): {column: [term, ...]} in vocabulary-file
 # order. Whoever calls such a model maps a request's strings to ids with
 # read_string_lookups' StringLookups first (serving/runtime_servables.py,
 # the optimizer's measurement).
