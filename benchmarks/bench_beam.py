@@ -1,4 +1,4 @@
-"""Figure of issue 13: StatisticsGen + Transform through Beam's portable runner, 1 vs 2 SDK workers.
+"""Figure: StatisticsGen + Transform on the portable runner, 1 vs 2 SDK workers.
 
 Generated penguins-like rows (bench_data's generator: the bundled 344 rows
 resampled with noise) are written once as an Examples artifact (gzipped
@@ -14,7 +14,7 @@ the beam_pipeline_args of:
 
 Printed: wall time of each executor's Do (start-up included), rows/s over
 both, and the speed-up of 2 SDK workers over 1 (target >= 1.6x on 2 cores,
-which only holds when both cores are free). The issue asks for 1,000,000
+which only holds when both cores are free). The target is set on 1,000,000
 rows, the default; --rows makes it smaller on a shared machine (the notes
 print the size used and the load average).
 

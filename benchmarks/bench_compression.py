@@ -1,6 +1,6 @@
 """Figures: distillation vs scratch (all or few labels), low-rank by budget.
 
-Issue 12, points 5 and 6, measured on scikit-learn's ``load_digits()``
+Measured on scikit-learn's ``load_digits()``
 (pixels / 16 as {'image_xf': [64]}; the same fixed 80/20 split as
 ``bench_optimize``: 1437 train, 360 test). The test set is cut the way the
 ModelOptimizer cuts its eval split (``selection.split_eval``, half and
@@ -16,7 +16,7 @@ every accuracy below is on the report half unless a row says otherwise.
    student trained from scratch with the same budget (seed, initial
    weights, epochs, batches, optimizer), 3 seeds; and the teacher. Anchor:
    the Keras "Knowledge Distillation" example on MNIST, distilled 98.1% vs
-   scratch 97.6% (+0.5 pt). Target (issue 12): >= +0.3 pt on the mean of 3
+   scratch 97.6% (+0.5 pt). Target (leantfx's): >= +0.3 pt on the mean of 3
    seeds, student within 1 pt of the teacher.
 2. Low-rank: the 3 x 2048 MLP of ``bench_training`` (``architecture='mlp'``,
    ``hidden_units=(2048,) * 3``) trained on digits, factorized with ranks
@@ -24,7 +24,7 @@ every accuracy below is on the report half unless a row says otherwise.
    searched on the selection half), then fine-tuned; beside it the old
    fixed energy 0.9. Figures: kernel parameters of the factorized layers
    after / before, and the accuracy drop on the report half. Target
-   (issue 12): >= 2x fewer parameters in the factorized layers at <= 0.5 pt
+   (leantfx's): >= 2x fewer parameters in the factorized layers at <= 0.5 pt
    drop.
 3. Distillation with a transfer set (``--only transfer``), where it is used
    in practice: the teacher has seen more labels than the student. The
@@ -38,7 +38,7 @@ every accuracy below is on the report half unless a row says otherwise.
    all labels, and the teacher. 3 seeds. Figure 1 cannot show what the soft
    targets carry beyond the labels (teacher and student share the same 1437
    labels, and scratch is already near the teacher); this one measures it. Targets
-   as figure 1's (issue 12): >= +0.3 pt over scratch, within 1 pt of the
+   as figure 1's: >= +0.3 pt over scratch, within 1 pt of the
    teacher.
 
   .venv/bin/python -m benchmarks.bench_compression [--seeds N] [--only NAME]
@@ -92,7 +92,7 @@ TEACHER_EPOCHS = 15
 MLP_EPOCHS = 20
 MLP_LEARNING_RATE = 1e-3
 MLP_HIDDEN = (2048,) * 3
-LOW_RANK_BUDGET = 0.005  # issue 12: <= 0.5 pt accuracy drop
+LOW_RANK_BUDGET = 0.005  # leantfx's target: <= 0.5 pt accuracy drop
 # Figure 3: the shares of the train split whose labels the student gets
 # (fixed, class-stratified subsets; the 10% one lies inside the 25% one).
 TRANSFER_FRACTIONS = (0.1, 0.25)
@@ -199,7 +199,7 @@ def distillation_rows(data, seeds: int) -> List[Dict[str, Any]]:
       'detail': f'teacher {teacher_accuracy:.4f} ({facts["teacher_params"]} '
                 'params)',
       'target': '<= 0.01',
-      'anchor': '-', 'anchor source': 'issue 12',
+      'anchor': '-', 'anchor source': "leantfx's target",
   }]
 
 
@@ -339,7 +339,7 @@ def transfer_rows(data, seeds: int,
                    f'rows, {counts.min()}-{counts.max()} per class, {epochs} '
                    f'epochs = {scratch_steps} steps); {seeds} seeds'),
         'target': '>= +0.003',
-        'anchor': '-', 'anchor source': 'issue 12',
+        'anchor': '-', 'anchor source': "leantfx's target",
     })
   rows.append({
       'figure': 'transfer: teacher - distilled student (mean of seeds)',
@@ -350,7 +350,7 @@ def transfer_rows(data, seeds: int,
                  f"{facts['compression']:.1f}x fewer; the distilled student "
                  'uses no label, the same for every fraction'),
       'target': '<= 0.01',
-      'anchor': '-', 'anchor source': 'issue 12',
+      'anchor': '-', 'anchor source': "leantfx's target",
   })
   gap = statistics.mean(distilled) - statistics.mean(full)
   rows.append({
@@ -446,7 +446,7 @@ def low_rank_rows(data) -> List[Dict[str, Any]]:
                        f"{search['eval_examples']} selection examples"
                        if search else '')),
         'target': '>= 2x',
-        'anchor': '-', 'anchor source': 'issue 12',
+        'anchor': '-', 'anchor source': "leantfx's target",
     })
     rows.append({
         'figure': f'low-rank, {label}: accuracy drop on the report half',
@@ -459,7 +459,7 @@ def low_rank_rows(data) -> List[Dict[str, Any]]:
                    f"{details['accuracy_factorized']:.4f} before, "
                    f"{details['accuracy_after']:.4f} after fine-tuning"),
         'target': '<= 0.005',
-        'anchor': '-', 'anchor source': 'issue 12',
+        'anchor': '-', 'anchor source': "leantfx's target",
     })
   return rows
 

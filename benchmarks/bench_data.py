@@ -1,4 +1,4 @@
-"""Figures of issue 3, measured side by side in one run:
+"""Figures of the data side, measured side by side in one run:
 
 1. Augment throughput (input examples/s) of the real Augment executor on a
    generated image dataset (8x8 grey PNGs in tf.Examples, one augmented copy
@@ -11,7 +11,7 @@
    weights and with SMOTE oversampling: same seed, same training budget, the
    real `leantfx run`.
 
-The issue asks for 200k images and 1M rows; those are the defaults. Both
+The targets are set on 200k images and 1M rows; those are the defaults. Both
 datasets are generated in a temporary folder at run time. On a shared,
 loaded machine the whole run can exceed 10 minutes: --images, --rows and
 --figures make it smaller (the notes print the sizes used).

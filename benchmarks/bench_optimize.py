@@ -41,7 +41,7 @@ Figures and anchors (each row names its source):
      session), exported as the ModelOptimizer exports them
      (components/optimize/export/runtime_variants.py): p50, p99, size, speed-up
      over TFLite float32, and each runtime's Python per-call overhead (its
-     one-line call path minus the bound call). Targets (issue 12): the best
+     one-line call path minus the bound call). Targets (leantfx's): the best
      int8 >= 4x TFLite float32, TFLite int8 >= 2x.
   6. int8 accuracy on a real image model: the product's mobilenet_v2
      architecture (``build_model`` with TrainingConfig architecture
@@ -66,7 +66,7 @@ Figures and anchors (each row names its source):
      scores). Rows: the Keras float accuracy, each runtime's float32 and int8
      accuracy (with how many int8 predictions match its float32's), int8
      drops against its own float32 and against the Keras model, and the
-     float32 / int8 size. Target (issue 12): every int8 drop <= 0.5 pt. A
+     float32 / int8 size. Target (leantfx's): every int8 drop <= 0.5 pt. A
      runtime not installed gets a row saying so.
 
   .venv/bin/python -m benchmarks.bench_optimize [--latency-runs N]
@@ -415,7 +415,7 @@ def int8_ceiling_rows(xml_paths: Dict[str, str], example, tflite_f32_ms: float
                  f"{f32.get('depthwise conv', 0.0):.2f} ms; other int8 "
                  f"{int8.get('other', 0.0):.2f} ms; {ceiling:.2f} ms against "
                  f'TFLite float32 {tflite_f32_ms:.2f} ms'),
-      'anchor': '>= 4x (best int8)', 'anchor source': 'issue 12 target',
+      'anchor': '>= 4x (best int8)', 'anchor source': "leantfx's target",
   })
   return rows
 
@@ -530,7 +530,7 @@ def latency_rows(work, runs, rounds=measure.DEFAULT_LATENCY_ROUNDS,
                 'int8',
       'measured': tflite_f32 / stats['int8 1t'].p50_ms,
       'detail': f"p50 {stats['int8 1t'].p50_ms:.2f} ms",
-      'anchor': '>= 2x', 'anchor source': 'issue 12 target',
+      'anchor': '>= 2x', 'anchor source': "leantfx's target",
   })
   for (runtime, mode), path in server_paths.items():
     s = stats[f'{runtime} {mode} 1t']
@@ -552,7 +552,7 @@ def latency_rows(work, runs, rounds=measure.DEFAULT_LATENCY_ROUNDS,
         'measured': tflite_f32 / s.p50_ms,
         'detail': f'TF float32 / this: {tf32.latency_p50_ms / s.p50_ms:.2f}x',
         'anchor': '>= 4x (best int8)' if mode == 'int8' else '-',
-        'anchor source': 'issue 12 target' if mode == 'int8' else '-',
+        'anchor source': "leantfx's target" if mode == 'int8' else '-',
     })
     rows.append({
         'figure': f'  Python per-call overhead ms: {runtime} {mode}, 1 thread',
@@ -722,7 +722,7 @@ def image_accuracy_rows(work, *, epochs=IMAGE_EPOCHS, alpha=IMAGE_ALPHA,
                  f'{train_seconds:.0f} s; BN momentum '
                  f'{architectures.MOBILENET_BN_MOMENTUM}'),
       'anchor': '>= 0.90',
-      'anchor source': 'issue 12: "trained until its accuracy is real"',
+      'anchor source': "leantfx's target: trained until its accuracy is real",
   }]
   saved = tflite_export.save_serving_model(
       model, os.path.join(work, 'image_saved_model'))
@@ -762,7 +762,7 @@ def image_accuracy_rows(work, *, epochs=IMAGE_EPOCHS, alpha=IMAGE_ALPHA,
           fields,
           measure.size_on_disk(runtime_variants.artifact_path(runtime, path)),
           seconds)
-  target = {'anchor': '<= 0.005', 'anchor source': 'issue 12 target'}
+  target = {'anchor': '<= 0.005', 'anchor source': "leantfx's target"}
   for runtime in (runtimes.TFLITE,) + tuple(server_runtimes):
     label = runtimes.LABELS[runtime]
     if runtime in missing:

@@ -1,4 +1,4 @@
-"""Figures of issue 7: warm vs cold start on a new span, and cached re-runs.
+"""Retraining figures: warm vs cold start on a new span, and cached re-runs.
 
 1. A new span lands: time from its _SUCCESS marker to a pushed model, as
    `leantfx watch --once` (the same `leantfx run` path) measures it, and the
@@ -145,7 +145,8 @@ def main(argv=None) -> int:
           'cache; resolvers always run). Which components re-run depends on '
           'the graph: the Evaluator re-runs once the first model becomes the '
           'blessed baseline, and a node whose inputs change each run (e.g. '
-          "issue 3's drift baseline of earlier reports) re-runs every time.",
+          "the ValidationGate's drift baseline of earlier reports) re-runs "
+          'every time.',
       ])
   return 0
 

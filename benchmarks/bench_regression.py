@@ -1,11 +1,11 @@
-"""Figure: the diabetes regression (issue 14) against scikit-learn's Ridge.
+"""Figure: the diabetes regression against scikit-learn's Ridge.
 
 Runs `leantfx run --dataset diabetes` (the bundled 442 rows, leantfx's
 default 1000 train steps, the ModelOptimizer on), reads the Evaluator's RMSE
 and R² on the eval split from ML Metadata/TFMA, and fits scikit-learn's
 RidgeCV (standardized features, alpha chosen by cross-validation on the train
 split only) on exactly the same train split ExampleGen wrote, scored on the
-same eval split. The issue's target: leantfx's RMSE within 5% of Ridge's, or
+same eval split. The target: leantfx's RMSE within 5% of Ridge's, or
 better.
 
 Beside it, the ModelOptimizer's TFLite variants (float32, float16,
@@ -144,7 +144,7 @@ def main(argv=None) -> int:
                'on standardized features, same ExampleGen train/eval split.')
   notes.append('model rows: the trained SavedModel and the ModelOptimizer\'s '
                'TFLite variants on the whole transformed eval split.')
-  notes.append('target (issue 14): rmse_vs_ridge <= 1.05.')
+  notes.append('target: rmse_vs_ridge <= 1.05.')
   harness.report('regression', 'diabetes regression vs scikit-learn Ridge',
                  rows, notes)
   return 0

@@ -1,4 +1,4 @@
-"""Figure: serving speed as users get it, with `wrk` as the client (issue 15).
+"""Figure: serving speed as users get it, with `wrk` as the client.
 
 Models: the pipeline's own pushes. The bench runs `leantfx run` on digits
 (with --runtimes all, so the TFLite, OpenVINO and ONNX picks are pushed too)

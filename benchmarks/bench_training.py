@@ -55,7 +55,7 @@ MODELS = (
                                   'image_size': 96}, 32, 4, 200),
 )
 ROUNDS = 5
-AUTO_MIN_RATIO = 0.95  # The bar: auto >= 0.95x the faster policy.
+AUTO_MIN_RATIO = 0.95  # leantfx's bar: auto >= 0.95x the faster policy.
 MW_GLOBAL_BATCH = 256
 MW_STEPS = 40
 MW_TIMEOUT_S = 900

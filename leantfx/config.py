@@ -417,7 +417,7 @@ class OrchestrationConfig:
 
 @dataclasses.dataclass(frozen=True)
 class IngestionConfig:
-  """How ExampleGen reads the span folders (issue 3).
+  """How ExampleGen reads the span folders.
 
   Attributes:
     data_format: 'csv' (CsvExampleGen), 'tfrecord' (ImportExampleGen, files of
@@ -444,7 +444,7 @@ class IngestionConfig:
 
 @dataclasses.dataclass(frozen=True)
 class ValidationConfig:
-  """The validation gate between ExampleValidator and Transform (issue 3).
+  """The validation gate between ExampleValidator and Transform.
 
   Attributes:
     allow_anomalies: anomaly kinds (tensorflow_metadata AnomalyInfo.Type
@@ -566,9 +566,9 @@ class PipelineConfig:
     beam_pipeline_args: passed to every Beam-based component.
     enable_cache: reuse outputs of executions with identical inputs.
     orchestration: span window, warm start, runtime parameters.
-    ingestion: data format and bad-image policy (issue 3).
-    validation: the validation gate's options (issue 3).
-    augment: the Augment component's options (issue 3).
+    ingestion: data format and bad-image policy.
+    validation: the validation gate's options.
+    augment: the Augment component's options.
     optimization: the ModelOptimizer's OptimizationConfig, or None to skip it.
     tflite_push_base: where the selected TFLite model's versions go.
     class_weights: 'auto' weighs the loss by inverse class frequency of the

@@ -1,4 +1,4 @@
-"""The data policies Transform and Trainer apply (issue 3).
+"""The data policies Transform and Trainer apply: noisy rows, class weights.
 
 * Noisy rows, impute side: a value outside its schema domain is treated like
   a missing one (numbers take the mean of the in-domain values, categories

@@ -269,12 +269,14 @@ def run_fn(fn_args: tfx.components.FnArgs) -> None:
       train_ds)
   with precision.policy_scope(decision.policy), strategy.scope():
     model = build_model(spec, training, vocabulary_sizes, target_scale)
-    # Continuous retraining (issue 7): start from the latest blessed model.
+    # Continuous retraining (--warm-start): start from the latest blessed
+    # model's weights where the shapes match.
     warm_start.load_base_weights(model, fn_args.base_model,
                                  fn_args.serving_model_dir)
   model.summary(print_fn=logging.info)
 
-  # Class imbalance (issue 3): inverse-frequency class weights, or None.
+  # Class imbalance (--class-weights auto): inverse-frequency class
+  # weights, or None.
   class_weight = None if spec.is_regression else data_policy.class_weights(
       fn_args.custom_config, tf_transform_output, len(spec.classes))
   logging.info('class weights: %s', class_weight)

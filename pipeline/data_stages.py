@@ -1,4 +1,4 @@
-"""Graph pieces for the data side of the pipeline (issue 3), used by pipeline.py.
+"""Graph pieces for the data side of the pipeline, used by pipeline.py.
 
   * ExampleGen by format: leantfx's CsvExampleGen, ImportExampleGen
     (TFRecord files of tf.Examples) or ImageExampleGen

@@ -145,7 +145,7 @@ def detect_platform(path: str, configured_platform: str = '') -> str:
   if configured_platform == PLATFORM_TFLITE or os.path.isfile(
       os.path.join(path, TFLITE_FILENAME)):
     return PLATFORM_TFLITE
-  # The ModelOptimizer's OpenVINO and ONNX pushes (issue 12).
+  # The ModelOptimizer's OpenVINO and ONNX pushes, known by their model file.
   if os.path.isfile(os.path.join(path, OPENVINO_FILENAME)):
     return PLATFORM_OPENVINO
   if os.path.isfile(os.path.join(path, ONNX_FILENAME)):

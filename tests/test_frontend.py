@@ -71,7 +71,7 @@ def _error_of(argv, capsys):
     ['--allow-anomalies', 'NOT_A_KIND'],
     ['--beam-runner', 'flink', '--beam-mode', 'multi_processing'],
     ['--image-shape', '32x32'],
-    # The portable runner (issue 13): a bad --environment or --job-endpoint
+    # The portable runner: a bad --environment or --job-endpoint
     # is an argparse error naming the option; a missing endpoint, or one the
     # runner cannot use, the builder's.
     ['--beam-runner', 'portable', '--job-endpoint', 'embed',
@@ -81,7 +81,7 @@ def _error_of(argv, capsys):
     ['--beam-runner', 'portable', '--job-endpoint', 'embed',
      '--beam-workers', '2'],
     ['--environment', 'loopback'],
-    # issue 12: an unknown runtime (argparse), a list without tflite (the
+    # --runtimes: an unknown runtime (argparse), a list without tflite (the
     # OptimizationConfig's check).
     ['--runtimes', 'tflite,tensorrt'],
     ['--runtimes', 'openvino,onnx'],

@@ -1,4 +1,5 @@
-"""The Evaluator's metrics per task (issue 14): R² and the eval configs.
+"""The Evaluator's metrics per task (classification or regression): R² and
+the eval configs.
 
 R² is leantfx's own TFMA metric (pipeline/regression_metrics.py); its
 combiner is checked against scikit-learn's r2_score on the same numbers, with

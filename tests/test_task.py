@@ -1,9 +1,13 @@
-"""The label decides the task (issue 14): the rules and the bad inputs.
+"""The label decides the task (classification or regression): the rules and
+the bad inputs.
 
 The rules of leantfx/task.py are checked on label values alone; the bad
-inputs of the issue go through ``main`` in-process (--verbose keeps fd 2 the
-test's), as tests/test_frontend.py does: each must end with exit 2, one error
-line that says what to do, and nothing written to serving/.
+inputs (a text label for a regression, a fractional one for a
+classification, a target with NaN or infinity, a constant target, an
+undecidable label, class-only options on a regression) go through ``main``
+in-process (--verbose keeps fd 2 the test's), as tests/test_frontend.py
+does: each must end with exit 2, one error line that says what to do, and
+nothing written to serving/.
 """
 import os
 import re
@@ -39,7 +43,8 @@ def test_auto_decides_from_the_label_values(values, rows, task, why):
 
 
 def test_auto_asks_for_task_when_it_cannot_decide():
-  # The issue's example: 40 distinct integers in 200 rows.
+  # The in-between case docs/training.md gives: 40 distinct integers in 200
+  # rows.
   with pytest.raises(ConfigError, match='Pass --task classification or '
                      '--task regression'):
     task_lib.decide('y', _ints(40), 200)

@@ -207,29 +207,8 @@ def default_candidates() -> Tuple[Candidate, ...]:
   (tie_to_trainer).
   """
   int8_and_float = (tflite_export.FLOAT32, tflite_export.INT8)
-  # A digits-sized train split has ~40 batches of 32 per epoch. tfmot's
-  # examples update pruning masks every 100 steps: here every 10, over 4
-  # epochs (with 2, accuracy at 80% sparsity was still recovering: 0.92 vs
-  # 0.96 after 4 on the test digits CNN). The default student is the
-  # widest with >= 3x fewer weights (digits: widths / 2, 3.9x fewer): the
-  # 8x smaller one (widths / 3, what >= 4x gave) varied from 0.960 to 0.989
-  # on the eval digits with the seed and the teacher, 2.3 points behind one
-  # teacher on the mean of 3 seeds; passed the gate by luck on the 174
-  # selection examples and was pushed 5 points short of the teacher. The
-  # 3.9x student stayed within 0.2 point of both pipeline teachers tried
-  # and beat scratch by 0.4 point on the mean (docs/measurements.md).
-  # Distillation at T 1, alpha 0.5 rather than the Keras example's T 4,
-  # alpha 0.1: the digits teacher is nearly one-hot on its train split
-  # (mean top probability 0.997), and at T 4 the 8x student spent its
-  # capacity on the order of the wrong classes; 3 seeds on the 360 test
-  # digits gave distilled - scratch -0.013 at T 4/alpha 0.1, +0.002 at
-  # T 2/alpha 0.5, +0.004 at T 1/alpha 0.5 (docs/measurements.md). A
-  # patient, consistent teacher (Beyer et al. 2022): 60 epochs with mixup
-  # 0.4, the teacher labelling the same mixed images the student sees. At
-  # 20 epochs without mixup the 3.9x student stayed 1.3 points behind the
-  # teacher and tied scratch; with both it matched the teacher on the
-  # report half in 3 seeds of 3 and beat scratch (same batches, same
-  # mixup), also with no label at all (docs/measurements.md).
+  # Each value below held accuracy best among those tried on digits:
+  # docs/measurements.md, "ModelOptimizer defaults: why".
   pruning = _step('pruning', frequency=10, epochs=4)
   return (
       Candidate((), (tflite_export.FLOAT32, tflite_export.FLOAT16,

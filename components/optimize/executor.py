@@ -354,8 +354,8 @@ def build_variants(model: tf_keras.Model,
       {'candidate', 'stage', 'error'}.
     server_runtimes: runtimes beside TFLite (openvino, onnx) to build
       float32 and int8 variants in, for the candidates that can still win:
-      those with a TFLite variant inside the quality budget (point 8 of
-      issue 12: the other runtimes cost conversion time). Their exports run
+      those with a TFLite variant inside the quality budget (the other
+      runtimes cost conversion time). Their exports run
       in a worker process beside the next candidate; then every variant,
       TFLite's too, is timed in one interleaved run (``_time_together``).
     baseline: the baseline's metrics, for that budget check.
@@ -387,8 +387,10 @@ def build_variants(model: tf_keras.Model,
   # accuracy; no timing) run in a worker process while the next candidate
   # trains: the training step and tf2onnx/NNCF are both bound to one core
   # (Python), so a thread would wait for the GIL; a process uses the other
-  # core (point 8 of issue 12). The process starts with the first candidate
-  # and imports the runtimes while the baseline's TFLite modes convert.
+  # core (measured: the optimizer took as long with the other runtimes as
+  # without them, docs/measurements.md "Foundation"). The process starts
+  # with the first candidate and imports the runtimes while the baseline's
+  # TFLite modes convert.
   own_pool = pool is None and bool(server_runtimes)
   if own_pool:
     pool = _runtime_pool()
@@ -633,9 +635,9 @@ def _raw_exports(picks: Mapping[str, measure.VariantMetrics],
   The exports are independent: with a worker ``pool``, the server runtimes'
   conversions and measurements (raw_runtimes.convert_and_measure; their
   wrapper SavedModels are saved here first) run in the worker while this
-  process exports the TFLite pick (point 8 of issue 12). Each export is
-  scored on the whole raw eval split and checked against its
-  transformed-input variant on the same rows.
+  process exports the TFLite pick, so they overlap instead of running one
+  after the other. Each export is scored on the whole raw eval split and
+  checked against its transformed-input variant on the same rows.
 
   Args:
     picks: runtime -> its pick (the gated transformed-input variant).

@@ -1,4 +1,4 @@
-"""End to end: every bad input of issue 3 stops the real `leantfx run` before
+"""End to end: every bad data input stops the real `leantfx run` before
 training, with exit != 0, nothing pushed, and a message naming the feature.
 
 To keep CI time bounded the penguins tests share one data root and output:

@@ -1,5 +1,6 @@
-"""models/preprocessing.py: the numeric block (issue 15's vectorized
-scaling) through the real tf.Transform on Beam, against a numpy reference.
+"""models/preprocessing.py: the numeric block (every numeric column scaled
+in one vectorized op) through the real tf.Transform on Beam, against a numpy
+reference.
 
 The numeric columns are scaled as one [batch, k] block with per-column
 statistics; these tests pin what each column gets (its own in-domain mean for

@@ -1,4 +1,4 @@
-"""ValidationGate: every bad input of issue 3 becomes a named, blocking anomaly.
+"""ValidationGate: every bad data input becomes a named, blocking anomaly.
 
 Statistics are real TFDV statistics of the bundled penguins rows (typed as
 CsvExampleGen types them, tests/data/helpers.py), changed one way per test;

@@ -1,4 +1,4 @@
-"""End to end: a user's two-class CSV (issue 14, point 3).
+"""End to end: a user's two-class CSV, gated on AUC, precision and recall.
 
 The README's first job on a team's own file: `leantfx run --data-root DIR
 --label COLUMN`, here on the Adelie and Chinstrap rows of the bundled penguins

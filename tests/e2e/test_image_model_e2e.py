@@ -1,4 +1,4 @@
-"""End to end: a real image model (issue 12 point 9) through `leantfx run`.
+"""End to end: a real image model through `leantfx run`, every runtime's int8.
 
 The product's mobilenet_v2 architecture (MobileNetV2 alpha 0.35 and the MLP
 head, 438k parameters) on the bundled digits, resized to 32 px inside the

@@ -21,7 +21,7 @@ from tests.helpers import run_cli
 pytestmark = pytest.mark.e2e
 
 # CsvExampleGen, StatisticsGen, ImportSchemaGen, ExampleValidator, the data
-# gate and Augment (issue 3), Transform, Trainer, the resolvers, Evaluator,
+# gate and Augment, Transform, Trainer, the resolvers, Evaluator,
 # Pusher.
 EXPECTED_NODES = {
     'CsvExampleGen', 'StatisticsGen', 'ImportSchemaGen', 'ExampleValidator',
@@ -29,7 +29,7 @@ EXPECTED_NODES = {
     'Transform', 'Trainer', 'latest_blessed_model_resolver', 'Evaluator',
     'Pusher'
 }
-# The foundation issue's bar for both bundled datasets.
+# The accuracy leantfx promises on both bundled datasets.
 MIN_ACCURACY = 0.95
 # BeamDagRunner's workers shard Transform's output differently, so the
 # Trainer reads the same examples in another order and its weights differ

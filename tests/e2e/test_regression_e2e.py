@@ -1,4 +1,4 @@
-"""End to end: a regression (issue 14) from `leantfx run` to TF Serving's APIs.
+"""End to end: a regression from `leantfx run` to TF Serving's APIs.
 
 One small run on the bundled diabetes data (442 rows, a continuous target;
 few train steps; the ModelOptimizer gating its TFLite variants on RMSE, with

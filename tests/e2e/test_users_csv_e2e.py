@@ -24,8 +24,9 @@ from leantfx.serving import server as server_lib
 from leantfx.serving import server_config
 from tests.helpers import run_cli
 
-# The breast-cancer data's first six columns, renamed as the issue found
-# them in users' files; the label is the last column.
+# The breast-cancer data's first six columns, renamed as users' files name
+# columns (a reserved name, symbols, non-ASCII, quotes and a comma, two names
+# equal but for case); the label is the last column.
 NAMES = ['label', 'alcohol (%)', 'größe', 'a,b "q"', 'Age', 'age']
 LABEL = 'target (y)'
 RUNTIME_BASES = ('serving', 'tflite', 'openvino', 'onnx')

@@ -118,7 +118,7 @@ def test_transfer_rows_from_the_arms_without_hidden_labels(data, monkeypatch):
       'seeds)',
   ]
   assert rows[0]['target'] == '>= +0.003'
-  assert rows[0]['anchor source'] == 'issue 12'
+  assert rows[0]['anchor source'] == "leantfx's target"
   assert rows[1]['target'] == '<= 0.01'
   gain, behind, reference = (row['measured'] for row in rows)
   assert gain == pytest.approx(np.mean(DISTILLED) - np.mean(SCRATCH_SUBSET))

@@ -140,7 +140,7 @@ def test_rows_come_from_each_runtime_s_scores(spies, tmp_path):
     own = by[f'{PREFIX}: {label} int8 drop vs {label} float32']
     assert own['measured'] == pytest.approx(f32 - int8)
     assert own['anchor'] == '<= 0.005'
-    assert own['anchor source'] == 'issue 12 target'
+    assert own['anchor source'] == "leantfx's target"
     against_keras = by[f'{PREFIX}: {label} int8 drop vs Keras float32']
     assert against_keras['measured'] == pytest.approx(keras - int8)
     assert against_keras['anchor'] == '<= 0.005'

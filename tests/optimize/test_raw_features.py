@@ -1,4 +1,4 @@
-"""Raw-feature variants (issue 12, point 3): the Transform folded into TFLite.
+"""Raw-feature variants: the Transform folded into TFLite, raw columns in.
 
 Each fixture runs the project's real preprocessing_fn through tft_beam on the
 bundled data (digits: 64 pixel columns; penguins: numbers with gaps and two

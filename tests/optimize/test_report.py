@@ -1,10 +1,14 @@
 """Tests of the optimization report: files, links to plots, regeneration."""
+import dataclasses
 import json
+import math
 import os
 import re
 
+import numpy as np
 import pytest
 
+from leantfx.components.optimize.evaluation import quality
 from leantfx.components.optimize.evaluation import report
 from leantfx.components.optimize.evaluation import selection
 from leantfx.components.optimize.evaluation.measure import VariantMetrics
@@ -167,3 +171,177 @@ def test_a_pick_pushed_with_transformed_inputs_is_not_called_skipped(
   assert ('Pushed taking the transformed features: baseline/int8 failed at '
           'raw-feature export: ConverterError: y') in text
   assert 'Skipped: candidate baseline/int8' not in text
+
+
+# ------------------------------------------------------------------ plots ---
+# The Pareto front's coordinates are costs (lower is better): latency or
+# size, and -accuracy. Each expected front below is worked out by hand.
+
+
+@pytest.mark.parametrize('points, expected', [
+    ([], []),
+    ([(1.0, -0.9)], [0]),
+    # Faster and more accurate: the second point is dominated.
+    ([(1.0, -0.9), (2.0, -0.8)], [0]),
+    # A trade-off: faster but less accurate, so both are on the front.
+    ([(1.0, -0.8), (2.0, -0.9)], [0, 1]),
+    # Exact ties dominate neither each other, so both stay.
+    ([(1.0, -0.9), (1.0, -0.9), (2.0, -0.8)], [0, 1]),
+    # Equal latency: only the more accurate one.
+    ([(1.0, -0.8), (1.0, -0.9)], [1]),
+    # Equal accuracy: only the faster one.
+    ([(2.0, -0.9), (1.0, -0.9)], [1]),
+    # A dominated point in the middle of a front of three.
+    ([(1.0, -0.7), (2.0, -0.8), (2.5, -0.75), (3.0, -0.9)], [0, 1, 3]),
+    # Latency, size and -accuracy: smaller but slower keeps a point on it.
+    ([(1.0, 500.0, -0.9), (2.0, 100.0, -0.9), (2.0, 600.0, -0.9)], [0, 1]),
+])
+def test_pareto_front(points, expected):
+  assert report.pareto_front(points) == expected
+
+
+def test_a_point_without_a_finite_coordinate_is_off_the_front():
+  # nan would otherwise compare false both ways and stay on the front; inf
+  # would dominate nothing yet sit on it.
+  points = [(math.nan, -0.99), (math.inf, -0.99), (2.0, -0.8), (3.0, -0.7)]
+  assert report.pareto_front(points) == [2]
+
+
+def test_pareto_front_needs_points_of_one_length():
+  with pytest.raises(ValueError, match='same number of coordinates'):
+    report.pareto_front([(1.0, -0.9), (1.0, 2.0, -0.9)])
+
+
+_TECHNIQUES = ('baseline', 'pruning', 'qat', 'distillation', 'low_rank',
+               'clustering')
+_MODES = ('float32', 'float16', 'dynamic', 'int8', 'openvino-int8')
+
+
+def _thirty_variants():
+  """30 variants whose front on both plots is known by construction.
+
+  Ten variants lie on a front (latency 0.05 to 3.4 ms, a 68x span; accuracy
+  rising with it); one ties a front variant exactly (so it is on the front
+  too); the other 19 each copy a front variant made slower, larger and less
+  accurate, so that variant dominates them. Size is latency x 1e5 bytes, so
+  the size plot has the same front.
+  """
+  rng = np.random.default_rng(7)
+  names = [f'{t}/{m}' for t in _TECHNIQUES for m in _MODES]
+  front = [(0.05 * 1.6 ** k, 0.90 + 0.007 * k) for k in range(10)]
+  points = front + [front[4]]
+  for _ in range(19):
+    p99, accuracy = front[rng.integers(0, 10)]
+    points.append((p99 * rng.uniform(1.05, 2.0),
+                   accuracy - rng.uniform(0.002, 0.03)))
+  variants = [_metrics(name, accuracy, int(p99 * 1e5), p99)
+              for name, (p99, accuracy) in zip(names, points)]
+  return variants, set(names[:11])
+
+
+def _labels(figure):
+  (ax,) = figure.axes
+  return ax, list(ax.texts)
+
+
+@pytest.mark.parametrize('field', ['latency_p99_ms', 'size_bytes'])
+def test_only_the_front_and_the_picks_are_named_and_names_do_not_overlap(
+    field):
+  baseline, _ = _variants()
+  variants, front = _thirty_variants()
+  decisions = selection.gate(baseline, variants,
+                             selection.Budget(max_accuracy_drop=0.05))
+  # Two picks off the front (a policy over held-out data may pick them).
+  picks = {variants[15].name, variants[22].name}
+  assert not picks & front
+  figure = report._scatter_figure(baseline, decisions, field, 'x', 'unit',
+                                  picks=picks)
+  figure.canvas.draw()
+  ax, texts = _labels(figure)
+  assert len(texts) == len(front | picks) == 13
+  assert {t.get_text() for t in texts} == front | picks
+  boxes = [t.get_window_extent() for t in texts]
+  for i, a in enumerate(boxes):
+    for j in range(i):
+      assert not a.overlaps(boxes[j]), (texts[i].get_text(),
+                                        texts[j].get_text())
+  frame = ax.get_window_extent()
+  for text, box in zip(texts, boxes):
+    assert frame.contains(box.x0, box.y0) and frame.contains(
+        box.x1, box.y1), f'{text.get_text()} leaves the axes'
+  legend = [t.get_text() for t in ax.get_legend().get_texts()]
+  assert 'other variants' in legend and 'Pareto front' in legend
+  assert ax.get_xscale() == 'log'  # 0.05 to 6.8 ms (or x 1e5 bytes)
+
+
+@pytest.mark.parametrize('baseline_p99, scale', [
+    (0.5, 'linear'),  # 0.2 to 0.5 ms: 2.5x
+    (3.0, 'log'),  # 0.2 to 3.0 ms: 15x
+])
+def test_latency_axis_is_logarithmic_only_past_a_10x_span(baseline_p99,
+                                                          scale):
+  baseline, variants = _variants()
+  baseline = dataclasses.replace(baseline, latency_p99_ms=baseline_p99)
+  decisions = selection.gate(baseline, variants, selection.Budget(0.05))
+  figure = report._scatter_figure(baseline, decisions, 'latency_p99_ms',
+                                  'p99 latency', 'ms')
+  (ax,) = figure.axes
+  assert ax.get_xscale() == scale
+  assert ax.get_xlabel() == ('p99 latency (ms, log scale)' if scale == 'log'
+                             else 'p99 latency (ms)')
+
+
+def test_the_report_names_every_runtimes_pick_on_its_plots(tmp_path,
+                                                          monkeypatch):
+  baseline, variants = _variants()
+  budget = selection.Budget(max_accuracy_drop=0.05)
+  decisions = selection.gate(baseline, variants, budget)
+  drawn = []
+  real = report._scatter_figure
+
+  def recording(*args, **kwargs):
+    figure = real(*args, **kwargs)
+    drawn.append({t.get_text() for t in figure.axes[0].texts})
+    return figure
+
+  monkeypatch.setattr(report, '_scatter_figure', recording)
+  report.write_report(
+      str(tmp_path), baseline, decisions,
+      selection.select(decisions, 'smallest'), budget=budget,
+      policy='smallest',
+      runtime_picks={'openvino': {'selected': 'pruning/int8',
+                                  'pushed_to': '/serving/openvino/1'}})
+  # pruning/int8 ties baseline/int8 on size and latency but is less
+  # accurate: off both fronts, named only as the OpenVINO pick.
+  assert len(drawn) == 2
+  assert all('pruning/int8' in names for names in drawn)
+
+
+def test_a_regression_plot_names_the_lower_rmse_front():
+  def variant(name, rmse, size):
+    return VariantMetrics(
+        name=name, technique='baseline', tflite_mode=name.split('/')[-1],
+        runtime='tflite', path=f'/x/{name}', accuracy=None, num_examples=44,
+        size_bytes=size, gzipped_bytes=size, latency_p50_ms=0.01,
+        latency_p99_ms=0.02, latency_runs=200, rmse=rmse, mae=rmse * 0.8)
+
+  baseline = variant('baseline/savedmodel', 50.0, 9_000)
+  variants = [variant('baseline/float16', 50.0, 1_500),
+              variant('baseline/int8', 51.0, 1_200),
+              variant('baseline/dynamic', 54.0, 1_000),
+              # As large as float16 and worse: dominated.
+              variant('pruning/float16', 52.0, 1_500)]
+  decisions = selection.gate(baseline, variants,
+                             selection.Budget(0.01, max_rmse_increase=0.05),
+                             quality.RMSE)
+
+  def named(field):
+    figure = report._scatter_figure(baseline, decisions, field, 'x', 'u',
+                                    quality.RMSE)
+    return {t.get_text() for t in figure.axes[0].texts}
+
+  # Smaller trades against lower RMSE: three on the front.
+  assert named('size_bytes') == {'baseline/float16', 'baseline/int8',
+                                 'baseline/dynamic'}
+  # Every latency is 0.02 ms: only the lowest RMSE is on that front.
+  assert named('latency_p99_ms') == {'baseline/float16'}

@@ -1,1 +1,1 @@
-"""Tests of issue 7: Kubeflow compile and submission, Beam presets, the watcher."""
+"""Orchestration: Kubeflow compile and submission, Beam presets, the watcher."""

@@ -70,7 +70,7 @@ MATRIX = {
         '--min-train-steps', '300', '--max-train-steps', '4000'], None),
     'exact train steps': lambda tmp: ([
         '--dataset', 'penguins', '--train-steps', '777'], None),
-    # Issue 14: the task travels in the dataset of custom_config, and in the
+    # A regression: the task travels in the dataset of custom_config, and in the
     # ModelOptimizer's config with its RMSE budget, on both runners.
     'the diabetes regression': lambda tmp: ([
         '--dataset', 'diabetes', '--regression-loss', 'huber', '--min-r2',

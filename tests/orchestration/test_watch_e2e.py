@@ -1,4 +1,4 @@
-"""Done-when test of issue 7: the real pipeline retrains once per new span.
+"""Continuous retraining: the real pipeline retrains once per new span.
 
 Three penguins spans land one after the other in a watched folder: `leantfx
 watch --once` (as cron would call it) runs the real pipeline exactly once per

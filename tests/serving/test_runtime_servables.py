@@ -1,4 +1,4 @@
-"""leantfx serve on the ModelOptimizer's OpenVINO and ONNX pushes (issue 12).
+"""leantfx serve on the ModelOptimizer's OpenVINO and ONNX pushes.
 
 A small Keras model is exported the way the optimizer exports it
 (openvino_export / onnx_export), pushed with push.push_runtime_model, and

@@ -23,7 +23,7 @@ def _dense_widths(model):
 
 
 def test_default_digits_model_is_the_foundation_cnn():
-  """architecture 'auto' on digits: the foundation issue's model, unchanged.
+  """architecture 'auto' on digits: the original digits CNN, unchanged.
 
   Conv2D(32) -> pool -> Conv2D(64) -> pool -> Flatten -> Dense(64) ->
   Dense(32) -> Dropout -> logits(10) -> softmax: 37,674 parameters, as

@@ -51,7 +51,7 @@ def test_mixed_float16_without_gpu_is_refused():
 @pytest.mark.parametrize('best,median,expected', [
     ((100.0, 200.0), (100.0, 190.0), 'mixed_bfloat16'),
     ((100.0, 104.0), (100.0, 104.0), 'float32'),  # Within the 5% margin.
-    ((100.0, 65.0), (100.0, 65.0), 'float32'),  # The issue's 0.65x case.
+    ((100.0, 65.0), (100.0, 65.0), 'float32'),  # bf16 at 0.65x float32's speed.
     # One lucky bf16 round on a loaded machine: the median disagrees, so the
     # safe side (float32) wins. Figures from a real probe under load 9.
     ((5985.0, 7532.0), (5001.0, 1340.0), 'float32'),

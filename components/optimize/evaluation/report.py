@@ -11,20 +11,32 @@ its drop for a classifier, RMSE (target units) and its relative increase for
 a regression model, with MAE beside it.
 
 Plots (matplotlib, Agg canvas; no pyplot global state):
-  accuracy_vs_size.png     accuracy against bytes on disk (log scale);
+  accuracy_vs_size.png     accuracy against bytes on disk;
   accuracy_vs_p99.png      accuracy against batch-1 p99 latency;
   sparsity_per_layer.png   kernel sparsity per layer, for variants with zeros;
   training_curves.png      loss and accuracy per epoch of each technique run.
+
+The two scatter plots name only the variants worth reading about: those on
+the plot's Pareto front (``pareto_front``: no other variant is at least as
+good on the metric and as small, or as fast, and better in one of the two)
+and the picks of every runtime. The
+other variants are drawn unnamed in grey. Names are placed one by one where
+they overlap no name placed before (``_place_labels``), with a leader line
+when they sit away from their point. An axis whose values span more than
+10x is drawn on a log scale.
 """
 import datetime
 import html
 import json
 import math
 import os
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import (AbstractSet, Any, Dict, List, Mapping, Optional,
+                    Sequence, Tuple)
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.legend_handler import HandlerTuple
+from matplotlib.transforms import Bbox
 
 from leantfx.components.optimize.evaluation import quality as quality_lib
 from leantfx.components.optimize.evaluation.measure import VariantMetrics
@@ -165,10 +177,12 @@ def regenerate(report_dir: str) -> Dict[str, Any]:
 
   quality = quality_lib.for_task(
       record.get('task', quality_lib.CLASSIFICATION))
-  plots = _plot_all(report_dir, baseline, decisions, quality)
-  rows = _rows(baseline, decisions, [record.get('selected')] + [
-      p.get('selected') for p in (record.get('runtime_picks') or {}).values()],
-               record.get('held_out') or {}, quality)
+  picks = [record.get('selected')] + [
+      p.get('selected') for p in (record.get('runtime_picks') or {}).values()]
+  plots = _plot_all(report_dir, baseline, decisions, quality,
+                    {name for name in picks if name})
+  rows = _rows(baseline, decisions, picks, record.get('held_out') or {},
+               quality)
   md_path = os.path.join(report_dir, REPORT_MD)
   with open(md_path, 'w', encoding='utf-8') as f:
     f.write(_markdown(record, rows, plots, quality))
@@ -387,7 +401,7 @@ td:nth-child(-n+4), td:nth-child({reasons_at}) {{ text-align: left; }}
 tr.selected {{ background: #d8f5d8; font-weight: bold; }}
 tr.rejected {{ color: #777; }}
 figure {{ display: inline-block; margin: 1em; }}
-img {{ max-width: 560px; }}
+img {{ max-width: 100%; }}
 </style></head><body>
 <h1>{esc(record['title'])}</h1>
 <ul>{summary}</ul>
@@ -402,6 +416,59 @@ img {{ max-width: 560px; }}
 
 # ------------------------------------------------------------------ plots ---
 
+_BLESSED_COLOR = '#2a9d2a'
+_REJECTED_COLOR = '#c0392b'
+_OTHER_COLOR = '#c4c4c4'
+_PICK_COLOR = '#1f5fbf'
+_LABEL_FONT_SIZE = 7
+# A name is tried at eight directions around its point on rings of growing
+# radius (points), nearest first: it stays beside its point when it can.
+_LABEL_OFFSETS = tuple(
+    (radius * dx, radius * dy) for radius in (7, 16, 27, 40, 56, 75)
+    for dx, dy in ((1, 1), (1, -1), (-1, 1), (-1, -1), (1, 0), (-1, 0),
+                   (0, 1), (0, -1)))
+# From the second ring on, a leader line joins a name to its point.
+_LEADER_FROM_POINTS = 12
+# Space kept clear around a name and around a marker, in points.
+_LABEL_PAD_POINTS = 1.5
+_MARKER_RADIUS_POINTS = 4
+# An axis whose values span more than this factor is drawn on a log scale.
+_LOG_SPAN = 10.0
+
+
+def pareto_front(points: Sequence[Sequence[float]]) -> List[int]:
+  """The indices of the points that no other point dominates.
+
+  Every coordinate is a cost, lower is better: pass -accuracy, not accuracy
+  (``Quality.better_first`` gives that key). A point dominates another when
+  it is no worse in every coordinate and better in at least one, so points
+  that tie exactly are all on the front, and of two points with the same
+  latency only the better one is. A point with a non-finite coordinate (a
+  latency that was not measured) is neither on the front nor dominates.
+
+  Args:
+    points: one sequence of costs per point, all of the same length.
+
+  Returns:
+    The indices of the points on the front, in input order.
+
+  Raises:
+    ValueError: the points do not all have the same number of coordinates.
+  """
+  lengths = sorted({len(p) for p in points})
+  if len(lengths) > 1:
+    raise ValueError('pareto_front needs points with the same number of '
+                     f'coordinates; got lengths {lengths}.')
+  finite = [i for i, p in enumerate(points)
+            if all(math.isfinite(c) for c in p)]
+
+  def dominates(a, b):
+    return (all(x <= y for x, y in zip(a, b)) and
+            any(x < y for x, y in zip(a, b)))
+
+  return [i for i in finite
+          if not any(dominates(points[j], points[i]) for j in finite)]
+
 
 def _figure(width=6.4, height=4.4):
   # A bare Figure on the Agg canvas: no pyplot, no global backend switch.
@@ -410,17 +477,18 @@ def _figure(width=6.4, height=4.4):
   return figure
 
 
-def _plot_all(report_dir, baseline, decisions, quality) -> Dict[str, str]:
+def _plot_all(report_dir, baseline, decisions, quality,
+              picks: AbstractSet[str] = frozenset()) -> Dict[str, str]:
   # The file names stay: a regression's plots show RMSE on the same axes.
   plots = {}
-  plots[ACCURACY_VS_SIZE] = f'{quality.title} vs size on disk'
-  _scatter(os.path.join(report_dir, ACCURACY_VS_SIZE), baseline, decisions,
-           'size_bytes', 'size on disk (bytes, log scale)', log=True,
-           quality=quality)
-  plots[ACCURACY_VS_P99] = f'{quality.title} vs batch-1 p99 latency'
-  _scatter(os.path.join(report_dir, ACCURACY_VS_P99), baseline, decisions,
-           'latency_p99_ms', 'p99 latency (ms, log scale)', log=True,
-           quality=quality)
+  for name, caption, field, axis, unit in (
+      (ACCURACY_VS_SIZE, f'{quality.title} vs size on disk', 'size_bytes',
+       'size on disk', 'bytes'),
+      (ACCURACY_VS_P99, f'{quality.title} vs batch-1 p99 latency',
+       'latency_p99_ms', 'p99 latency', 'ms')):
+    plots[name] = caption
+    _scatter_figure(baseline, decisions, field, axis, unit, quality,
+                    picks).savefig(os.path.join(report_dir, name))
   if _plot_sparsity(os.path.join(report_dir, SPARSITY_PER_LAYER), decisions):
     plots[SPARSITY_PER_LAYER] = 'Kernel sparsity per layer'
   if _plot_history(os.path.join(report_dir, TRAINING_CURVES), decisions):
@@ -428,33 +496,180 @@ def _plot_all(report_dir, baseline, decisions, quality) -> Dict[str, str]:
   return plots
 
 
-def _scatter(path, baseline, decisions, field, xlabel, log,
-             quality=quality_lib.ACCURACY) -> None:
-  figure = _figure()
+def _log_scale(values: Sequence[float]) -> bool:
+  """Whether values spanning more than _LOG_SPAN x read best on a log axis."""
+  finite = [v for v in values if v is not None and math.isfinite(v)]
+  return (bool(finite) and min(finite) > 0 and
+          max(finite) > _LOG_SPAN * min(finite))
+
+
+def _scatter_figure(baseline, decisions, field, axis, unit,
+                    quality=quality_lib.ACCURACY,
+                    picks: AbstractSet[str] = frozenset()) -> Figure:
+  """The metric against `field`: the front and the picks named, others grey.
+
+  Args:
+    baseline: the unoptimized model, drawn as a star.
+    decisions: the gated variants.
+    field: the VariantMetrics field on the x axis (a cost: lower is better).
+    axis: the x axis's name; unit: its unit.
+    quality: the metric on the y axis.
+    picks: names of the variants picked for a runtime (and pushed).
+
+  Returns:
+    The figure, laid out and with its names placed, ready to save.
+  """
+  points = [(getattr(d.variant, field), quality.value(d.variant))
+            for d in decisions]
+  front = pareto_front([(x, quality.better_first(y)) for x, y in points])
+  picked = [i for i, d in enumerate(decisions) if d.variant.name in picks]
+  # Picks are named first, so they get the places nearest their points.
+  named = picked + [i for i in front if i not in picked]
+  figure = _figure(8.4, 4.8)
   ax = figure.add_subplot()
-  groups = (('blessed', '#2a9d2a', 'o', [d for d in decisions if d.blessed]),
-            ('rejected', '#c0392b', 'x',
-             [d for d in decisions if not d.blessed]))
-  for label, color, marker, members in groups:
-    if members:
-      ax.scatter([getattr(d.variant, field) for d in members],
-                 [quality.value(d.variant) for d in members], c=color,
-                 marker=marker, label=label)
+  handles, labels = [], []
+
+  def scatter(indices, **style):
+    return ax.scatter([points[i][0] for i in indices],
+                      [points[i][1] for i in indices], **style)
+
   ax.scatter([getattr(baseline, field)], [quality.value(baseline)],
-             c='black',
-             marker='*', s=120, label=f'baseline ({baseline.name})')
-  for d in decisions:
-    ax.annotate(d.variant.name, (getattr(d.variant, field),
-                                 quality.value(d.variant)),
-                fontsize=6, xytext=(3, 3), textcoords='offset points')
+             c='black', marker='*', s=120, zorder=4)
+  handles.append(ax.collections[-1])
+  labels.append(f'baseline ({baseline.name})')
+  for blessed, label, color, marker in (
+      (True, 'blessed', _BLESSED_COLOR, 'o'),
+      (False, 'rejected', _REJECTED_COLOR, 'x')):
+    members = [i for i in named if decisions[i].blessed == blessed]
+    if members:
+      handles.append(scatter(members, c=color, marker=marker, zorder=3))
+      labels.append(label)
+  if picked:
+    handles.append(scatter(picked, s=150, facecolors='none',
+                           edgecolors=_PICK_COLOR, linewidths=1.4, zorder=3))
+    labels.append('pick (per runtime)')
+  if len(front) > 1:
+    steps = sorted(points[i] for i in front)
+    handles.append(ax.step([x for x, _ in steps], [y for _, y in steps],
+                           where='post', linestyle='--', linewidth=0.8,
+                           color='0.55', zorder=1)[0])
+    labels.append('Pareto front')
+  others = []
+  for blessed, marker in ((True, 'o'), (False, 'x')):
+    members = [i for i, d in enumerate(decisions)
+               if i not in named and d.blessed == blessed]
+    if members:
+      others.append(scatter(members, c=_OTHER_COLOR, marker=marker, s=20,
+                            zorder=2))
+  if others:
+    # One legend entry showing both markers (blessed o, rejected x).
+    handles.append(tuple(others))
+    labels.append('other variants')
+  ax.legend(handles, labels, loc='upper left', bbox_to_anchor=(1.02, 1.0),
+            borderaxespad=0.0, fontsize=7,
+            handler_map={tuple: HandlerTuple(ndivide=None)})
+  log = _log_scale([x for x, _ in points] + [getattr(baseline, field)])
   if log:
     ax.set_xscale('log')
-  ax.set_xlabel(xlabel)
+  ax.set_xlabel(f'{axis} ({unit}, log scale)' if log else f'{axis} ({unit})')
   ax.set_ylabel(f'eval {quality.name}')
   ax.grid(True, alpha=0.3)
-  ax.legend(fontsize=7)
+  ax.margins(x=0.08, y=0.12)
+  # Names are placed in display space on the final layout, so the limits
+  # are fixed first (a leader line must not rescale the axes) and
+  # tight_layout, which moves the axes, runs before.
+  ax.set_xlim(ax.get_xlim())
+  ax.set_ylim(ax.get_ylim())
   figure.tight_layout()
-  figure.savefig(path)
+  _place_labels(ax, [points[i] for i in named],
+                [decisions[i].variant.name for i in named],
+                [i in picked for i in named],
+                points + [(getattr(baseline, field), quality.value(baseline))])
+  return figure
+
+
+def _overlap(a: Bbox, b: Bbox) -> float:
+  """The area two display boxes share (0 when they only touch)."""
+  width = min(a.x1, b.x1) - max(a.x0, b.x0)
+  height = min(a.y1, b.y1) - max(a.y0, b.y0)
+  return width * height if width > 0 and height > 0 else 0.0
+
+
+def _place_labels(ax, anchors, texts, strong, markers) -> None:
+  """Names each anchor where its name overlaps no name placed before it.
+
+  Greedy, in the order given: each name tries _LABEL_OFFSETS nearest first
+  and takes the first place that stays inside the axes, clear of the names
+  already placed and of the markers; where none is clear, the cheapest
+  place: overlapping a name costs most, then leaving the axes, then each
+  pixel of a marker covered and each pixel away from the point alike (so a
+  name near its point may graze a marker rather than move far off).
+
+  Args:
+    ax: axes whose figure is laid out (tight_layout already applied).
+    anchors: (x, y) in data coordinates, one per name.
+    texts: the names.
+    strong: per name, whether to set it in bold (a pick).
+    markers: (x, y) of every point drawn, which names should not cover.
+  """
+  renderer = ax.figure.canvas.get_renderer()
+  frame = ax.get_window_extent(renderer)
+  pad = renderer.points_to_pixels(_LABEL_PAD_POINTS)
+  radius = renderer.points_to_pixels(_MARKER_RADIUS_POINTS)
+  marker_boxes = [
+      Bbox.from_extents(u - radius, v - radius, u + radius, v + radius)
+      for u, v in (ax.transData.transform(m) for m in markers
+                   if all(math.isfinite(c) for c in m))]
+  placed: List[Bbox] = []
+  for (x, y), text, bold in zip(anchors, texts, strong):
+    if not (math.isfinite(x) and math.isfinite(y)):
+      continue  # no point drawn, nothing to name
+    best = None
+    for dx, dy in _LABEL_OFFSETS:
+      label = ax.annotate(
+          text, (x, y), xytext=(dx, dy), textcoords='offset points',
+          ha='left' if dx > 0 else 'right' if dx < 0 else 'center',
+          va='bottom' if dy > 0 else 'top' if dy < 0 else 'center',
+          fontsize=_LABEL_FONT_SIZE, fontweight='bold' if bold else 'normal',
+          zorder=5,
+          # Keeps a name legible over grid and front lines; its padding
+          # stays inside _LABEL_PAD_POINTS.
+          bbox={'boxstyle': 'square,pad=0.1', 'facecolor': 'white',
+                'edgecolor': 'none', 'alpha': 0.75})
+      box = label.get_window_extent(renderer).padded(pad)
+      clash = (1e6 * sum(_overlap(box, other) for other in placed) +
+               1e3 * (box.width * box.height - _overlap(box, frame)) +
+               sum(_overlap(box, m) for m in marker_boxes))
+      # The ring's radius: every place of a ring is equally near.
+      cost = clash + renderer.points_to_pixels(max(abs(dx), abs(dy)))
+      if best is None or cost < best[0]:
+        if best is not None:
+          best[1].remove()
+        best = (cost, label, box, dx, dy)
+      else:
+        label.remove()
+      if clash == 0:
+        break  # the rings grow: no later place can be cheaper
+    _, label, box, dx, dy = best
+    placed.append(box)
+    if math.hypot(dx, dy) >= _LEADER_FROM_POINTS:
+      _leader_line(ax, (x, y), box, radius)
+
+
+def _leader_line(ax, anchor, box: Bbox, gap: float) -> None:
+  """A thin line from a name's box to its point, stopping short of it."""
+  to_display = ax.transData
+  u, v = to_display.transform(anchor)
+  # The nearest point of the box to the anchor.
+  end_u, end_v = min(max(u, box.x0), box.x1), min(max(v, box.y0), box.y1)
+  length = math.hypot(end_u - u, end_v - v)
+  if length <= gap:
+    return
+  start_u = u + (end_u - u) * gap / length
+  start_v = v + (end_v - v) * gap / length
+  (x0, y0), (x1, y1) = to_display.inverted().transform(
+      [(start_u, start_v), (end_u, end_v)])
+  ax.plot([x0, x1], [y0, y1], color='0.45', linewidth=0.6, zorder=4)
 
 
 def _plot_sparsity(path, decisions) -> bool:
