@@ -17,10 +17,10 @@ requests serves concurrent requests (an infer request runs one call at a
 time). A model whose batch dim is dynamic is compiled twice, each with its
 pool: for a static batch of 1, which batch-1 requests run on (OpenVINO's CPU
 plugin can answer a dynamic-batch int8 IR wrongly at batch 1:
-openvino_runtime.py), and as exported, for the other batches. ONNX Runtime:
+leantfx/runtimes/openvino.py), and as exported, for the other batches. ONNX Runtime:
 one session (its ``run`` is thread-safe) with one intra-op thread per call.
 
-String tensors (the raw-feature exports of components/optimize/
+String tensors (the raw-feature exports of components/optimize/export/
 raw_runtimes.py take categorical columns as strings and answer 'classes'):
 requests carry strings as numpy object arrays of bytes and answers give them
 back the same way, as the SavedModel and TFLite servables do. OpenVINO's

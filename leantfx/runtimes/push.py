@@ -264,7 +264,7 @@ def _push_files(files: Mapping[str, Tuple[str, str]], base_dir: str,
 
   Copies each file into a new version folder of <base_dir>/<model_name>,
   checks each copy against its sha256, then writes manifest.json (with the
-  version) last, as the commit file (components/versioned_push).
+  version) last, as the commit file (leantfx/versioned_push).
 
   Args:
     files: name in the version folder -> (source path, its sha256), in

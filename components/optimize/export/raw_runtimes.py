@@ -456,7 +456,7 @@ class RawPredictor:
       self._output = next((n for n in measure.SCORE_OUTPUTS if n in names),
                           names[0])
     else:
-      # Batch-1 calls on a static-batch copy (openvino_runtime.py: the CPU
+      # Batch-1 calls on a static-batch copy (leantfx/runtimes/openvino.py: the CPU
       # plugin can answer a dynamic-batch int8 IR wrongly at batch 1).
       self._models = openvino_runtime.CompiledModels(path, num_threads)
       self._lookups = raw_serving.read_string_lookups(os.path.dirname(path))

@@ -1,7 +1,7 @@
 """A candidate's variants in the server runtimes: OpenVINO and ONNX Runtime.
 
 For one optimized tf_keras model, ``export_and_score`` exports each
-(runtime, mode) pair (openvino_export.py, onnx_export.py) and measures its
+(runtime, mode) pair (export/openvino.py, export/onnx.py) and measures its
 accuracy on the eval set through its own runtime at batch 1; ``time_built``
 times pairs in the same interleaved rounds (measure.measure_latency_interleaved,
 the runtime's own call on inputs bound once; the one-line Python call path

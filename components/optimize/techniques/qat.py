@@ -19,7 +19,7 @@ reads them from there. Load a saved QAT model inside
 probabilities.
 
 Post-training quantization (float16, dynamic range, int8, 16x8 at conversion
-time, no training) is tflite_export.py.
+time, no training) is export/tflite.py.
 """
 import dataclasses
 from typing import Any, Dict, Mapping, Optional
