@@ -33,27 +33,15 @@ from leantfx import feature_names
 from leantfx.models import architectures
 from leantfx.models import data_policy
 from leantfx.models import features
+from leantfx.models import hyperparameters as hyperparameters_lib
 from leantfx.models import model_layout
 from leantfx import raw_serving
+from leantfx.models import transformed_data
 from leantfx.models import warm_start
 from leantfx.models.training import budget as budget_lib
 from leantfx.models.training import callbacks as callbacks_lib
 from leantfx.models.training import plan as plan_lib
 from leantfx.models.training import precision
-
-
-def _input_fn(file_pattern: List[str],
-              data_accessor: tfx.components.DataAccessor,
-              tf_transform_output: tft.TFTransformOutput, batch_size: int,
-              seed: int) -> tf.data.Dataset:
-  """Returns an endless, shuffled dataset of (features, label id) batches."""
-  return data_accessor.tf_dataset_factory(
-      file_pattern,
-      tfxio.TensorFlowDatasetOptions(
-          batch_size=batch_size,
-          label_key=features.LABEL_KEY,
-          shuffle_seed=seed),
-      tf_transform_output.transformed_metadata.schema)
 
 
 REGRESSION_SIGNATURE = 'regression'
@@ -228,11 +216,10 @@ def run_fn(fn_args: tfx.components.FnArgs) -> None:
   """
   spec = config_lib.dataset_from_dict(fn_args.custom_config['dataset'])
   training = config_lib.training_from_dict(fn_args.custom_config['training'])
+  # The Tuner's best values, when a Tuner ran.
   hyperparameters = getattr(fn_args, 'hyperparameters', None)
-  if hyperparameters:
-    # The Tuner's best values. keras_tuner imports Keras 3: only when tuning.
-    from leantfx.models import tuning  # pylint: disable=g-import-not-at-top
-    training = tuning.apply_hyperparameters(training, hyperparameters)
+  training = hyperparameters_lib.apply_hyperparameters(training,
+                                                       hyperparameters)
   tf_keras.utils.set_random_seed(training.seed)
   tf_transform_output = tft.TFTransformOutput(fn_args.transform_output)
   vocabulary_sizes = {
@@ -256,13 +243,14 @@ def run_fn(fn_args: tfx.components.FnArgs) -> None:
   training = budget.applied_to(training)
   logging.info('train budget: %s', budget)
   train_ds = plan.input(
-      _input_fn(fn_args.train_files, fn_args.data_accessor,
-                tf_transform_output, plan.batches.dataset_batch,
-                training.seed))
+      transformed_data.dataset(fn_args.train_files, fn_args.data_accessor,
+                               tf_transform_output,
+                               plan.batches.dataset_batch, training.seed))
   eval_ds = plan.input(
-      _input_fn(fn_args.eval_files, fn_args.data_accessor,
-                tf_transform_output, plan.batches.global_micro_batch,
-                training.seed))
+      transformed_data.dataset(fn_args.eval_files, fn_args.data_accessor,
+                               tf_transform_output,
+                               plan.batches.global_micro_batch,
+                               training.seed))
   decision = plan_lib.decide_precision(
       plan, training,
       lambda: build_model(spec, training, vocabulary_sizes, target_scale),

@@ -5,7 +5,8 @@ halve it), the number of hidden layers ('depth'), Adam's learning rate and
 the dropout rate. KerasTuner's RandomSearch, Hyperband or
 BayesianOptimization explores it (TrainingConfig.tuner_algorithm) within a
 trial budget; the Tuner writes the best values, and the Trainer's run_fn
-trains with them (apply_hyperparameters).
+trains with them (models/hyperparameters.py holds the names and turns
+values into a TrainingConfig, for a trial and for run_fn alike).
 
 keras-tuner 1.4 and tf_keras: keras-tuner binds to the `keras` package,
 which is Keras 3 whenever it is installed (TensorFlow 2.16 installs it), so
@@ -21,7 +22,7 @@ import copy
 import dataclasses
 import gc
 import os
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any, Dict, List, Mapping
 
 from absl import logging
 import keras_tuner
@@ -32,64 +33,22 @@ from tfx import v1 as tfx
 from leantfx import config as config_lib
 from leantfx.errors import ConfigError
 from leantfx.models import architectures
-# model.py imports this module only inside run_fn (keras_tuner loads Keras
-# 3), so importing it here at the top makes no import cycle.
-from leantfx.models import model as model_module
+from leantfx.models import hyperparameters as hyperparameters_lib
+from leantfx.models import transformed_data
 
 OBJECTIVE = 'val_accuracy'
-UNITS = 'units'
-DEPTH = 'depth'
-LEARNING_RATE = 'learning_rate'
-DROPOUT = 'dropout'
-# The smallest hidden layer 'units' halving may produce.
-MIN_UNITS = 8
-
-
-def hidden_units(units: int, depth: int) -> tuple:
-  """depth layers starting at `units`, each half the previous (>= MIN_UNITS)."""
-  return tuple(max(MIN_UNITS, int(units) // (2**i)) for i in range(int(depth)))
 
 
 def declare(hp: keras_tuner.HyperParameters) -> Dict[str, Any]:
   """Declares the search space on hp; returns this trial's values."""
+  space = hyperparameters_lib
   return {
-      UNITS: hp.Int(UNITS, 16, 128, step=16),
-      DEPTH: hp.Int(DEPTH, 1, 3),
-      LEARNING_RATE: hp.Float(LEARNING_RATE, 1e-4, 1e-2, sampling='log'),
-      DROPOUT: hp.Float(DROPOUT, 0.0, 0.5, step=0.1),
+      space.UNITS: hp.Int(space.UNITS, 16, 128, step=16),
+      space.DEPTH: hp.Int(space.DEPTH, 1, 3),
+      space.LEARNING_RATE: hp.Float(space.LEARNING_RATE, 1e-4, 1e-2,
+                                    sampling='log'),
+      space.DROPOUT: hp.Float(space.DROPOUT, 0.0, 0.5, step=0.1),
   }
-
-
-def apply_hyperparameters(
-    training: config_lib.TrainingConfig,
-    hyperparameters: Optional[Mapping[str, Any]]
-) -> config_lib.TrainingConfig:
-  """The training config with the tuner's values in place.
-
-  Args:
-    training: the configured TrainingConfig.
-    hyperparameters: fn_args.hyperparameters: a KerasTuner HyperParameters
-      config ({'space': [...], 'values': {...}}), a plain {name: value} dict,
-      or None (no tuning: training is returned unchanged).
-
-  Returns:
-    A TrainingConfig with hidden_units, learning_rate and dropout replaced by
-    the values present.
-  """
-  if not hyperparameters:
-    return training
-  values = hyperparameters.get('values', hyperparameters)
-  changes: Dict[str, Any] = {}
-  if UNITS in values or DEPTH in values:
-    units = values.get(UNITS, training.hidden_units[0] if
-                       training.hidden_units else 64)
-    depth = values.get(DEPTH, len(training.hidden_units) or 1)
-    changes['hidden_units'] = hidden_units(units, depth)
-  if LEARNING_RATE in values:
-    changes['learning_rate'] = float(values[LEARNING_RATE])
-  if DROPOUT in values:
-    changes['dropout'] = float(values[DROPOUT])
-  return dataclasses.replace(training, **changes)
 
 
 class _BestEpochWeights(tf_keras.callbacks.Callback):
@@ -220,7 +179,8 @@ class LeantfxHyperModel(keras_tuner.HyperModel):
     self._vocabulary_sizes = dict(vocabulary_sizes)
 
   def build(self, hp):
-    training = apply_hyperparameters(self._training, declare(hp))
+    training = hyperparameters_lib.apply_hyperparameters(self._training,
+                                                         declare(hp))
     return architectures.build_compiled(self._spec, training,
                                         self._vocabulary_sizes)
 
@@ -296,10 +256,10 @@ def tuner_fn(fn_args: tfx.components.FnArgs) -> tfx.components.TunerFnResult:
   tuner = make_tuner(training.tuner_algorithm, hypermodel,
                      training.tuner_trials, training.tuner_epochs,
                      fn_args.working_dir, training.seed)
-  train_ds = model_module._input_fn(  # pylint: disable=protected-access
+  train_ds = transformed_data.dataset(
       fn_args.train_files, fn_args.data_accessor, transform_output,
       training.batch_size, training.seed)
-  eval_ds = model_module._input_fn(  # pylint: disable=protected-access
+  eval_ds = transformed_data.dataset(
       fn_args.eval_files, fn_args.data_accessor, transform_output,
       training.batch_size, training.seed)
   steps_per_epoch = max(1, fn_args.train_steps // training.tuner_epochs)

@@ -29,6 +29,7 @@ import time
 from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from leantfx.serving import feature_names
+from leantfx.serving import loading
 from leantfx.serving import model_config as model_config_lib
 from leantfx.serving import renamed_inputs
 from leantfx.serving import servable as servable_lib
@@ -131,7 +132,7 @@ class ModelManager:
                model_source: Callable[[], Sequence[model_config_lib.ModelConfig]],
                max_num_load_retries: int = 5,
                enable_warmup: bool = True,
-               loader: Loader = servable_lib.load_servable):
+               loader: Loader = loading.load_servable):
     """Creates a manager; nothing loads until poll_once() or start().
 
     Args:

@@ -1,18 +1,14 @@
-"""A loaded model version, whatever runs it, and how a version directory is loaded.
+"""A loaded model version, whatever runs it: the face every backend presents.
 
-Both backends (:mod:`saved_model_servable`, :mod:`tflite_servable`) present the
-same face: signatures with dtypes and shapes, the ``SignatureDef`` protos that
-the metadata API returns, and ``run(signature, inputs, outputs)`` on numpy
-arrays. The request path never asks which backend it talks to.
-
-The backend is chosen per version directory: ``model.tflite`` means TFLite,
-``model.xml`` OpenVINO, ``model.onnx`` ONNX Runtime
-(:mod:`runtime_servables`), ``saved_model.pb``/``.pbtxt`` a TensorFlow
-SavedModel. A model config's
-``model_platform: "tflite"`` forces TFLite.
+The backends (:mod:`saved_model_servable`, :mod:`tflite_servable`,
+:mod:`runtime_servables`) present the same face: signatures with dtypes and
+shapes, the ``SignatureDef`` protos that the metadata API returns, and
+``run(signature, inputs, outputs)`` on numpy arrays. The request path never
+asks which backend it talks to. Which backend loads a version directory, and
+the loading itself, is :mod:`loading`'s job; the files and platform names it
+goes by are here, beside the face, because the backends read them too.
 """
 import abc
-import os
 import threading
 from typing import Dict, Mapping, Sequence
 
@@ -123,66 +119,3 @@ class Servable(abc.ABC):
 
   def __repr__(self):
     return f'{type(self).__name__}({self.name!r}, {self.version})'
-
-
-def detect_platform(path: str, configured_platform: str = '') -> str:
-  """Returns which backend serves a version directory.
-
-  Args:
-    path: the version directory.
-    configured_platform: ``model_platform`` from the model config ('' or
-      ``tensorflow`` for auto, ``tflite`` to force TFLite).
-
-  Raises:
-    LoadError: NOT_FOUND when the directory holds neither kind of model, or
-      the configured platform is unknown.
-  """
-  if configured_platform not in ('', PLATFORM_TENSORFLOW, PLATFORM_TFLITE):
-    raise LoadError(
-        f'Unknown model_platform {configured_platform!r}; use "tensorflow" '
-        '(SavedModel, or TFLite when the version has model.tflite) or '
-        '"tflite".', status.Code.INVALID_ARGUMENT)
-  if configured_platform == PLATFORM_TFLITE or os.path.isfile(
-      os.path.join(path, TFLITE_FILENAME)):
-    return PLATFORM_TFLITE
-  # The ModelOptimizer's OpenVINO and ONNX pushes, known by their model file.
-  if os.path.isfile(os.path.join(path, OPENVINO_FILENAME)):
-    return PLATFORM_OPENVINO
-  if os.path.isfile(os.path.join(path, ONNX_FILENAME)):
-    return PLATFORM_ONNX
-  if any(os.path.isfile(os.path.join(path, f)) for f in SAVED_MODEL_FILENAMES):
-    return PLATFORM_TENSORFLOW
-  # TensorFlow's own message for a directory without a SavedModel.
-  raise LoadError(
-      f'SavedModel file does not exist at: {path}/'
-      '{saved_model.pbtxt|saved_model.pb}; a TFLite version needs '
-      f'{TFLITE_FILENAME}.', status.Code.NOT_FOUND)
-
-
-def load_servable(name: str, version: int, path: str,
-                  configured_platform: str = '') -> Servable:
-  """Loads one version directory with the backend it calls for.
-
-  Args:
-    name: model name.
-    version: version number.
-    path: the version directory.
-    configured_platform: see :func:`detect_platform`.
-
-  Returns:
-    The loaded servable (not yet warmed up).
-
-  Raises:
-    LoadError: the directory is missing files, truncated or not a model.
-  """
-  platform = detect_platform(path, configured_platform)
-  if platform == PLATFORM_TFLITE:
-    from leantfx.serving import tflite_servable  # pylint: disable=g-import-not-at-top
-    return tflite_servable.TfLiteServable(name, version, path)
-  if platform in (PLATFORM_OPENVINO, PLATFORM_ONNX):
-    from leantfx.serving import runtime_servables  # pylint: disable=g-import-not-at-top
-    if platform == PLATFORM_OPENVINO:
-      return runtime_servables.OpenVINOServable(name, version, path)
-    return runtime_servables.ONNXServable(name, version, path)
-  from leantfx.serving import saved_model_servable  # pylint: disable=g-import-not-at-top
-  return saved_model_servable.SavedModelServable(name, version, path)

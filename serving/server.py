@@ -13,12 +13,12 @@ from typing import Callable, Optional, Sequence, Union
 
 from leantfx.serving import batch_scheduler
 from leantfx.serving import grpc_api
+from leantfx.serving import loading
 from leantfx.serving import metrics as metrics_lib
 from leantfx.serving import model_config
 from leantfx.serving import model_manager
 from leantfx.serving import prediction_service
 from leantfx.serving import rest_api
-from leantfx.serving import servable as servable_lib
 from leantfx.serving import server_config as server_config_lib
 
 _log = logging.getLogger(__name__)
@@ -33,7 +33,7 @@ class ModelServer:
   def __init__(self, models: ModelSource,
                config: server_config_lib.ServerConfig = (
                    server_config_lib.ServerConfig()),
-               loader: model_manager.Loader = servable_lib.load_servable):
+               loader: model_manager.Loader = loading.load_servable):
     """Creates the server; nothing loads or listens before start().
 
     Args:

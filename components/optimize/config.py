@@ -228,36 +228,62 @@ def default_candidates() -> Tuple[Candidate, ...]:
 
 # How many of the Trainer's steps a technique may train for: fine-tuning a
 # trained model at most as long as the Trainer trained it; distillation,
-# whose student starts from scratch, at most twice as long. On a digits-sized
-# split the epochs decide (pruning's 4 epochs of ~45 steps are far below the
-# Trainer's 1,000); on a large one the cap does.
+# whose student starts from scratch, at most twice as long.
 TRAINER_STEP_MULTIPLES: Dict[str, int] = {'distillation': 2}
+# All technique steps of all candidates together train for at most this many
+# times the Trainer's steps, so that the ModelOptimizer's time follows the
+# Trainer's: on a 1M-row span (Trainer 20,000 steps, ~115 s) every default
+# technique step took about as long as the Trainer (~75 s each at the cap of
+# 1x), 8 Trainer-lengths in all (docs/measurements.md).
+OPTIMIZER_STEP_BUDGET = 3
+# ...but a technique step may always take this many (within the Trainer's
+# own): on a digits-sized split the techniques' epochs decide (pruning's 4
+# epochs of ~45 steps are far below the Trainer's 1,000), and a share below
+# this would cut distillation's passes on small spans.
+MIN_TECHNIQUE_STEPS = 1000
 
 
-def trainer_step_cap(technique: str, trainer_steps: int) -> int:
-  """The most steps ``technique`` may take after a Trainer of trainer_steps."""
-  return TRAINER_STEP_MULTIPLES.get(technique, 1) * trainer_steps
+def technique_step_unit(candidates: Tuple['Candidate', ...],
+                        trainer_steps: int) -> int:
+  """The steps one technique step of weight 1 may train for.
+
+  OPTIMIZER_STEP_BUDGET x trainer_steps shared by every technique step of
+  the candidates (distillation counts twice), at least MIN_TECHNIQUE_STEPS,
+  never more than trainer_steps.
+  """
+  weight = sum(TRAINER_STEP_MULTIPLES.get(step.technique, 1)
+               for candidate in candidates for step in candidate.steps)
+  if not weight:
+    return trainer_steps
+  share = trainer_steps * OPTIMIZER_STEP_BUDGET // weight
+  return min(trainer_steps, max(MIN_TECHNIQUE_STEPS, share))
+
+
+def trainer_step_cap(technique: str, unit: int) -> int:
+  """The most steps ``technique`` may take, for a technique_step_unit."""
+  return TRAINER_STEP_MULTIPLES.get(technique, 1) * unit
 
 
 def tie_to_trainer(candidates: Tuple['Candidate', ...],
                    trainer_steps: int) -> Tuple['Candidate', ...]:
-  """The candidates with every technique's max_steps within the Trainer's.
+  """The candidates with every technique's max_steps tied to the Trainer's.
 
-  A step's own max_steps is kept when it is lower.
+  Each step may take trainer_step_cap(technique, technique_step_unit(...))
+  steps; a step's own max_steps is kept when it is lower.
 
   Args:
     candidates: the candidates to build.
     trainer_steps: the steps the Trainer trained for (>= 1).
 
   Returns:
-    New candidates; each step's config has max_steps <=
-    trainer_step_cap(technique, trainer_steps).
+    New candidates with every step's max_steps set.
   """
+  unit = technique_step_unit(candidates, trainer_steps)
   tied = []
   for candidate in candidates:
     steps = []
     for step in candidate.steps:
-      cap = trainer_step_cap(step.technique, trainer_steps)
+      cap = trainer_step_cap(step.technique, unit)
       own = step.config.max_steps
       steps.append(TechniqueStep(step.technique, dataclasses.replace(
           step.config, max_steps=cap if own is None else min(own, cap))))

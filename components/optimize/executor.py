@@ -1128,11 +1128,16 @@ def _tie_to_trainer(config: config_lib.OptimizationConfig,
     return config, {'trainer_steps': None}
   tied = dataclasses.replace(
       config, candidates=config_lib.tie_to_trainer(config.candidates, steps))
-  caps = {technique: config_lib.trainer_step_cap(technique, steps)
+  unit = config_lib.technique_step_unit(config.candidates, steps)
+  caps = {technique: config_lib.trainer_step_cap(technique, unit)
           for technique in config_lib.TECHNIQUES}
-  logging.info('ModelOptimizer: technique steps capped by the Trainer\'s %d: '
-               '%s', steps, caps)
-  return tied, {'trainer_steps': steps, 'technique_step_caps': caps}
+  logging.info('ModelOptimizer: technique steps capped by the Trainer\'s %d '
+               '(%dx in all, at least %d each): %s', steps,
+               config_lib.OPTIMIZER_STEP_BUDGET,
+               config_lib.MIN_TECHNIQUE_STEPS, caps)
+  return tied, {'trainer_steps': steps, 'technique_step_caps': caps,
+                'step_budget': config_lib.OPTIMIZER_STEP_BUDGET,
+                'min_technique_steps': config_lib.MIN_TECHNIQUE_STEPS}
 
 
 class Executor(base_executor.BaseExecutor):

@@ -7,6 +7,7 @@ precision and strategy in ML Metadata (trainer_executor.py). Nothing here
 imports keras_tuner: the Tuner references ``tuner_fn`` by dotted path.
 """
 import hashlib
+import inspect
 import os
 from typing import Any, Dict, List, Optional
 
@@ -15,6 +16,8 @@ from tfx.dsl.components.base import executor_spec
 
 from leantfx import config as config_lib
 from leantfx.models import architectures
+from leantfx.models import hyperparameters
+from leantfx.models import transformed_data
 from leantfx.models.training import accumulation
 from leantfx.models.training import callbacks
 from leantfx.models.training import distribution
@@ -27,10 +30,14 @@ from leantfx.models.training import trainer_executor
 TUNER_FN = 'leantfx.models.tuning.tuner_fn'
 # Modules run_fn trains with, for the pipeline's code fingerprint (a change
 # to any of them must be a cache miss of Transform/Trainer).
-CODE_MODULES = (architectures, accumulation, callbacks, distribution, plan,
-                precision, recompute, schedules)
+CODE_MODULES = (architectures, hyperparameters, transformed_data,
+                accumulation, callbacks, distribution, plan, precision,
+                recompute, schedules)
 _TUNING_SOURCE = os.path.join(
     os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'tuning.py')
+# What tuner_fn runs beside tuning.py. tuning.py itself is read as a file:
+# importing it would load keras_tuner, and with it Keras 3.
+_TUNING_MODULES = (hyperparameters, transformed_data)
 
 
 class Trainer(tfx.components.Trainer):
@@ -40,8 +47,12 @@ class Trainer(tfx.components.Trainer):
 
 
 def _tuning_fingerprint() -> str:
+  digest = hashlib.sha256()
   with open(_TUNING_SOURCE, 'rb') as f:
-    return hashlib.sha256(f.read()).hexdigest()[:16]
+    digest.update(f.read())
+  for module in _TUNING_MODULES:
+    digest.update(inspect.getsource(module).encode('utf-8'))
+  return digest.hexdigest()[:16]
 
 
 def add_tuner(config: config_lib.PipelineConfig,
@@ -57,7 +68,8 @@ def add_tuner(config: config_lib.PipelineConfig,
     transform: the Transform component (transformed examples and graph).
     schema: the schema channel.
     custom_config: the Trainer's custom_config; the Tuner gets a copy with
-      the tuner code's fingerprint, so a change to tuning.py re-runs it.
+      the tuner code's fingerprint, so a change to tuning.py or to the
+      modules it shares with run_fn re-runs it.
     nodes: the pipeline's node list; the Tuner is appended.
 
   Returns:

@@ -2,7 +2,8 @@
 memory that does not grow with the rows.
 
 * tie_to_trainer caps every technique step of the default candidates at the
-  Trainer's steps (distillation at twice them), keeping a lower own cap;
+  Trainer's steps (distillation at twice them), all of them together at 3x
+  the Trainer's on a large span, keeping a lower own cap;
 * _keras_utils.fit trains at most max_steps batches (optimizer iterations
   counted by Keras itself), and a real technique (pruning) reports the steps
   it trained;
@@ -27,18 +28,43 @@ from tests import helpers
 pytestmark = pytest.mark.unit
 
 
-@pytest.mark.parametrize('trainer_steps', [1, 180, 1000, 12_500])
-def test_no_technique_trains_longer_than_the_trainer(trainer_steps):
+@pytest.mark.parametrize('trainer_steps', [1, 180, 1000, 2000])
+def test_on_small_spans_each_technique_may_train_as_long_as_the_trainer(
+    trainer_steps):
+  # 3x shared by 8 weights is below the floor: the Trainer's steps decide.
   candidates = config_lib.tie_to_trainer(config_lib.default_candidates(),
                                          trainer_steps)
   steps = [s for c in candidates for s in c.steps]
   assert {s.technique for s in steps} == set(config_lib.TECHNIQUES)
+  unit = min(trainer_steps, config_lib.MIN_TECHNIQUE_STEPS)
   for step in steps:
-    limit = trainer_steps * (2 if step.technique == 'distillation' else 1)
+    limit = unit * (2 if step.technique == 'distillation' else 1)
     assert step.config.max_steps == limit, step.technique
   # The candidates are otherwise the defaults (names, modes, epochs).
   assert [c.name for c in candidates] == [
       c.name for c in config_lib.default_candidates()]
+
+
+@pytest.mark.parametrize('trainer_steps', [12_500, 20_000])
+def test_on_large_spans_all_techniques_together_train_at_most_3x_the_trainer(
+    trainer_steps):
+  candidates = config_lib.tie_to_trainer(config_lib.default_candidates(),
+                                         trainer_steps)
+  steps = [s for c in candidates for s in c.steps]
+  total = sum(s.config.max_steps for s in steps)
+  assert total <= config_lib.OPTIMIZER_STEP_BUDGET * trainer_steps
+  # Shared evenly, distillation twice: 8 weights for the defaults.
+  assert total > config_lib.OPTIMIZER_STEP_BUDGET * trainer_steps - 8
+  for step in steps:
+    share = step.config.max_steps // (
+        2 if step.technique == 'distillation' else 1)
+    assert config_lib.MIN_TECHNIQUE_STEPS <= share < trainer_steps
+
+
+def test_a_single_technique_may_train_as_long_as_the_trainer():
+  (tied,) = config_lib.tie_to_trainer(
+      (config_lib.Candidate((config_lib.TechniqueStep('pruning'),)),), 20_000)
+  assert tied.steps[0].config.max_steps == 20_000
 
 
 def test_a_lower_own_cap_is_kept_and_the_config_round_trips():
@@ -134,6 +160,8 @@ def test_the_trainer_records_its_budget_on_the_model():
 def test_the_report_says_what_was_sampled_and_how_long_each_candidate_took():
   lines = report.budget_lines({
       'trainer_steps': 2490,
+      'technique_step_caps': {'pruning': 1000, 'distillation': 2000},
+      'step_budget': 3, 'min_technique_steps': 1000,
       'train_split': {'batches': 2499, 'cached': False,
                       'cache_max_records': 50_000, 'shuffle_buffer': 10_000},
       'samples': {'eval_rows_scored': 20_000, 'eval_sampled': True,
@@ -142,7 +170,9 @@ def test_the_report_says_what_was_sampled_and_how_long_each_candidate_took():
       'candidates': {'pruning': {'techniques_s': 20.0, 'tflite_s': 3.1,
                                  'train_steps': 2488}}})
   text = '\n'.join(lines)
-  assert "the Trainer's 2,490 steps, distillation at most 4,980" in text
+  assert ('the Trainer trained 2,490 steps; each technique fine-tunes at '
+          'most 1,000 steps, distillation at most 2,000 (all together at '
+          "most 3x the Trainer's steps, at least 1,000 each)") in text
   assert 'streamed from its files' in text
   assert 'the first 20,000 eval rows (a sample' in text
   assert 'calibrated on 100 train rows' in text

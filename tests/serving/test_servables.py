@@ -7,6 +7,7 @@ import pytest
 
 from leantfx.runtimes import tflite as tflite_runtime
 from leantfx.serving import inference
+from leantfx.serving import loading
 from leantfx.serving import proto_json
 from leantfx.serving import servable as servable_lib
 from leantfx.serving import status
@@ -16,7 +17,7 @@ pytestmark = pytest.mark.e2e
 
 
 def test_saved_model_signatures_and_metadata_order(model_base):
-  servable = servable_lib.load_servable(
+  servable = loading.load_servable(
       'penguins', 1, os.path.join(model_base, 'penguins', '1'))
   signature = servable.signatures['serving_default']
   assert signature.inputs['island'].dtype.short_name == 'string'
@@ -28,7 +29,7 @@ def test_saved_model_signatures_and_metadata_order(model_base):
 
 
 def test_tflite_int8_is_exposed_as_float(model_base):
-  servable = servable_lib.load_servable(
+  servable = loading.load_servable(
       'digits_int8', 1, os.path.join(model_base, 'digits_int8', '1'))
   assert servable.platform == 'tflite'
   signature = servable.signatures['serving_default']
@@ -48,7 +49,7 @@ def test_tflite_truncated_against_manifest(model_base, tmp_path):
   model = copy / 'model.tflite'
   model.write_bytes(model.read_bytes()[:100])
   with pytest.raises(servable_lib.LoadError) as raised:
-    servable_lib.load_servable('digits_int8', 1, str(copy))
+    loading.load_servable('digits_int8', 1, str(copy))
   assert raised.value.code == status.Code.DATA_LOSS
   assert 'manifest.json says' in str(raised.value)
 
@@ -56,19 +57,19 @@ def test_tflite_truncated_against_manifest(model_base, tmp_path):
 def test_tflite_garbage_without_manifest(tmp_path):
   (tmp_path / 'model.tflite').write_bytes(b'not a flatbuffer')
   with pytest.raises(servable_lib.LoadError) as raised:
-    servable_lib.load_servable('x', 1, str(tmp_path))
+    loading.load_servable('x', 1, str(tmp_path))
   assert raised.value.code == status.Code.DATA_LOSS
 
 
 def test_missing_model_files(tmp_path):
   with pytest.raises(servable_lib.LoadError) as raised:
-    servable_lib.load_servable('x', 1, str(tmp_path))
+    loading.load_servable('x', 1, str(tmp_path))
   assert raised.value.code == status.Code.NOT_FOUND
   assert 'SavedModel file does not exist at' in str(raised.value)
 
 
 def test_classify_regress_model(model_base):
-  servable = servable_lib.load_servable(
+  servable = loading.load_servable(
       'half_plus_two', 1, os.path.join(model_base, 'half_plus_two', '1'))
   from tensorflow.core.example import example_pb2
   example = example_pb2.Example()

@@ -15,7 +15,7 @@ import pytest
 import tensorflow as tf
 import tf_keras
 
-from leantfx.models import tuning
+from leantfx.models import hyperparameters
 from leantfx.models.training import callbacks as callbacks_lib
 from leantfx.models.training import trainer_executor
 from leantfx.pipeline import run_summary
@@ -60,8 +60,8 @@ def test_tuner_feeds_its_best_hyperparameters_to_the_trainer(tuned_run):
   record = _record(summary)
   assert record['hyperparameters'] == best
   values = best['values']
-  assert tuple(record['training']['hidden_units']) == tuning.hidden_units(
-      values['units'], values['depth'])
+  assert tuple(record['training']['hidden_units']) == (
+      hyperparameters.hidden_units(values['units'], values['depth']))
   assert record['training']['learning_rate'] == pytest.approx(
       values['learning_rate'])
   assert record['training']['dropout'] == pytest.approx(values['dropout'])

@@ -5,6 +5,7 @@ import tensorflow as tf
 import tf_keras
 
 from leantfx.errors import ConfigError
+from leantfx.models import hyperparameters
 from leantfx.models import tuning
 from tests.training import helpers
 
@@ -54,9 +55,10 @@ def test_tuner_searches_tf_keras_models_within_the_budget(tmp_path,
   assert len(trials) == TRIALS
   assert all(t.status == 'COMPLETED' for t in trials)
   best = tuner.get_best_hyperparameters()[0].values
-  assert 16 <= best[tuning.UNITS] <= 128 and 1 <= best[tuning.DEPTH] <= 3
-  assert 1e-4 <= best[tuning.LEARNING_RATE] <= 1e-2
-  assert 0.0 <= best[tuning.DROPOUT] <= 0.5
+  assert 16 <= best[hyperparameters.UNITS] <= 128
+  assert 1 <= best[hyperparameters.DEPTH] <= 3
+  assert 1e-4 <= best[hyperparameters.LEARNING_RATE] <= 1e-2
+  assert 0.0 <= best[hyperparameters.DROPOUT] <= 0.5
   # The best trial's model reloads as a tf_keras model with its best epoch's
   # weights: its validation accuracy is the trial's score.
   model = tuner.get_best_models(1)[0]
@@ -68,16 +70,18 @@ def test_tuner_searches_tf_keras_models_within_the_budget(tmp_path,
 def test_best_hyperparameters_reach_the_training_config():
   hp = keras_tuner.HyperParameters()
   values = tuning.declare(hp)
-  assert set(values) == {tuning.UNITS, tuning.DEPTH, tuning.LEARNING_RATE,
-                         tuning.DROPOUT}
+  assert set(values) == {hyperparameters.UNITS, hyperparameters.DEPTH,
+                         hyperparameters.LEARNING_RATE,
+                         hyperparameters.DROPOUT}
   config = {'space': [], 'values': {'units': 96, 'depth': 3,
                                     'learning_rate': 0.002, 'dropout': 0.3}}
-  training = tuning.apply_hyperparameters(helpers.training(), config)
+  training = hyperparameters.apply_hyperparameters(helpers.training(), config)
   assert training.hidden_units == (96, 48, 24)
   assert training.learning_rate == 0.002 and training.dropout == 0.3
-  assert tuning.apply_hyperparameters(helpers.training(), None) == (
+  assert hyperparameters.apply_hyperparameters(helpers.training(), None) == (
       helpers.training())
-  assert tuning.hidden_units(16, 3) == (16, 8, 8)  # Never below MIN_UNITS.
+  # Never below MIN_UNITS.
+  assert hyperparameters.hidden_units(16, 3) == (16, 8, 8)
 
 
 def test_a_zero_trial_budget_is_refused(tmp_path):

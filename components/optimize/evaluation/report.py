@@ -253,9 +253,15 @@ def budget_lines(budgets: Mapping[str, Any]) -> List[str]:
   lines = []
   steps = budgets.get('trainer_steps')
   if 'trainer_steps' in budgets:
+    caps = budgets.get('technique_step_caps') or {}
+    unit = min(caps.values()) if caps else steps
+    shared = (f" (all together at most {budgets['step_budget']}x the "
+              f"Trainer's steps, at least {budgets['min_technique_steps']:,}"
+              ' each)' if 'step_budget' in budgets else '')
     lines.append(
-        f'Technique budgets: each fine-tuning at most the Trainer\'s {steps:,}'
-        f' steps, distillation at most {2 * steps:,}.' if steps else
+        f'Technique budgets: the Trainer trained {steps:,} steps; each '
+        f'technique fine-tunes at most {unit:,} steps, distillation at most '
+        f'{caps.get("distillation", 2 * unit):,}{shared}.' if steps else
         'Technique budgets: the model records no Trainer steps; each '
         'technique trained for its own epochs.')
   split = budgets.get('train_split') or {}
