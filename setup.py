@@ -14,7 +14,8 @@ _SUBPACKAGES = ('pipeline', 'components', 'serving', 'kubeflow', 'models',
 
 def _packages():
   """Returns (packages, package_dir) mapping top-level folders into leantfx."""
-  packages = ['leantfx']
+  packages = ['leantfx'] + [
+      f'leantfx.{sub}' for sub in setuptools.find_packages(where='leantfx')]
   package_dir = {'leantfx': 'leantfx'}
   for folder in _SUBPACKAGES:
     for sub in setuptools.find_packages(where=folder):
@@ -70,7 +71,7 @@ setuptools.setup(
         # The serving benchmark's baseline is the Flask app most users write.
         'bench': ['flask'],
         # The x86 server runtimes the ModelOptimizer exports to beside TFLite
-        # (components/optimize/openvino_export.py, onnx_export.py). An extra,
+        # (components/optimize/export/openvino.py, export/onnx.py). An extra,
         # not install_requires, so a slim image can leave them out: the
         # optimizer then skips those runtimes and says to install this extra.
         # onnx is held at 1.16.x: later releases need protobuf>=4, and the

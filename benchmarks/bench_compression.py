@@ -67,12 +67,12 @@ import tf_keras  # pylint: disable=g-import-not-at-top,wrong-import-position
 from benchmarks import harness  # pylint: disable=g-import-not-at-top,wrong-import-position
 from leantfx import config as config_lib  # pylint: disable=g-import-not-at-top,wrong-import-position
 from leantfx import datasets  # pylint: disable=g-import-not-at-top,wrong-import-position
-from leantfx.components.optimize import _keras_utils  # pylint: disable=g-import-not-at-top,wrong-import-position
+from leantfx.components.optimize.techniques import _keras_utils  # pylint: disable=g-import-not-at-top,wrong-import-position
 from leantfx.components.optimize import config as optimize_config  # pylint: disable=g-import-not-at-top,wrong-import-position
-from leantfx.components.optimize import distillation  # pylint: disable=g-import-not-at-top,wrong-import-position
-from leantfx.components.optimize import low_rank  # pylint: disable=g-import-not-at-top,wrong-import-position
-from leantfx.components.optimize import measure  # pylint: disable=g-import-not-at-top,wrong-import-position
-from leantfx.components.optimize import selection  # pylint: disable=g-import-not-at-top,wrong-import-position
+from leantfx.components.optimize.techniques import distillation  # pylint: disable=g-import-not-at-top,wrong-import-position
+from leantfx.components.optimize.techniques import low_rank  # pylint: disable=g-import-not-at-top,wrong-import-position
+from leantfx.components.optimize.evaluation import measure  # pylint: disable=g-import-not-at-top,wrong-import-position
+from leantfx.components.optimize.evaluation import selection  # pylint: disable=g-import-not-at-top,wrong-import-position
 from leantfx.models import model as model_lib  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 FEATURE = 'image_xf'

@@ -39,7 +39,7 @@ Figures and anchors (each row names its source):
      OpenVINO IR float32 and NNCF int8 (an infer request, inputs set once)
      and ONNX float32 (tf2onnx) and static QDQ int8 (an IO-bound ONNX Runtime
      session), exported as the ModelOptimizer exports them
-     (components/optimize/runtime_variants.py): p50, p99, size, speed-up
+     (components/optimize/export/runtime_variants.py): p50, p99, size, speed-up
      over TFLite float32, and each runtime's Python per-call overhead (its
      one-line call path minus the bound call). Targets (leantfx's): the best
      int8 >= 4x TFLite float32, TFLite int8 >= 2x.
@@ -97,15 +97,15 @@ import tf_keras  # pylint: disable=g-import-not-at-top,wrong-import-position
 from benchmarks import harness  # pylint: disable=g-import-not-at-top,wrong-import-position
 from leantfx import config as config_lib  # pylint: disable=g-import-not-at-top,wrong-import-position
 from leantfx import datasets  # pylint: disable=g-import-not-at-top,wrong-import-position
-from leantfx.components.optimize import _keras_utils  # pylint: disable=g-import-not-at-top,wrong-import-position
-from leantfx.components.optimize import distillation  # pylint: disable=g-import-not-at-top,wrong-import-position
-from leantfx.components.optimize import low_rank  # pylint: disable=g-import-not-at-top,wrong-import-position
-from leantfx.components.optimize import measure  # pylint: disable=g-import-not-at-top,wrong-import-position
-from leantfx.components.optimize import openvino_runtime  # pylint: disable=g-import-not-at-top,wrong-import-position
-from leantfx.components.optimize import pruning  # pylint: disable=g-import-not-at-top,wrong-import-position
-from leantfx.components.optimize import runtime_variants  # pylint: disable=g-import-not-at-top,wrong-import-position
-from leantfx.components.optimize import runtimes  # pylint: disable=g-import-not-at-top,wrong-import-position
-from leantfx.components.optimize import tflite_export  # pylint: disable=g-import-not-at-top,wrong-import-position
+from leantfx.components.optimize.techniques import _keras_utils  # pylint: disable=g-import-not-at-top,wrong-import-position
+from leantfx.components.optimize.techniques import distillation  # pylint: disable=g-import-not-at-top,wrong-import-position
+from leantfx.components.optimize.techniques import low_rank  # pylint: disable=g-import-not-at-top,wrong-import-position
+from leantfx.components.optimize.evaluation import measure  # pylint: disable=g-import-not-at-top,wrong-import-position
+from leantfx.runtimes import openvino as openvino_runtime  # pylint: disable=g-import-not-at-top,wrong-import-position
+from leantfx.components.optimize.techniques import pruning  # pylint: disable=g-import-not-at-top,wrong-import-position
+from leantfx.components.optimize.export import runtime_variants  # pylint: disable=g-import-not-at-top,wrong-import-position
+from leantfx.runtimes import registry as runtimes  # pylint: disable=g-import-not-at-top,wrong-import-position
+from leantfx.components.optimize.export import tflite as tflite_export  # pylint: disable=g-import-not-at-top,wrong-import-position
 from leantfx.models import architectures  # pylint: disable=g-import-not-at-top,wrong-import-position
 from leantfx.models import model as model_lib  # pylint: disable=g-import-not-at-top,wrong-import-position
 

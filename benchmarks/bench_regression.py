@@ -68,8 +68,8 @@ def _variant_rmse(summary):
   """{name: (RMSE, MAE)} of the float model and each TFLite variant."""
   # pylint: disable=g-import-not-at-top
   import tensorflow as tf
-  from leantfx.components.optimize import measure
-  from leantfx.components.optimize import quality
+  from leantfx.components.optimize.evaluation import measure
+  from leantfx.components.optimize.evaluation import quality
   from leantfx.models.model_layout import KERAS_MODEL_DIR
   # pylint: enable=g-import-not-at-top
   transformed = summary.executions['Transform'].outputs[

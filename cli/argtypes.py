@@ -7,7 +7,7 @@ message whichever command (run, compile, watch, ...) has the option.
 import argparse
 import re
 
-from leantfx.components.optimize import runtimes
+from leantfx.runtimes import registry as runtimes
 from leantfx.errors import ConfigError
 from leantfx.pipeline import beam_presets
 

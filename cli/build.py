@@ -21,8 +21,8 @@ from leantfx.cli import argtypes
 from leantfx.cli import dataset as dataset_lib
 from leantfx.cli import options
 from leantfx.components.optimize import config as optimize_config
-from leantfx.components.optimize import runtimes
-from leantfx.components.optimize import selection
+from leantfx.runtimes import registry as runtimes
+from leantfx.components.optimize.evaluation import selection
 from leantfx.errors import ConfigError
 from leantfx.kubeflow import compiler
 from leantfx.pipeline import beam_presets

@@ -19,12 +19,12 @@ from leantfx import datasets
 from leantfx import sizing
 from leantfx import task as task_lib
 from leantfx.cli import argtypes
-from leantfx.components.optimize import runtimes
+from leantfx.runtimes import registry as runtimes
 from leantfx.pipeline import beam_presets
 
 # The attribute the parser keeps the pipeline options' destinations in.
 _DESTS_ATTR = '_leantfx_pipeline_dests'
-# components.optimize.selection.POLICIES, spelled out so that parsing options
+# components.optimize.evaluation.selection.POLICIES, spelled out so that parsing options
 # (and --help) does not import TensorFlow; tests/optimize/test_selection.py
 # checks the two match.
 POLICIES = ('smallest', 'smallest_download', 'fastest', 'most_accurate')

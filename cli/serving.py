@@ -324,7 +324,7 @@ def deploy_tf_serving(args: argparse.Namespace) -> int:
 
 def deploy_ovms(args: argparse.Namespace) -> int:
   """Writes OVMS's config.json. Returns the exit code."""
-  from leantfx.models import raw_serving  # pylint: disable=g-import-not-at-top
+  from leantfx import raw_serving  # pylint: disable=g-import-not-at-top
   from leantfx.serving import runtime_deploy  # pylint: disable=g-import-not-at-top
   try:
     path, config = runtime_deploy.write_ovms_config(

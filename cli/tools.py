@@ -67,7 +67,7 @@ def _newest_report_dir(path: str) -> Optional[str]:
 def cmd_report(args: argparse.Namespace) -> int:
   """Handler of `leantfx report PATH`."""
   # Lazy: the report module imports matplotlib and TensorFlow.
-  from leantfx.components.optimize import report as report_lib  # pylint: disable=g-import-not-at-top
+  from leantfx.components.optimize.evaluation import report as report_lib  # pylint: disable=g-import-not-at-top
   path = os.path.abspath(args.path)
   if not os.path.exists(path):
     raise ConfigError(f'{path} does not exist: pass a `leantfx run` output '

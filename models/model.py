@@ -35,7 +35,7 @@ from leantfx.models import data_policy
 from leantfx.models import features
 from leantfx.models import hyperparameters as hyperparameters_lib
 from leantfx.models import model_layout
-from leantfx.models import raw_serving
+from leantfx import raw_serving
 from leantfx.models import transformed_data
 from leantfx.models import warm_start
 from leantfx.models.training import budget as budget_lib

@@ -6,7 +6,7 @@ model directory under the base, mounted at ``/models``); OVMS speaks TF
 Serving's REST and gRPC API, so the clients of ``leantfx serve`` work against
 it. The file is checked against OVMS's own schema before it is written. A
 model whose push recorded that its dynamic batch answers batch 1 wrongly
-(an OpenVINO CPU bug, components/optimize/openvino_runtime.py) gets
+(an OpenVINO CPU bug, leantfx/runtimes/openvino.py) gets
 ``"batch_size": "auto"``: OVMS then runs each request at its own static
 batch, as leantfx gated it. ``leantfx deploy triton --model-repository
 <output>/onnx`` writes a ``config.pbtxt`` into each model directory of the
@@ -30,10 +30,10 @@ from google.protobuf import descriptor_pool
 from google.protobuf import message_factory
 from google.protobuf import text_format
 
-from leantfx.components import versioned_push
-from leantfx.components.optimize import push
+from leantfx import versioned_push
+from leantfx.runtimes import push
 from leantfx.errors import ConfigError
-from leantfx.models import raw_serving
+from leantfx import raw_serving
 
 OVMS_CONFIG = 'config.json'
 TRITON_CONFIG = 'config.pbtxt'
@@ -124,7 +124,7 @@ def ovms_reloaded_models(base: str) -> List[str]:
 
   Those whose newest version's manifest says its dynamic batch answers
   batch 1 differently from a static batch of 1 (push.DYNAMIC_BATCH_ONE_OK
-  false, measured by the optimizer: components/optimize/openvino_runtime.py
+  false, measured by the optimizer: leantfx/runtimes/openvino.py
   says which OpenVINO CPU bug that is). A version pushed without the check
   (older leantfx, the transformed-input fallback, or files copied in
   without a manifest) is left as it is.

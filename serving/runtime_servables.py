@@ -2,7 +2,7 @@
 
 The ModelOptimizer pushes its OpenVINO pick as ``model.xml`` + ``model.bin``
 and its ONNX pick as ``model.onnx``, each with the pusher's ``manifest.json``
-(components/optimize/push.py). These servables load such a version and show
+(leantfx/runtimes/push.py). These servables load such a version and show
 the same face as the SavedModel and TFLite ones (one ``serving_default``
 signature with the model's inputs and outputs, ``run`` on numpy arrays), so
 the same REST and gRPC clients work against every runtime.
@@ -17,10 +17,10 @@ requests serves concurrent requests (an infer request runs one call at a
 time). A model whose batch dim is dynamic is compiled twice, each with its
 pool: for a static batch of 1, which batch-1 requests run on (OpenVINO's CPU
 plugin can answer a dynamic-batch int8 IR wrongly at batch 1:
-openvino_runtime.py), and as exported, for the other batches. ONNX Runtime:
+leantfx/runtimes/openvino.py), and as exported, for the other batches. ONNX Runtime:
 one session (its ``run`` is thread-safe) with one intra-op thread per call.
 
-String tensors (the raw-feature exports of components/optimize/
+String tensors (the raw-feature exports of components/optimize/export/
 raw_runtimes.py take categorical columns as strings and answer 'classes'):
 requests carry strings as numpy object arrays of bytes and answers give them
 back the same way, as the SavedModel and TFLite servables do. OpenVINO's
@@ -31,7 +31,7 @@ conversions happen here, so clients see one contract.
 
 A raw-feature OpenVINO version of a model with vocabulary columns takes
 those columns as int64 vocabulary ids (OpenVINO runs no lookup table) and
-carries the vocabularies (models/raw_serving.STRING_LOOKUPS_FILE, listed in
+carries the vocabularies (leantfx/raw_serving.STRING_LOOKUPS_FILE, listed in
 its manifest): the servable shows those inputs as strings, as the
 SavedModel's serving_default takes them, and maps each request's strings to
 ids before the model.
@@ -42,11 +42,11 @@ from typing import Dict, List, Mapping, Sequence
 
 import numpy as np
 
-from leantfx.components.optimize import onnx_runtime
-from leantfx.components.optimize import openvino_runtime
-from leantfx.components.optimize import push
+from leantfx.runtimes import onnx as onnx_runtime
+from leantfx.runtimes import openvino as openvino_runtime
+from leantfx.runtimes import push
 from leantfx.errors import ConfigError
-from leantfx.models import raw_serving
+from leantfx import raw_serving
 from leantfx.serving import dtypes
 from leantfx.serving import servable as servable_lib
 from leantfx.serving import signature as signature_lib

@@ -5,7 +5,7 @@ of interpreters (as TF Serving's ``TfLiteInterpreterPool`` does) and a request
 borrows one for the duration of a call. Each interpreter is prepared once at
 load: ``allocate_tensors()`` on the whole interpreter (which is also what applies
 TFLite's default XNNPACK delegate), and every signature bound to its tensor
-indices (:class:`~leantfx.components.optimize.tflite_runtime.PreparedSignature`). A request then costs ``set_tensor`` per
+indices (:class:`~leantfx.runtimes.tflite.PreparedSignature`). A request then costs ``set_tensor`` per
 input, ``invoke()`` and ``get_tensor`` per output; inputs are resized and
 tensors re-allocated only when the request's shapes differ from the previous
 request's on that interpreter (a new batch size).
@@ -30,7 +30,7 @@ from typing import Dict, List, Mapping, Optional, Sequence
 
 import numpy as np
 
-from leantfx.components.optimize import tflite_runtime
+from leantfx.runtimes import tflite as tflite_runtime
 from leantfx.serving import dtypes
 from leantfx.serving import servable as servable_lib
 from leantfx.serving import signature as signature_lib

@@ -17,21 +17,21 @@ import json
 import typing
 from typing import Any, Callable, Dict, Mapping, Optional, Tuple
 
-from leantfx.components.optimize import quality as quality_lib
-from leantfx.components.optimize import runtimes as runtimes_lib
-from leantfx.components.optimize import tflite_export
-from leantfx.components.optimize import selection
-from leantfx.components.optimize.selection import Budget
-from leantfx.components.optimize.selection import POLICIES
+from leantfx.components.optimize.evaluation import quality as quality_lib
+from leantfx.runtimes import registry as runtimes_lib
+from leantfx.components.optimize.export import tflite as tflite_export
+from leantfx.components.optimize.evaluation import selection
+from leantfx.components.optimize.evaluation.selection import Budget
+from leantfx.components.optimize.evaluation.selection import POLICIES
 from leantfx.errors import ConfigError
 
 # technique name -> (module, function).
 TECHNIQUES: Dict[str, Tuple[str, str]] = {
-    'pruning': ('leantfx.components.optimize.pruning', 'prune'),
-    'qat': ('leantfx.components.optimize.qat', 'quantization_aware_train'),
-    'distillation': ('leantfx.components.optimize.distillation', 'distill'),
-    'low_rank': ('leantfx.components.optimize.low_rank', 'factorize'),
-    'clustering': ('leantfx.components.optimize.clustering', 'cluster'),
+    'pruning': ('leantfx.components.optimize.techniques.pruning', 'prune'),
+    'qat': ('leantfx.components.optimize.techniques.qat', 'quantization_aware_train'),
+    'distillation': ('leantfx.components.optimize.techniques.distillation', 'distill'),
+    'low_rank': ('leantfx.components.optimize.techniques.low_rank', 'factorize'),
+    'clustering': ('leantfx.components.optimize.techniques.clustering', 'cluster'),
 }
 # A QAT model keeps its quantization wrappers (the converter reads the ranges
 # from them), so no other technique can run after it.

@@ -35,17 +35,17 @@ from tfx.utils import io_utils
 
 from leantfx import feature_names
 from leantfx.components.optimize import config as config_lib
-from leantfx.components.optimize import measure
-from leantfx.components.optimize import push
-from leantfx.components.optimize import raw_features
-from leantfx.components.optimize import raw_runtimes
-from leantfx.components.optimize import quality as quality_lib
-from leantfx.components.optimize import report
-from leantfx.components.optimize import runtime_variants
-from leantfx.components.optimize import runtimes as runtimes_lib
-from leantfx.components.optimize import selection
+from leantfx.components.optimize.evaluation import measure
+from leantfx.runtimes import push
+from leantfx.components.optimize.export import raw_features
+from leantfx.components.optimize.export import raw_runtimes
+from leantfx.components.optimize.evaluation import quality as quality_lib
+from leantfx.components.optimize.evaluation import report
+from leantfx.components.optimize.export import runtime_variants
+from leantfx.runtimes import registry as runtimes_lib
+from leantfx.components.optimize.evaluation import selection
 from leantfx.components.optimize import spec
-from leantfx.components.optimize import tflite_export
+from leantfx.components.optimize.export import tflite as tflite_export
 from leantfx.errors import ConfigError
 from leantfx.errors import InputDataError
 from leantfx.models import features

@@ -3,7 +3,7 @@
 TFX's Pusher copies the model straight into ``<base>/<unix time>/`` (writing
 saved_model.pb last), and pushes the same model again as a new version each
 time the Evaluator re-blesses it, e.g. when a re-run first finds a baseline.
-This executor instead pushes through components/versioned_push.py, the
+This executor instead pushes through leantfx/versioned_push.py, the
 versioned atomic push the TFLite push uses too:
   * on a local filesystem, copies into a hidden staging folder beside the
     versions and renames it into place, so a model server polling ``<base>``
@@ -41,7 +41,7 @@ from tfx.types import standard_component_specs
 from tfx.utils import io_utils
 from tfx.utils import proto_utils
 
-from leantfx.components import versioned_push
+from leantfx import versioned_push
 from leantfx.components.blessed_model import records
 from leantfx.models import serving_graph
 

@@ -12,7 +12,7 @@ import os
 import pytest
 from tfx.dsl.io import fileio
 
-from leantfx.components import versioned_push
+from leantfx import versioned_push
 
 pytestmark = pytest.mark.unit
 

@@ -6,7 +6,7 @@ from tfx.types import standard_artifacts
 from tfx.utils import proto_utils
 from tfx.proto import pusher_pb2
 
-from leantfx.components import versioned_push
+from leantfx import versioned_push
 from leantfx.components.versioned_pusher import executor as pusher_executor
 
 pytestmark = pytest.mark.unit

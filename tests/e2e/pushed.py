@@ -15,10 +15,10 @@ import numpy as np
 import tensorflow as tf
 
 from leantfx.cli import main as cli_main
-from leantfx.components.optimize import measure
-from leantfx.components.optimize import openvino_runtime
-from leantfx.components.optimize import push
-from leantfx.components.optimize import raw_runtimes
+from leantfx.components.optimize.evaluation import measure
+from leantfx.runtimes import openvino as openvino_runtime
+from leantfx.runtimes import push
+from leantfx.components.optimize.export import raw_runtimes
 
 SERVER_RUNTIMES = ('openvino', 'onnx')
 

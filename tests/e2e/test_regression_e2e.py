@@ -144,8 +144,8 @@ def test_served_predict_and_regress_match_the_model(diabetes_run):
 def test_optimizer_pushes_a_tflite_regression_within_its_rmse_budget(
     diabetes_run):
   # pylint: disable=g-import-not-at-top
-  from leantfx.components.optimize import measure
-  from leantfx.components.optimize import push
+  from leantfx.components.optimize.evaluation import measure
+  from leantfx.runtimes import push
   # pylint: enable=g-import-not-at-top
   _, summary, _, output = diabetes_run
   base = os.path.join(output, 'tflite')

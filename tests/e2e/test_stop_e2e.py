@@ -28,7 +28,7 @@ TREE_GONE_WITHIN_S = 15
 # TensorFlow's interpreter finalization can take tens of seconds on a loaded
 # machine (helpers.EXIT_TIMEOUT_S explains the bound).
 EXIT_WITHIN_S = helpers.EXIT_TIMEOUT_S
-STAGING_PREFIX = '.push-'  # components/versioned_push.py's staging folders
+STAGING_PREFIX = '.push-'  # leantfx/versioned_push.py's staging folders
 
 
 def _start_run(output, record, extra):

@@ -15,7 +15,7 @@ import pytest
 import tensorflow as tf
 import tf_keras
 
-from leantfx.components.optimize import _keras_utils
+from leantfx.components.optimize.techniques import _keras_utils
 from tests.optimize import raw_fixture
 
 FEATURE = 'image_xf'

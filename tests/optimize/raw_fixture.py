@@ -17,10 +17,10 @@ import tensorflow as tf
 
 from leantfx import config as config_lib
 from leantfx import datasets
-from leantfx.components.optimize import tflite_export
+from leantfx.components.optimize.export import tflite as tflite_export
 from leantfx.models import model as model_lib
 from leantfx.models import preprocessing
-from leantfx.models import raw_serving
+from leantfx import raw_serving
 
 NUM_TRAIN = 200
 NUM_EVAL = 60

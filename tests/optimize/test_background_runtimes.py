@@ -14,10 +14,10 @@ import pytest
 
 from leantfx.components.optimize import config as config_lib
 from leantfx.components.optimize import executor as executor_lib
-from leantfx.components.optimize import measure
-from leantfx.components.optimize import runtime_variants
-from leantfx.components.optimize import tflite_export
-from leantfx.components.optimize.selection import Budget
+from leantfx.components.optimize.evaluation import measure
+from leantfx.components.optimize.export import runtime_variants
+from leantfx.components.optimize.export import tflite as tflite_export
+from leantfx.components.optimize.evaluation.selection import Budget
 
 RUNS = 20
 WARMUP = 2

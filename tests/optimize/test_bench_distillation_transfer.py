@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 
 from benchmarks import bench_compression
-from leantfx.components.optimize import _keras_utils
-from leantfx.components.optimize import distillation
-from leantfx.components.optimize import measure
+from leantfx.components.optimize.techniques import _keras_utils
+from leantfx.components.optimize.techniques import distillation
+from leantfx.components.optimize.evaluation import measure
 
 pytestmark = pytest.mark.unit
 

@@ -14,13 +14,13 @@ import pytest
 import tf_keras
 
 from benchmarks import bench_optimize
-from leantfx.components.optimize import _keras_utils
-from leantfx.components.optimize import measure
-from leantfx.components.optimize import onnx_export
-from leantfx.components.optimize import openvino_export
-from leantfx.components.optimize import runtime_variants
-from leantfx.components.optimize import runtimes
-from leantfx.components.optimize import tflite_export
+from leantfx.components.optimize.techniques import _keras_utils
+from leantfx.components.optimize.evaluation import measure
+from leantfx.components.optimize.export import onnx as onnx_export
+from leantfx.components.optimize.export import openvino as openvino_export
+from leantfx.components.optimize.export import runtime_variants
+from leantfx.runtimes import registry as runtimes
+from leantfx.components.optimize.export import tflite as tflite_export
 from leantfx.models import architectures
 
 pytestmark = pytest.mark.unit

@@ -11,8 +11,8 @@ import pytest
 import tf_keras
 
 from benchmarks import bench_optimize
-from leantfx.components.optimize import runtime_variants
-from leantfx.components.optimize import runtimes
+from leantfx.components.optimize.export import runtime_variants
+from leantfx.runtimes import registry as runtimes
 
 pytest.importorskip('openvino')
 pytest.importorskip('nncf')

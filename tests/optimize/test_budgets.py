@@ -16,12 +16,12 @@ import pytest
 import tensorflow as tf
 import tf_keras
 
-from leantfx.components.optimize import _keras_utils
+from leantfx.components.optimize.techniques import _keras_utils
 from leantfx.components.optimize import config as config_lib
 from leantfx.components.optimize import executor as executor_lib
-from leantfx.components.optimize import measure
-from leantfx.components.optimize import pruning
-from leantfx.components.optimize import report
+from leantfx.components.optimize.evaluation import measure
+from leantfx.components.optimize.techniques import pruning
+from leantfx.components.optimize.evaluation import report
 from leantfx.models.training import trainer_executor
 from tests import helpers
 

@@ -1,11 +1,11 @@
-"""Tests for leantfx.components.optimize.clustering on the digits CNN fixture."""
+"""Tests for leantfx.components.optimize.techniques.clustering on the digits CNN fixture."""
 import json
 
 import numpy as np
 import pytest
 import tf_keras
 
-from leantfx.components.optimize import clustering
+from leantfx.components.optimize.techniques import clustering
 from leantfx.errors import ConfigError
 from tests.optimize import conftest
 

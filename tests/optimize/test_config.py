@@ -5,7 +5,7 @@ import pytest
 
 from leantfx.cli import options
 from leantfx.components.optimize import config as config_lib
-from leantfx.components.optimize.selection import Budget
+from leantfx.components.optimize.evaluation.selection import Budget
 from leantfx.errors import ConfigError
 
 pytestmark = pytest.mark.unit
@@ -22,7 +22,7 @@ def _pqat_chain():
 
 
 def test_step_configs_are_the_techniques_own_validated_configs():
-  from leantfx.components.optimize import pruning  # pylint: disable=g-import-not-at-top
+  from leantfx.components.optimize.techniques import pruning  # pylint: disable=g-import-not-at-top
   step = TechniqueStep('pruning', {'target_sparsity': 0.5})
   assert isinstance(step.config, pruning.PruningConfig)
   assert step.config.target_sparsity == 0.5

@@ -1,4 +1,4 @@
-"""Tests for leantfx.components.optimize.distillation on the digits CNN fixture."""
+"""Tests for leantfx.components.optimize.techniques.distillation on the digits CNN fixture."""
 import json
 
 import numpy as np
@@ -6,8 +6,8 @@ import pytest
 import tensorflow as tf
 import tf_keras
 
-from leantfx.components.optimize import _keras_utils
-from leantfx.components.optimize import distillation
+from leantfx.components.optimize.techniques import _keras_utils
+from leantfx.components.optimize.techniques import distillation
 from leantfx.errors import ConfigError
 from tests.optimize import conftest
 

@@ -23,9 +23,9 @@ from tfx.types import standard_artifacts
 from leantfx.components.optimize import component as component_lib
 from leantfx.components.optimize import config as config_lib
 from leantfx.components.optimize import executor as executor_lib
-from leantfx.components.optimize import push
+from leantfx.runtimes import push
 from leantfx.components.optimize import spec
-from leantfx.components.optimize.selection import Budget
+from leantfx.components.optimize.evaluation.selection import Budget
 from leantfx.errors import ConfigError
 from leantfx.errors import InputDataError
 from tests.optimize import conftest

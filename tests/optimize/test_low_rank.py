@@ -1,12 +1,12 @@
-"""Tests for leantfx.components.optimize.low_rank on the digits CNN fixture."""
+"""Tests for leantfx.components.optimize.techniques.low_rank on the digits CNN fixture."""
 import json
 
 import numpy as np
 import pytest
 import tf_keras
 
-from leantfx.components.optimize import _keras_utils
-from leantfx.components.optimize import low_rank
+from leantfx.components.optimize.techniques import _keras_utils
+from leantfx.components.optimize.techniques import low_rank
 from leantfx.errors import ConfigError
 
 # Eligible layers of conftest.build_digits_cnn and their kernel shapes

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import tf_keras
 
-from leantfx.components.optimize import _keras_utils
-from leantfx.components.optimize import measure
-from leantfx.components.optimize import tflite_export
+from leantfx.components.optimize.techniques import _keras_utils
+from leantfx.components.optimize.evaluation import measure
+from leantfx.components.optimize.export import tflite as tflite_export
 from leantfx.errors import ConfigError
 from tests.optimize import conftest
 

@@ -21,12 +21,12 @@ import numpy as np
 import pytest
 import tf_keras
 
-from leantfx.components.optimize import measure
-from leantfx.components.optimize import openvino_runtime
-from leantfx.components.optimize import quality as quality_lib
-from leantfx.components.optimize import raw_runtimes
-from leantfx.components.optimize import runtime_variants
-from leantfx.components.optimize import runtimes
+from leantfx.components.optimize.evaluation import measure
+from leantfx.runtimes import openvino as openvino_runtime
+from leantfx.components.optimize.evaluation import quality as quality_lib
+from leantfx.components.optimize.export import raw_runtimes
+from leantfx.components.optimize.export import runtime_variants
+from leantfx.runtimes import registry as runtimes
 from leantfx.serving import runtime_servables
 
 pytest.importorskip('openvino')

@@ -1,11 +1,11 @@
-"""Tests for leantfx.components.optimize.pruning on the digits CNN fixture."""
+"""Tests for leantfx.components.optimize.techniques.pruning on the digits CNN fixture."""
 import json
 
 import numpy as np
 import pytest
 import tf_keras
 
-from leantfx.components.optimize import pruning
+from leantfx.components.optimize.techniques import pruning
 from leantfx.errors import ConfigError
 from tests.optimize import conftest
 

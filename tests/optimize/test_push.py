@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from leantfx.components.optimize import push
+from leantfx.runtimes import push
 from leantfx.errors import ConfigError
 
 pytestmark = pytest.mark.unit

@@ -1,12 +1,12 @@
-"""Tests for leantfx.components.optimize.qat (QAT and PQAT)."""
+"""Tests for leantfx.components.optimize.techniques.qat (QAT and PQAT)."""
 import json
 
 import numpy as np
 import pytest
 import tf_keras
 
-from leantfx.components.optimize import _keras_utils
-from leantfx.components.optimize import qat
+from leantfx.components.optimize.techniques import _keras_utils
+from leantfx.components.optimize.techniques import qat
 from leantfx.errors import ConfigError
 from tests.optimize import conftest
 

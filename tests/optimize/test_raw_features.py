@@ -16,11 +16,11 @@ import tensorflow as tf
 
 from leantfx.components.optimize import config as config_lib_optimize
 from leantfx.components.optimize import executor as executor_lib
-from leantfx.components.optimize import measure
-from leantfx.components.optimize import openvino_export
-from leantfx.components.optimize import quality as quality_lib
-from leantfx.components.optimize import raw_features
-from leantfx.components.optimize import tflite_export
+from leantfx.components.optimize.evaluation import measure
+from leantfx.components.optimize.export import openvino as openvino_export
+from leantfx.components.optimize.evaluation import quality as quality_lib
+from leantfx.components.optimize.export import raw_features
+from leantfx.components.optimize.export import tflite as tflite_export
 from leantfx.errors import ConfigError
 from leantfx.errors import InputDataError
 from leantfx.models import model as model_lib

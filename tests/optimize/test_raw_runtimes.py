@@ -17,9 +17,9 @@ import os
 import numpy as np
 import pytest
 
-from leantfx.components.optimize import onnx_export
-from leantfx.components.optimize import openvino_export
-from leantfx.components.optimize import raw_runtimes
+from leantfx.components.optimize.export import onnx as onnx_export
+from leantfx.components.optimize.export import openvino as openvino_export
+from leantfx.components.optimize.export import raw_runtimes
 from leantfx.errors import ConfigError
 from leantfx.serving import dtypes
 # digits_fixture, penguins_fixture: tests/optimize/conftest.py (session).
@@ -54,8 +54,8 @@ def _run_raw(runtime, path, raw):
     session = ort.InferenceSession(path, providers=['CPUExecutionProvider'])
     names = [o.name for o in session.get_outputs()]
     return dict(zip(names, session.run(names, raw_runtimes.onnx_feed(raw))))
-  from leantfx.models import raw_serving  # pylint: disable=g-import-not-at-top
-  from leantfx.components.optimize import openvino_runtime  # pylint: disable=g-import-not-at-top
+  from leantfx import raw_serving  # pylint: disable=g-import-not-at-top
+  from leantfx.runtimes import openvino as openvino_runtime  # pylint: disable=g-import-not-at-top
   compiled = openvino_runtime.compile_model(path, 1)
   feed = raw_runtimes.openvino_feed(
       raw, raw_serving.read_string_lookups(os.path.dirname(path)))
@@ -79,7 +79,7 @@ def _transformed_int8(runtime, fx, tmp_path):
   path = openvino_export.export_openvino(
       fx.model, 'int8', fx.transformed_train, output_dir=out,
       num_calibration_samples=_CALIBRATION_SAMPLES)
-  from leantfx.components.optimize import openvino_runtime  # pylint: disable=g-import-not-at-top
+  from leantfx.runtimes import openvino as openvino_runtime  # pylint: disable=g-import-not-at-top
   compiled = openvino_runtime.compile_model(path, 1)
   result = compiled({p: fx.transformed_eval[p.get_any_name().split(':')[0]]
                      for p in compiled.inputs})
@@ -214,7 +214,7 @@ def test_penguins_openvino_takes_ids_and_the_lookups_travel_with_it(
   # pylint: disable=g-import-not-at-top
   import json
   import openvino as ov
-  from leantfx.models import raw_serving
+  from leantfx import raw_serving
   # pylint: enable=g-import-not-at-top
   fx = penguins_fixture
   request = _penguins_request(fx)
@@ -288,7 +288,7 @@ def test_a_graph_openvino_cannot_convert_is_a_config_error(
     penguins_fixture, tmp_path, monkeypatch):
   """The wrapper with its lookup tables inside: OpenVINO has no HashTableV2."""
   # pylint: disable=g-import-not-at-top
-  from leantfx.components.optimize import raw_features
+  from leantfx.components.optimize.export import raw_features
   # pylint: enable=g-import-not-at-top
   _runtime(raw_runtimes.OPENVINO)
   save = raw_features.save_raw_serving_model
@@ -320,7 +320,7 @@ def test_string_lookup_gives_the_vocabulary_tables_ids(penguins_fixture):
   """raw_serving.StringLookup (numpy) and vocabulary_table (TF) agree."""
   # pylint: disable=g-import-not-at-top
   import tensorflow as tf
-  from leantfx.models import raw_serving
+  from leantfx import raw_serving
   # pylint: enable=g-import-not-at-top
   vocabulary = penguins_fixture.tft_output.vocabulary_by_name('island')
   values = np.array(list(vocabulary) + [b'Atlantis', b'', 'Biscoe'],
@@ -337,7 +337,7 @@ def test_string_lookup_gives_the_vocabulary_tables_ids(penguins_fixture):
 def test_a_corrupt_lookups_file_is_not_served(penguins_fixture, tmp_path):
   """Vocabularies for a column the IR does not take: the version is refused."""
   # pylint: disable=g-import-not-at-top
-  from leantfx.models import raw_serving
+  from leantfx import raw_serving
   from leantfx.serving import runtime_servables
   from leantfx.serving import servable as servable_lib
   # pylint: enable=g-import-not-at-top
@@ -410,8 +410,8 @@ def test_a_failed_onnx_conversion_is_a_config_error(digits_fixture, tmp_path,
 def _runtime_variant(fx, runtime, mode, tmp_path):
   """A transformed-input runtime variant, as build_variants records it."""
   # pylint: disable=g-import-not-at-top
-  from leantfx.components.optimize import measure
-  from leantfx.components.optimize import runtime_variants
+  from leantfx.components.optimize.evaluation import measure
+  from leantfx.components.optimize.export import runtime_variants
   # pylint: enable=g-import-not-at-top
   out_dir = str(tmp_path / 'cand' / runtime_variants.variant_dir_name(
       runtime, mode))
@@ -429,8 +429,8 @@ def _runtime_variant(fx, runtime, mode, tmp_path):
 
 def _raw_inputs(fx, tmp_path):
   # pylint: disable=g-import-not-at-top
-  from leantfx.components.optimize import measure
-  from leantfx.components.optimize import raw_features
+  from leantfx.components.optimize.evaluation import measure
+  from leantfx.components.optimize.export import raw_features
   # pylint: enable=g-import-not-at-top
   labels = np.argmax(fx.reference, axis=1)
   transformed = measure.LabeledData(fx.transformed_eval, labels)
@@ -448,7 +448,7 @@ def test_the_optimizer_pushes_a_runtime_pick_with_raw_inputs(
   # pylint: disable=g-import-not-at-top
   from leantfx.components.optimize import config as config_lib
   from leantfx.components.optimize import executor as executor_lib
-  from leantfx.components.optimize import push
+  from leantfx.runtimes import push
   # pylint: enable=g-import-not-at-top
   _runtime(runtime)
   fx = digits_fixture
@@ -528,8 +528,8 @@ def test_openvino_with_vocabularies_pushes_raw_with_its_lookups(
   # pylint: disable=g-import-not-at-top
   from leantfx.components.optimize import config as config_lib
   from leantfx.components.optimize import executor as executor_lib
-  from leantfx.components.optimize import push
-  from leantfx.models import raw_serving
+  from leantfx.runtimes import push
+  from leantfx import raw_serving
   # pylint: enable=g-import-not-at-top
   _runtime(raw_runtimes.OPENVINO)
   fx = penguins_fixture
@@ -568,8 +568,8 @@ def test_vocabulary_ids_reach_the_runtimes_as_int64(penguins_fixture,
   and OpenVINO refused it ("the model input tensor precision is: i64").
   """
   # pylint: disable=g-import-not-at-top
-  from leantfx.components.optimize import measure
-  from leantfx.components.optimize import runtime_variants
+  from leantfx.components.optimize.evaluation import measure
+  from leantfx.components.optimize.export import runtime_variants
   # pylint: enable=g-import-not-at-top
   _runtime(raw_runtimes.ONNX)
   _runtime(raw_runtimes.OPENVINO)

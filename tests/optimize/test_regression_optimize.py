@@ -20,9 +20,9 @@ from leantfx import config as config_lib
 from leantfx import datasets
 from leantfx.components.optimize import config as optimize_config
 from leantfx.components.optimize import executor as executor_lib
-from leantfx.components.optimize import measure
-from leantfx.components.optimize import push
-from leantfx.components.optimize.selection import Budget
+from leantfx.components.optimize.evaluation import measure
+from leantfx.runtimes import push
+from leantfx.components.optimize.evaluation.selection import Budget
 from leantfx.models import model as model_lib
 
 pytestmark = pytest.mark.unit

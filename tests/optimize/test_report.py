@@ -8,10 +8,10 @@ import re
 import numpy as np
 import pytest
 
-from leantfx.components.optimize import quality
-from leantfx.components.optimize import report
-from leantfx.components.optimize import selection
-from leantfx.components.optimize.measure import VariantMetrics
+from leantfx.components.optimize.evaluation import quality
+from leantfx.components.optimize.evaluation import report
+from leantfx.components.optimize.evaluation import selection
+from leantfx.components.optimize.evaluation.measure import VariantMetrics
 from leantfx.errors import ConfigError
 
 pytestmark = pytest.mark.unit

@@ -16,13 +16,13 @@ import tensorflow as tf
 
 from leantfx.components.optimize import config as config_lib
 from leantfx.components.optimize import executor as executor_lib
-from leantfx.components.optimize import measure
-from leantfx.components.optimize import onnx_export
-from leantfx.components.optimize import openvino_export
-from leantfx.components.optimize import push
-from leantfx.components.optimize import runtime_variants
-from leantfx.components.optimize import runtimes
-from leantfx.components.optimize.selection import Budget
+from leantfx.components.optimize.evaluation import measure
+from leantfx.components.optimize.export import onnx as onnx_export
+from leantfx.components.optimize.export import openvino as openvino_export
+from leantfx.runtimes import push
+from leantfx.components.optimize.export import runtime_variants
+from leantfx.runtimes import registry as runtimes
+from leantfx.components.optimize.evaluation.selection import Budget
 from leantfx.errors import ConfigError
 from tests.optimize import conftest
 

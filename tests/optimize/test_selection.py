@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 
 from leantfx.cli import options
-from leantfx.components.optimize import selection
-from leantfx.components.optimize.measure import LabeledData
-from leantfx.components.optimize.measure import VariantMetrics
+from leantfx.components.optimize.evaluation import selection
+from leantfx.components.optimize.evaluation.measure import LabeledData
+from leantfx.components.optimize.evaluation.measure import VariantMetrics
 from leantfx.errors import ConfigError
 
 pytestmark = pytest.mark.unit

@@ -9,9 +9,9 @@ import tensorflow as tf
 
 from leantfx import config as config_lib
 from leantfx import datasets
-from leantfx.components.optimize import clustering
+from leantfx.components.optimize.techniques import clustering
 from leantfx.components.optimize import config as optimize_config
-from leantfx.components.optimize import tflite_export
+from leantfx.components.optimize.export import tflite as tflite_export
 from leantfx.models import model as model_lib
 
 pytestmark = pytest.mark.unit

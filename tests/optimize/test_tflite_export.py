@@ -11,8 +11,8 @@ import pytest
 import tensorflow as tf
 import tf_keras
 
-from leantfx.components.optimize import measure
-from leantfx.components.optimize import tflite_export
+from leantfx.components.optimize.evaluation import measure
+from leantfx.components.optimize.export import tflite as tflite_export
 from leantfx.errors import ConfigError
 from tests.optimize import conftest
 

@@ -61,7 +61,7 @@ def _optimization_config():
   """One cheap candidate: the trained model itself, in two TFLite modes."""
   # pylint: disable=g-import-not-at-top
   from leantfx.components.optimize import config as optimize_config
-  from leantfx.components.optimize import tflite_export
+  from leantfx.components.optimize.export import tflite as tflite_export
   # pylint: enable=g-import-not-at-top
   return optimize_config.OptimizationConfig(
       candidates=(optimize_config.Candidate(

@@ -23,9 +23,9 @@ from tensorflow_serving.apis import get_model_metadata_pb2
 from tensorflow_serving.apis import predict_pb2
 from tensorflow_serving.apis import prediction_service_pb2_grpc
 
-from leantfx.components.optimize import onnx_export
-from leantfx.components.optimize import openvino_export
-from leantfx.components.optimize import openvino_runtime
+from leantfx.components.optimize.export import onnx as onnx_export
+from leantfx.components.optimize.export import openvino as openvino_export
+from leantfx.runtimes import openvino as openvino_runtime
 from leantfx.serving import client as client_lib
 from leantfx.serving import feature_names
 from leantfx.serving import model_config

@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 import tf_keras
 
-from leantfx.components.optimize import onnx_export
-from leantfx.components.optimize import openvino_export
-from leantfx.components.optimize import push
+from leantfx.components.optimize.export import onnx as onnx_export
+from leantfx.components.optimize.export import openvino as openvino_export
+from leantfx.runtimes import push
 from leantfx.errors import ConfigError
 from leantfx.serving import model_config
 from leantfx.serving import model_manager

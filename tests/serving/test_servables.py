@@ -5,7 +5,7 @@ import shutil
 import numpy as np
 import pytest
 
-from leantfx.components.optimize import tflite_runtime
+from leantfx.runtimes import tflite as tflite_runtime
 from leantfx.serving import inference
 from leantfx.serving import loading
 from leantfx.serving import proto_json

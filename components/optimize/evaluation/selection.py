@@ -28,9 +28,9 @@ from typing import (Any, Callable, Dict, List, Mapping, Optional, Sequence,
 
 import numpy as np
 
-from leantfx.components.optimize import quality as quality_lib
-from leantfx.components.optimize.measure import LabeledData
-from leantfx.components.optimize.measure import VariantMetrics
+from leantfx.components.optimize.evaluation import quality as quality_lib
+from leantfx.components.optimize.evaluation.measure import LabeledData
+from leantfx.components.optimize.evaluation.measure import VariantMetrics
 from leantfx.errors import ConfigError
 
 SMALLEST = 'smallest'

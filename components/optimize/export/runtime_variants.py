@@ -1,7 +1,7 @@
 """A candidate's variants in the server runtimes: OpenVINO and ONNX Runtime.
 
 For one optimized tf_keras model, ``export_and_score`` exports each
-(runtime, mode) pair (openvino_export.py, onnx_export.py) and measures its
+(runtime, mode) pair (export/openvino.py, export/onnx.py) and measures its
 accuracy on the eval set through its own runtime at batch 1; ``time_built``
 times pairs in the same interleaved rounds (measure.measure_latency_interleaved,
 the runtime's own call on inputs bound once; the one-line Python call path
@@ -20,14 +20,14 @@ import numpy as np
 import tensorflow as tf
 
 from leantfx import stopping
-from leantfx.components.optimize import measure
-from leantfx.components.optimize import onnx_export
-from leantfx.components.optimize import onnx_runtime
-from leantfx.components.optimize import openvino_export
-from leantfx.components.optimize import openvino_runtime
-from leantfx.components.optimize import quality as quality_lib
-from leantfx.components.optimize import runtimes as runtimes_lib
-from leantfx.components.optimize import tflite_export
+from leantfx.components.optimize.evaluation import measure
+from leantfx.components.optimize.export import onnx as onnx_export
+from leantfx.runtimes import onnx as onnx_runtime
+from leantfx.components.optimize.export import openvino as openvino_export
+from leantfx.runtimes import openvino as openvino_runtime
+from leantfx.components.optimize.evaluation import quality as quality_lib
+from leantfx.runtimes import registry as runtimes_lib
+from leantfx.components.optimize.export import tflite as tflite_export
 
 FLOAT32 = 'float32'
 INT8 = 'int8'

@@ -34,7 +34,7 @@ from typing import Dict, Mapping, Optional
 
 import numpy as np
 
-from leantfx.components.optimize import measure
+from leantfx.runtimes import timing
 from leantfx.errors import ConfigError
 
 _LOG = logging.getLogger(__name__)
@@ -201,7 +201,7 @@ class OpenVINOPredictor:
   """
 
   def __init__(self, xml_path: str,
-               num_threads: int = measure.DEFAULT_NUM_THREADS):
+               num_threads: int = timing.DEFAULT_NUM_THREADS):
     self.path = xml_path
     self.models = CompiledModels(xml_path, num_threads)
     # The ports of the model batch-1 calls run on (the one scoring uses):
@@ -248,7 +248,7 @@ class OpenVINOPredictor:
     return np.asarray(result[self.output_index], np.float32)
 
 
-class OpenVINOTimer(measure.RuntimeTimer):
+class OpenVINOTimer(timing.RuntimeTimer):
   """An infer request with the inputs set once; ``infer()`` is timed.
 
   Both timed paths run on the model the predictor runs that batch on (at
@@ -258,7 +258,7 @@ class OpenVINOTimer(measure.RuntimeTimer):
   def __init__(self, label: str, xml_path: str, num_threads: int,
                features: Mapping[str, np.ndarray]):
     import openvino as ov  # pylint: disable=g-import-not-at-top
-    self.variant = measure.LatencyVariant(label, xml_path, num_threads)
+    self.variant = timing.LatencyVariant(label, xml_path, num_threads)
     self.predictor = OpenVINOPredictor(xml_path, num_threads)
     self.inputs = self.predictor.feed(features)
     self.batch_size = int(next(iter(self.inputs.values())).shape[0])

@@ -10,7 +10,7 @@ from typing import Dict, Mapping
 
 import numpy as np
 
-from leantfx.components.optimize import measure
+from leantfx.runtimes import timing
 from leantfx.errors import ConfigError
 
 
@@ -39,7 +39,7 @@ class ONNXPredictor:
   """Runs model.onnx in ONNX Runtime, in float."""
 
   def __init__(self, path: str,
-               num_threads: int = measure.DEFAULT_NUM_THREADS):
+               num_threads: int = timing.DEFAULT_NUM_THREADS):
     self.path = path
     self.session = open_session(path, num_threads)
     self.input_names = [i.name for i in self.session.get_inputs()]
@@ -62,12 +62,12 @@ class ONNXPredictor:
     return np.asarray(scores, np.float32)
 
 
-class ONNXTimer(measure.RuntimeTimer):
+class ONNXTimer(timing.RuntimeTimer):
   """A session with IO binding: inputs bound once, the output preallocated."""
 
   def __init__(self, label: str, path: str, num_threads: int,
                features: Mapping[str, np.ndarray]):
-    self.variant = measure.LatencyVariant(label, path, num_threads)
+    self.variant = timing.LatencyVariant(label, path, num_threads)
     self.predictor = ONNXPredictor(path, num_threads)
     self.inputs = self.predictor.feed(features)
     self.batch_size = int(next(iter(self.inputs.values())).shape[0])

@@ -27,7 +27,7 @@ from typing import Any, Callable, Dict, Mapping, Optional, Tuple
 import tensorflow as tf
 import tf_keras
 
-from leantfx.components.optimize import _keras_utils
+from leantfx.components.optimize.techniques import _keras_utils
 from leantfx.components.optimize.types import OptimizationResult
 from leantfx.errors import ConfigError
 from leantfx.models.model_layout import LOGITS_LAYER

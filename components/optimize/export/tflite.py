@@ -3,7 +3,7 @@
 This module holds every TFLite conversion mode, among them the post-training
 quantization ones (float16, dynamic range, int8, 16x8), one mode at a time.
 Quantization-aware training, which changes the model before conversion, is
-components/optimize/qat.py.
+components/optimize/techniques/qat.py.
 
 The model is first saved as a SavedModel with a ``serving_default`` signature
 whose input names are the model's input keys (e.g. ``image_xf``), and the
@@ -243,7 +243,7 @@ def convert_saved_model(
     float_io: keep the signature's inputs and outputs as they are (float32
       numbers, strings) in 'int8' too, and quantize only the model body
       (QUANTIZED_BODY_OPS): the raw-feature preprocessing in front of it
-      (components/optimize/raw_features.py) stays float, with
+      (components/optimize/export/raw_features.py) stays float, with
       quantize/dequantize at the body's edges.
 
   Returns:

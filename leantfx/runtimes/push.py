@@ -5,7 +5,7 @@ Layout (TF Serving's: one integer directory per version):
   <base>/<model_name>/<version>/model.tflite
   <base>/<model_name>/<version>/manifest.json
 
-The versioning rule and the atomic write are components/versioned_push.py's,
+The versioning rule and the atomic write are leantfx/versioned_push.py's,
 shared with VersionedPusher's SavedModel push: the version is the largest of
 the current Unix time, ``max(existing) + 1`` and the last version this base
 ever handed out + 1 (kept in a hidden ``.last_version`` file), so versions
@@ -38,9 +38,9 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 from tfx.dsl.io import fileio
 
 from leantfx import feature_names
-from leantfx.components import versioned_push
+from leantfx import versioned_push
 from leantfx.errors import ConfigError
-from leantfx.models import raw_serving
+from leantfx import raw_serving
 
 MODEL_FILE = 'model.tflite'
 MANIFEST_FILE = 'manifest.json'
@@ -166,7 +166,7 @@ RUNTIME_FILES = {
 }
 # Pushed (listed and hashed in the manifest) when the export wrote them: an
 # OpenVINO model that takes vocabulary ids carries the vocabularies that map
-# a request's strings to them (models/raw_serving.py).
+# a request's strings to them (leantfx/raw_serving.py).
 RUNTIME_OPTIONAL_FILES = {
     'openvino': (raw_serving.STRING_LOOKUPS_FILE,),
     'onnx': (),
@@ -264,7 +264,7 @@ def _push_files(files: Mapping[str, Tuple[str, str]], base_dir: str,
 
   Copies each file into a new version folder of <base_dir>/<model_name>,
   checks each copy against its sha256, then writes manifest.json (with the
-  version) last, as the commit file (components/versioned_push).
+  version) last, as the commit file (leantfx/versioned_push).
 
   Args:
     files: name in the version folder -> (source path, its sha256), in

@@ -4,7 +4,7 @@ The optimizer builds and measures every variant on *transformed* features
 (``image_xf``, ``<column>_xf``: what the Keras model's inputs are). A client
 of the pushed model must not have to re-implement the Transform, so the
 exported model is wrapped in the same contract as the Trainer's SavedModel
-``serving_default`` (models/raw_serving.py): raw columns in, ``probabilities``,
+``serving_default`` (leantfx/raw_serving.py): raw columns in, ``probabilities``,
 ``class_ids`` and ``classes`` out.
 
 Where the raw -> transformed step lives, per runtime:
@@ -20,7 +20,7 @@ Where the raw -> transformed step lives, per runtime:
            bucket (StringToHashBucketFast), which TFLite has only as flex
            (TF Select) ops. Those columns are looked up instead in a constant
            hash table built from the Transform's own vocabulary file
-           (models/raw_serving.vocabulary_table: file order, one OOV id),
+           (leantfx/raw_serving.vocabulary_table: file order, one OOV id),
            which TFLite runs as a builtin; the Transform is given the column
            as absent and the converter prunes its unused string ops. In
            int8 the model body is quantized as before; inputs and outputs
@@ -50,12 +50,12 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 import tensorflow as tf
 
-from leantfx.components.optimize import measure
-from leantfx.components.optimize import tflite_export
+from leantfx.components.optimize.evaluation import measure
+from leantfx.components.optimize.export import tflite as tflite_export
 from leantfx.errors import ConfigError
 from leantfx.errors import InputDataError
 from leantfx.models import features
-from leantfx.models import raw_serving
+from leantfx import raw_serving
 
 
 def _model_call(model, specs: Mapping[str, tf.TensorSpec]):

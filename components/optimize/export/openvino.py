@@ -33,8 +33,8 @@ from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
-from leantfx.components.optimize import runtimes as runtimes_lib
-from leantfx.components.optimize import tflite_export
+from leantfx.runtimes import registry as runtimes_lib
+from leantfx.components.optimize.export import tflite as tflite_export
 from leantfx.errors import ConfigError
 
 FLOAT32 = 'float32'

@@ -2,7 +2,7 @@
 
 One home for it, so the Trainer's SavedModel (models/model.py) and every
 optimized variant that is exported to take raw features
-(components/optimize/raw_features.py) accept the same requests and answer
+(components/optimize/export/raw_features.py) accept the same requests and answer
 the same way:
 
   inputs   one [batch] tensor per raw feature column except the label:
@@ -20,7 +20,7 @@ import tensorflow as tf
 
 # Beside an export whose runtime runs no lookup table (OpenVINO), and pushed
 # with it (listed and hashed in the version's manifest,
-# components/optimize/push.py): {column: [term, ...]} in vocabulary-file
+# leantfx/runtimes/push.py): {column: [term, ...]} in vocabulary-file
 # order. Whoever calls such a model maps a request's strings to ids with
 # read_string_lookups' StringLookups first (serving/runtime_servables.py,
 # the optimizer's measurement).

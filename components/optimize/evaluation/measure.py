@@ -43,10 +43,13 @@ from typing import (Any, Callable, Dict, List, Mapping, NamedTuple, Optional,
 import numpy as np
 import tensorflow as tf
 
-from leantfx.components.optimize import _keras_utils
-from leantfx.components.optimize import quality as quality_lib
+from leantfx.components.optimize.techniques import _keras_utils
+from leantfx.components.optimize.evaluation import quality as quality_lib
 from leantfx.errors import ConfigError
-from leantfx.components.optimize import tflite_runtime
+from leantfx.runtimes import tflite as tflite_runtime
+from leantfx.runtimes.timing import DEFAULT_NUM_THREADS
+from leantfx.runtimes.timing import LatencyVariant
+from leantfx.runtimes.timing import RuntimeTimer
 
 TFLITE = 'tflite'
 TENSORFLOW = 'tensorflow'
@@ -55,7 +58,6 @@ SERVING_SIGNATURE = 'serving_default'
 # the 2nd-slowest run); the benchmark and the pipeline config can raise it.
 DEFAULT_LATENCY_RUNS = 200
 DEFAULT_WARMUP_RUNS = 20
-DEFAULT_NUM_THREADS = 1
 # Timed runs are split into interleaved rounds: every variant takes its turn
 # in each round (A B, B A, A B, ...), so load from other work hits all alike.
 DEFAULT_LATENCY_ROUNDS = 5
@@ -327,22 +329,6 @@ class TFLitePredictor:
                        self.output_detail)
 
 
-class LatencyVariant(NamedTuple):
-  """One .tflite file to time, as ``measure_latency_interleaved`` takes it.
-
-  Attributes:
-    label: unique name of the variant in the result.
-    path: the .tflite file.
-    num_threads: interpreter threads (1, or the deploy target's count).
-    features: float inputs by name, with the batch to time (e.g. one eval
-      example); None times zeros of batch 1.
-  """
-  label: str
-  path: str
-  num_threads: int = DEFAULT_NUM_THREADS
-  features: Optional[Mapping[str, np.ndarray]] = None
-
-
 @dataclasses.dataclass
 class LatencyStats:
   """One variant's latency, from the kept attempt of an interleaved run.
@@ -412,56 +398,6 @@ def _round_spread(round_p50s: Sequence[float]) -> float:
 
 def _ms(seconds: Sequence[float]) -> np.ndarray:
   return np.asarray(seconds, dtype=np.float64) * 1000.0
-
-
-class RuntimeTimer:
-  """A model prepared in its runtime for timing, its inputs bound once.
-
-  The runtime modules (tflite: :class:`_Timed` below; openvino_runtime.py,
-  onnx_runtime.py) subclass it, so :func:`measure_latency_interleaved` times
-  every runtime's variants in the same interleaved rounds.
-  ``invoke`` is the runtime's own call on the bound inputs (what is timed as
-  the latency); ``call`` is the one-line Python call path a client writes
-  (inputs passed per call, outputs returned), timed for the per-call
-  overhead.
-
-  Attributes:
-    variant: the label and thread count (a LatencyVariant).
-    batch_size: the bound batch.
-  """
-  variant: 'LatencyVariant'
-  batch_size: int = 1
-
-  def invoke(self) -> None:
-    raise NotImplementedError
-
-  def call(self) -> None:
-    raise NotImplementedError
-
-  def close(self) -> None:
-    """Releases what ``call`` may hold (nothing by default)."""
-
-  def time_invokes(self, runs: int, clock: Callable[[], float]) -> List[float]:
-    durations = []
-    invoke = self.invoke
-    for _ in range(runs):
-      start = clock()
-      invoke()
-      durations.append(clock() - start)
-    return durations
-
-  def time_runner_calls(self, runs: int,
-                        clock: Callable[[], float]) -> List[float]:
-    durations = []
-    call = self.call
-    try:
-      for _ in range(runs):
-        start = clock()
-        call()
-        durations.append(clock() - start)
-      return durations
-    finally:
-      self.close()
 
 
 class _Timed(RuntimeTimer):

@@ -12,7 +12,7 @@ import tensorflow as tf
 import tensorflow_model_optimization as tfmot
 import tf_keras
 
-from leantfx.components.optimize import _keras_utils
+from leantfx.components.optimize.techniques import _keras_utils
 from leantfx.components.optimize.types import OptimizationResult
 
 TECHNIQUE = 'clustering'

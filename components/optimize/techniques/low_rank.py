@@ -39,7 +39,7 @@ import numpy as np
 import tensorflow as tf
 import tf_keras
 
-from leantfx.components.optimize import _keras_utils
+from leantfx.components.optimize.techniques import _keras_utils
 from leantfx.components.optimize.types import OptimizationResult
 from leantfx.errors import ConfigError
 

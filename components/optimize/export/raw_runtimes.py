@@ -1,7 +1,7 @@
 """Raw-feature exports for the x86 server runtimes: OpenVINO IR and ONNX.
 
 The same contract as the raw-feature .tflite (raw_features.py,
-models/raw_serving.py): one [batch] input per raw column (float32 with NaN
+leantfx/raw_serving.py): one [batch] input per raw column (float32 with NaN
 for a missing number, string with '' for a missing category), and
 ``probabilities``, ``class_ids``, ``classes`` out (``predictions`` for a
 regression). The graph is raw_features.save_raw_serving_model's wrapper
@@ -50,17 +50,17 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
-from leantfx.components.optimize import measure
-from leantfx.components.optimize import onnx_export
-from leantfx.components.optimize import onnx_runtime
-from leantfx.components.optimize import openvino_export
-from leantfx.components.optimize import openvino_runtime
-from leantfx.components.optimize import push
-from leantfx.components.optimize import raw_features
-from leantfx.components.optimize import runtimes as runtimes_lib
-from leantfx.components.optimize import tflite_export
+from leantfx.components.optimize.evaluation import measure
+from leantfx.components.optimize.export import onnx as onnx_export
+from leantfx.runtimes import onnx as onnx_runtime
+from leantfx.components.optimize.export import openvino as openvino_export
+from leantfx.runtimes import openvino as openvino_runtime
+from leantfx.runtimes import push
+from leantfx.components.optimize.export import raw_features
+from leantfx.runtimes import registry as runtimes_lib
+from leantfx.components.optimize.export import tflite as tflite_export
 from leantfx.errors import ConfigError
-from leantfx.models import raw_serving
+from leantfx import raw_serving
 
 OPENVINO = 'openvino'
 ONNX = 'onnx'
@@ -456,7 +456,7 @@ class RawPredictor:
       self._output = next((n for n in measure.SCORE_OUTPUTS if n in names),
                           names[0])
     else:
-      # Batch-1 calls on a static-batch copy (openvino_runtime.py: the CPU
+      # Batch-1 calls on a static-batch copy (leantfx/runtimes/openvino.py: the CPU
       # plugin can answer a dynamic-batch int8 IR wrongly at batch 1).
       self._models = openvino_runtime.CompiledModels(path, num_threads)
       self._lookups = raw_serving.read_string_lookups(os.path.dirname(path))

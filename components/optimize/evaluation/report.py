@@ -38,13 +38,13 @@ from matplotlib.figure import Figure
 from matplotlib.legend_handler import HandlerTuple
 from matplotlib.transforms import Bbox
 
-from leantfx.components.optimize import quality as quality_lib
-from leantfx.components.optimize.measure import VariantMetrics
-from leantfx.components.optimize.selection import Budget
-from leantfx.components.optimize.selection import GateDecision
-from leantfx.components.optimize.selection import HeldOut
-from leantfx.components.optimize.selection import POLICY_DESCRIPTIONS
-from leantfx.components.optimize.selection import POLICY_SIZE
+from leantfx.components.optimize.evaluation import quality as quality_lib
+from leantfx.components.optimize.evaluation.measure import VariantMetrics
+from leantfx.components.optimize.evaluation.selection import Budget
+from leantfx.components.optimize.evaluation.selection import GateDecision
+from leantfx.components.optimize.evaluation.selection import HeldOut
+from leantfx.components.optimize.evaluation.selection import POLICY_DESCRIPTIONS
+from leantfx.components.optimize.evaluation.selection import POLICY_SIZE
 from leantfx.errors import ConfigError
 
 VARIANTS_FILE = 'variants.json'

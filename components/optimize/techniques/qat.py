@@ -19,7 +19,7 @@ reads them from there. Load a saved QAT model inside
 probabilities.
 
 Post-training quantization (float16, dynamic range, int8, 16x8 at conversion
-time, no training) is tflite_export.py.
+time, no training) is export/tflite.py.
 """
 import dataclasses
 from typing import Any, Dict, Mapping, Optional
@@ -28,7 +28,7 @@ import tensorflow as tf
 import tensorflow_model_optimization as tfmot
 import tf_keras
 
-from leantfx.components.optimize import _keras_utils
+from leantfx.components.optimize.techniques import _keras_utils
 from leantfx.components.optimize.types import OptimizationResult
 from leantfx.errors import ConfigError
 
