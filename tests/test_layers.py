@@ -197,6 +197,19 @@ def test_imports_point_down_the_layers():
       upward)
 
 
+# The server shares the runtimes (leantfx/runtimes/) with the ModelOptimizer;
+# it must not depend on a component's internals.
+SERVING_MAY_NOT_IMPORT = ('components', 'models', 'pipeline')
+
+
+@pytest.mark.unit
+def test_the_server_imports_no_component():
+  found = [f'{path}:{line}: serving imports {target}'
+           for path, line, source, target in _edges()
+           if source == 'serving' and target in SERVING_MAY_NOT_IMPORT]
+  assert not found, '\n'.join(found)
+
+
 @pytest.mark.unit
 def test_no_cycle_between_top_level_folders():
   graph = {}

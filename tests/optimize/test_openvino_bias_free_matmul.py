@@ -20,13 +20,13 @@ import numpy as np
 import pytest
 import tf_keras
 
-from leantfx.components.optimize import _keras_utils
-from leantfx.components.optimize import low_rank
-from leantfx.components.optimize import openvino_export
-from leantfx.components.optimize import openvino_runtime
-from leantfx.components.optimize import runtime_variants
-from leantfx.components.optimize import runtimes
-from leantfx.components.optimize import tflite_export
+from leantfx.components.optimize.techniques import _keras_utils
+from leantfx.components.optimize.techniques import low_rank
+from leantfx.components.optimize.export import openvino as openvino_export
+from leantfx.runtimes import openvino as openvino_runtime
+from leantfx.components.optimize.export import runtime_variants
+from leantfx.runtimes import registry as runtimes
+from leantfx.components.optimize.export import tflite as tflite_export
 from tests.optimize.conftest import FEATURE
 from tests.optimize.conftest import NUM_TRAIN
 from tests.optimize.conftest import TEACHER_LEARNING_RATE
