@@ -199,10 +199,12 @@ _SWALLOWED_CODE = textwrap.dedent('''
     import sys, time
     from leantfx import stopping
     with stopping.stop_on_signals(grace_s=1.0, redeliver_s=0.5) as guard:
-      print('ready', flush=True)
       raised = 0
       while True:
         try:
+          if not raised:
+            # Inside the try: the stop may come as soon as this is read.
+            print('ready', flush=True)
           time.sleep(600)
         except stopping.StopRequested as stop:
           raised += 1
@@ -233,7 +235,7 @@ def test_a_swallowed_stop_is_raised_again_until_the_command_takes_it():
 # still starts at the signal, and the process exits with 128 + signum after
 # before_forced_exit has run.
 _STUCK_CODE = textwrap.dedent('''
-    import ctypes, signal, sys, time
+    import ctypes, signal, sys, threading, time
     from leantfx import stopping
 
     def last_words(stop):
@@ -244,7 +246,11 @@ _STUCK_CODE = textwrap.dedent('''
                                   before_forced_exit=last_words):
       with stopping.describing_activity(lambda: 'during a C call'):
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
-        print('ready', flush=True)
+        # 'ready' comes from a thread once the main thread is in the C call:
+        # Python runs its handlers in the main thread whenever that thread
+        # runs Python code, whichever thread took the signal.
+        threading.Thread(target=lambda: (time.sleep(2.0),
+                                         print('ready', flush=True))).start()
         ctypes.CDLL(None).sleep(600)
 ''')
 
