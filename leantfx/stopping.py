@@ -269,15 +269,23 @@ class _Stop:
     self._force_exit(request)
 
   def _force_exit(self, request: StopRequested) -> None:
-    self.say(f'still running {self.exit_deadline_s:g}s after '
-             f'{signal_name(request.signum)}; killing what is left and '
-             'exiting')
     for process in descendants():
       with contextlib.suppress(psutil.NoSuchProcess):
         process.kill()
-    if self.before_forced_exit is not None:
+
+    def last_words():
       with contextlib.suppress(Exception):
-        self.before_forced_exit(request)
+        self.say(f'still running {self.exit_deadline_s:g}s after '
+                 f'{signal_name(request.signum)}; killed what was left; '
+                 'exiting')
+        if self.before_forced_exit is not None:
+          self.before_forced_exit(request)
+
+    # Bounded: a lock the stuck main thread holds (a stream's, a logging
+    # handler's) must not keep the process alive.
+    words = threading.Thread(target=last_words, daemon=True)
+    words.start()
+    words.join(FORCED_EXIT_WRITE_S)
     os._exit(request.exit_code)  # pylint: disable=protected-access
 
   def on_signal(self, signum, frame) -> None:
@@ -309,6 +317,8 @@ class StopGuard:
       self._stop.acknowledged.set()
 
 
+# How long a forced exit waits for its last words (the run record).
+FORCED_EXIT_WRITE_S = 5.0
 # A stop that was raised but not yet caught by its command is raised again
 # this often (see _Stop._deadline).
 REDELIVER_S = 3.0
