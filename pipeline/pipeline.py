@@ -17,6 +17,7 @@ import tensorflow_model_analysis as tfma
 from tfx import v1 as tfx
 
 from leantfx import config as config_lib
+from leantfx import splits
 from leantfx.components.optimize import component as optimize_component
 from leantfx.components.versioned_pusher import component as versioned_pusher
 from leantfx.models import data_policy as data_policy_module
@@ -157,11 +158,7 @@ def _ingest(config: config_lib.PipelineConfig,
       input_base=retraining.data_root(config),
       range_config=retraining.span_range(config),
       span_window=retraining.span_window_size(config),
-      output_config=tfx.proto.Output(
-          split_config=tfx.proto.SplitConfig(splits=[
-              tfx.proto.SplitConfig.Split(name='train', hash_buckets=4),
-              tfx.proto.SplitConfig.Split(name='eval', hash_buckets=1),
-          ])))
+      output_config=splits.output_config())
   nodes.append(example_gen)
   return example_gen.outputs['examples']
 
