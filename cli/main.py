@@ -19,13 +19,14 @@ from leantfx.cli import beam as beam_commands
 from leantfx.cli import console
 from leantfx.cli import kubeflow as kubeflow_commands
 from leantfx.cli import run as run_command
+from leantfx.cli import score as score_command
 from leantfx.cli import serving as serving_commands
 from leantfx.cli import tools
 from leantfx.cli import watch as watch_command
 from leantfx.errors import LeantfxError
 
 COMMAND_MODULES = (run_command, kubeflow_commands, watch_command,
-                   serving_commands, beam_commands, tools)
+                   serving_commands, score_command, beam_commands, tools)
 EXIT_INTERNAL_ERROR = 1
 
 

@@ -272,8 +272,15 @@ def add_pipeline_options(parser: argparse.ArgumentParser,
               help='re-run every component (compile: caching off for every '
               'task)')
 
-  beam = rec.group('beam (the data components: ExampleGen, statistics, '
-                   'Augment, Transform, Evaluator)')
+  _add_beam_group(rec, 'beam (the data components: ExampleGen, statistics, '
+                  'Augment, Transform, Evaluator)')
+  existing = getattr(parser, _DESTS_ATTR, [])
+  setattr(parser, _DESTS_ATTR, existing + rec.dests)
+
+
+def _add_beam_group(rec: _Recorder, title: str) -> None:
+  """The Beam runner options: one definition for every command on Beam."""
+  beam = rec.group(title)
   beam.add('--beam-runner', choices=beam_presets.RUNNERS, default='direct',
            help='direct (default: the DirectRunner in this process), '
            "portable (Beam's portability framework: Job API + Fn API), "
@@ -307,8 +314,12 @@ def add_pipeline_options(parser: argparse.ArgumentParser,
   beam.add('--beam-arg', action='append', default=[], metavar='ARG',
            help='extra Beam pipeline argument, passed through (repeatable), '
            'e.g. --beam-arg=--environment_cache_millis=10000')
-  existing = getattr(parser, _DESTS_ATTR, [])
-  setattr(parser, _DESTS_ATTR, existing + rec.dests)
+
+
+def add_beam_options(parser: argparse.ArgumentParser, title: str) -> None:
+  """The Beam runner options alone, for a command that runs its own Beam
+  pipeline (``leantfx score``); ``cli/build.py`` ``beam_args`` reads them."""
+  _add_beam_group(_Recorder(parser), title)
 
 
 def _add_training(group: _Group) -> None:

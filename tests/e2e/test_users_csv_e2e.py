@@ -18,6 +18,7 @@ import pytest
 from sklearn import datasets as sk_datasets
 
 from leantfx import feature_names
+from leantfx.pipeline import run_summary
 from leantfx.serving import client as client_lib
 from leantfx.serving import model_config
 from leantfx.serving import server as server_lib
@@ -117,6 +118,41 @@ def test_every_push_answers_in_the_names_as_written(run, runtime):
     assert set(signature['inputs']) == set(NAMES)
   finally:
     server.stop(grace_s=5.0)
+
+
+@pytest.mark.e2e
+def test_score_reproduces_the_evaluator_on_its_rows_with_every_push(
+    run, tmp_path):
+  """leantfx score --split eval: the Evaluator's rows, every runtime.
+
+  The SavedModel the Pusher pushed scores the eval split's rows exactly as
+  the Evaluator counted and measured them; TFLite, OpenVINO and ONNX score
+  the same rows, labels kept as written (+1/-1).
+  """
+  result, output, _, _ = run
+  assert result.returncode == 0, result.stderr[-3000:]
+  summary = run_summary.summarize(os.path.join(output, 'metadata.sqlite'),
+                                  'leantfx-exports')
+  scored = {}
+  for runtime in RUNTIME_BASES:
+    out = str(tmp_path / runtime)
+    score = run_cli(['score', '--model-base-path',
+                     os.path.join(output, runtime, 'exports'), '--data-root',
+                     os.path.join(os.path.dirname(output), 'data'), '--span',
+                     '1', '--out', out, '--label', LABEL, '--split', 'eval'])
+    assert score.returncode == 0, score.stdout + score.stderr
+    with open(os.path.join(out, 'summary.json'), encoding='utf-8') as f:
+      scored[runtime] = json.load(f)
+    assert scored[runtime]['rows_read'] == 569
+    assert scored[runtime]['rows_scored'] == summary.example_count
+    with open(os.path.join(out, 'predictions.csv'), newline='',
+              encoding='utf-8') as f:
+      table = list(csv.DictReader(f))
+    assert {row[LABEL] for row in table} == {'+1', '-1'}
+    assert {row['classes'] for row in table} <= {'+1', '-1'}
+    assert scored[runtime]['accuracy'] >= 0.8, scored[runtime]
+  assert scored['serving']['accuracy'] == pytest.approx(summary.accuracy,
+                                                        abs=1e-6)
 
 
 @pytest.mark.e2e
