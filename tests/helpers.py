@@ -4,6 +4,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from typing import Sequence
 
@@ -132,6 +133,39 @@ class BeamServer:
         self.process.wait()
     self._log.close()
     return self.process.returncode
+
+
+def communicate_rest(proc: subprocess.Popen, timeout: float):
+  """Waits for proc to exit; returns (stdout, stderr) still to be read.
+
+  For a test that read lines from proc's text pipes first:
+  ``Popen.communicate(timeout=...)`` reads the raw file descriptors, so
+  whatever ``readline()`` had already read ahead into the text wrapper's
+  buffer (say, the line a process prints just before it exits) is lost.
+  This reads through the same file objects, in threads so that neither pipe
+  fills.
+
+  Raises:
+    subprocess.TimeoutExpired: proc did not exit, or its pipes did not close,
+      within timeout.
+  """
+  results = {}
+
+  def read(name, stream):
+    results[name] = stream.read()
+
+  threads = [threading.Thread(target=read, args=(name, stream), daemon=True)
+             for name, stream in (('out', proc.stdout), ('err', proc.stderr))
+             if stream is not None]
+  for thread in threads:
+    thread.start()
+  deadline = time.monotonic() + timeout
+  proc.wait(timeout=timeout)
+  for thread in threads:
+    thread.join(max(0.0, deadline - time.monotonic()))
+    if thread.is_alive():
+      raise subprocess.TimeoutExpired(proc.args, timeout)
+  return results.get('out'), results.get('err')
 
 
 def child_pids(pid: int) -> list:

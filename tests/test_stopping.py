@@ -14,6 +14,7 @@ import psutil
 import pytest
 
 from leantfx import stopping
+from tests import helpers
 
 pytestmark = pytest.mark.unit
 
@@ -222,7 +223,7 @@ def test_a_swallowed_stop_is_raised_again_until_the_command_takes_it():
   try:
     assert command.stdout.readline().strip() == 'ready'
     command.send_signal(signal.SIGTERM)
-    out, _ = command.communicate(timeout=GONE_WITHIN_S)
+    out, _ = helpers.communicate_rest(command, GONE_WITHIN_S)
   finally:
     command.kill()
   assert command.returncode == 143
@@ -262,7 +263,7 @@ def test_a_main_thread_stuck_in_c_is_forced_out_at_the_deadline():
     assert command.stdout.readline().strip() == 'ready'
     started = time.monotonic()
     command.send_signal(signal.SIGTERM)
-    out, _ = command.communicate(timeout=GONE_WITHIN_S + 3.0)
+    out, _ = helpers.communicate_rest(command, GONE_WITHIN_S + 3.0)
     took = time.monotonic() - started
   finally:
     command.kill()

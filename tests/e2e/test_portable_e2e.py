@@ -26,6 +26,7 @@ import pytest
 
 from leantfx.pipeline import run_summary
 from tests.e2e import artifacts
+from tests import helpers
 from tests.helpers import LEANTFX, BeamServer, run_cli
 
 pytestmark = pytest.mark.e2e
@@ -125,7 +126,7 @@ def test_external_workers_through_a_job_server_survive_a_killed_pool(
           break
       else:
         pytest.fail('the run ended before Transform: ' + ''.join(stdout))
-      rest, stderr = run.communicate(timeout=LOST_POOL_EXIT_S)
+      rest, stderr = helpers.communicate_rest(run, LOST_POOL_EXIT_S)
     finally:
       if run.poll() is None:
         run.kill()

@@ -263,7 +263,7 @@ def test_sigterm_exits_cleanly(tmp_path):
       if not line:
         break
     assert 'stopped by a signal' in line, lines
-    out, _ = proc.communicate(timeout=helpers.EXIT_TIMEOUT_S)
+    out, _ = helpers.communicate_rest(proc, helpers.EXIT_TIMEOUT_S)
   finally:
     if proc.poll() is None:
       proc.kill()
