@@ -14,9 +14,10 @@ written, renamed_inputs), and its ``serving_default`` scores the rows.
 2. a Beam pipeline scores the blocks side by side: each worker loads the
    version once (``setup``) and writes, per block, a CSV part and a part of
    ``PredictionLog`` records (TF Serving's format, gzipped TFRecord, one
-   predict_log per row, inputs under the model's own input names as TF
-   Serving takes them), plus the block's counts; nothing is grouped, so
-   memory does not grow with rows;
+   predict_log per model call of up to CALL_ROWS rows, in predictions.csv's
+   order, inputs under the model's own input names as TF Serving takes
+   them), plus the block's counts; nothing is grouped, so memory does not
+   grow with rows;
 3. ``finish`` checks rows in == rows out (every block scored, each file's
    rows read as counted in step 1, every row of the split scored), joins the
    CSV parts in file order with each row's file and record number, and
@@ -334,7 +335,8 @@ def input_arrays(batch: pa.RecordBatch, signature: signature_lib.Signature,
 
 
 def _prediction_log(job: ScoreJob, inputs: Mapping[str, np.ndarray],
-                    outputs: Mapping[str, np.ndarray], i: int):
+                    outputs: Mapping[str, np.ndarray]) -> bytes:
+  """One model call (a chunk of rows) as a serialized PredictionLog."""
   from tensorflow_serving.apis import prediction_log_pb2  # pylint: disable=g-import-not-at-top
   log = prediction_log_pb2.PredictionLog()
   request = log.predict_log.request
@@ -342,26 +344,23 @@ def _prediction_log(job: ScoreJob, inputs: Mapping[str, np.ndarray],
   request.model_spec.version.value = job.version
   request.model_spec.signature_name = signature_lib.DEFAULT_SIGNATURE
   for name, values in inputs.items():
-    request.inputs[job.input_keys[name]].CopyFrom(tensor_proto.from_ndarray(values[i:i + 1]))
+    request.inputs[job.input_keys[name]].CopyFrom(
+        tensor_proto.from_ndarray(values))
   response = log.predict_log.response
   response.model_spec.CopyFrom(request.model_spec)
   for name, values in outputs.items():
-    response.outputs[name].CopyFrom(tensor_proto.from_ndarray(values[i:i + 1]))
-  return log
+    response.outputs[name].CopyFrom(tensor_proto.from_ndarray(values))
+  return log.SerializeToString()
 
 
-def _cells(values: np.ndarray, i: int) -> List[str]:
-  value = values[i]
-  flat = np.ravel(value) if np.ndim(value) else [value]
-  cells = []
-  for v in flat:
-    if isinstance(v, bytes):
-      cells.append(v.decode('utf-8', 'replace'))
-    elif isinstance(v, (float, np.floating)):
-      cells.append(repr(float(v)))
-    else:
-      cells.append(str(v))
-  return cells
+def _text(values: np.ndarray) -> List[List[str]]:
+  """An output as CSV columns of text: [n] -> 1 column, [n, k] -> k."""
+  values = values.reshape(len(values), -1)
+  if values.dtype.kind in ('O', 'S'):
+    return [[v.decode('utf-8', 'replace') if isinstance(v, bytes) else str(v)
+             for v in column] for column in values.T]
+  # numpy's str of a float32 is its shortest round-trip text.
+  return [column.astype(str).tolist() for column in values.T]
 
 
 def score_block(job: ScoreJob, servable: servable_lib.Servable, index: int,
@@ -399,17 +398,17 @@ def score_block(job: ScoreJob, servable: servable_lib.Servable, index: int,
           labels = column.to_pylist()  # As written, for the CSV.
           compared = (pc.utf8_trim_whitespace(column).to_pylist()
                       if job.normalize_labels else labels)
-        for i in range(chunk.num_rows):
-          row = [int(records[at + i])]
-          if labels is not None:
-            row.append('' if labels[i] is None else labels[i])
-          for name in job.outputs:
-            cells = _cells(outputs[name], i)
-            counts['widths'][name] = len(cells)
-            row.extend(cells)
-          writer.writerow(row)
-          logs.write(_prediction_log(job, inputs, outputs, i)
-                     .SerializeToString())
+        columns = [(records[at:at + chunk.num_rows] + 1).tolist()]
+        if labels is not None:
+          columns.append(['' if v is None else v for v in labels])
+        for name in job.outputs:
+          text = _text(outputs[name])
+          counts['widths'][name] = len(text)
+          columns.extend(text)
+        writer.writerows(zip(*columns))
+        # One PredictionLog per model call, its rows in predictions.csv's
+        # order: a log per row would cost more than the model.
+        logs.write(_prediction_log(job, inputs, outputs))
         counts['scored'] += chunk.num_rows
         if compared is not None:
           _add_label_counts(counts, job, compared, outputs)
@@ -519,7 +518,7 @@ def finish(job: ScoreJob, work_dir: str, out_dir: str) -> Dict[str, Any]:
       part = os.path.join(parts_dir, f'part-{index:05d}')
       with open(part + '.csv', encoding='utf-8', newline='') as f:
         for row in csv.reader(f):
-          writer.writerow([name, offset[c['path']] + int(row[0]) + 1] + row[1:])
+          writer.writerow([name, offset[c['path']] + int(row[0])] + row[1:])
       offset[c['path']] += c['read']
       os.replace(part + '.tfrecord.gz',
                  os.path.join(logs_dir, f'part-{index:05d}.tfrecord.gz'))

@@ -102,20 +102,26 @@ def test_every_row_is_scored_once_in_file_order_with_the_models_answer(
   np.testing.assert_allclose(scored, expected, atol=1e-5)
   assert [r[2] for r in table] == [r[-1] for r in files['a.csv'] +
                                    files['b.CSV']]
-  # The PredictionLogs: one per row, inputs under the model's own keys.
+  # The PredictionLogs: one per model call (here every block is one call),
+  # inputs under the model's own keys, the rows in predictions.csv's order.
   from tensorflow_serving.apis import prediction_log_pb2  # pylint: disable=g-import-not-at-top
   logs = []
   for name in sorted(os.listdir(os.path.join(out, 'prediction_logs'))):
     for record in tf.data.TFRecordDataset(
         os.path.join(out, 'prediction_logs', name), compression_type='GZIP'):
       logs.append(prediction_log_pb2.PredictionLog.FromString(record.numpy()))
-  assert len(logs) == 65
+  assert len(logs) == 2
   request = logs[0].predict_log.request
   assert set(request.inputs) == set(WRITTEN.values())
   assert request.model_spec.name == 'cols'
+  logged = np.concatenate([
+      tf.make_ndarray(log.predict_log.response.outputs['probabilities'])
+      for log in logs])
+  np.testing.assert_allclose(logged, expected, atol=1e-5)
   np.testing.assert_allclose(
-      tf.make_ndarray(logs[0].predict_log.response.outputs['probabilities']),
-      expected[:1], atol=1e-5)
+      np.concatenate([tf.make_ndarray(log.predict_log.request.inputs['age'])
+                      for log in logs]),
+      [float(r[3]) for r in files['a.csv'] + files['b.CSV']], rtol=1e-6)
   # Nothing else is left beside the output.
   assert sorted(os.listdir(tmp_path)) == ['scores']
 
