@@ -16,6 +16,7 @@ import tensorflow as tf
 
 from leantfx.components.optimize import config as config_lib_optimize
 from leantfx.components.optimize import executor as executor_lib
+from leantfx.components.optimize.steps import raw_fold
 from leantfx.components.optimize.evaluation import measure
 from leantfx.components.optimize.export import openvino as openvino_export
 from leantfx.components.optimize.evaluation import quality as quality_lib
@@ -356,7 +357,7 @@ def test_a_failed_raw_export_pushes_the_transformed_file_and_says_so(
   variant = _transformed_variant(fx, tflite_export.INT8, tmp_path)
   failures = []
   config = config_lib_optimize.OptimizationConfig()
-  path, facts = executor_lib._raw_export(  # pylint: disable=protected-access
+  path, facts = raw_fold._raw_export(  # pylint: disable=protected-access
       variant, {'cand': fx.model}, empty, _transformed_eval(fx, raw), config,
       failures)
   assert path is None  # The caller pushes the transformed-input file.

@@ -1,0 +1,135 @@
+"""Fold the raw columns in: each runtime's pick exported behind the Transform.
+"""
+import concurrent.futures
+import os
+import tempfile
+import traceback
+from typing import Any, Dict, List, Mapping, Optional, Tuple
+
+from absl import logging
+
+from leantfx.components.optimize import config as config_lib
+from leantfx.components.optimize.evaluation import measure
+from leantfx.components.optimize.export import raw_features
+from leantfx.components.optimize.export import raw_runtimes
+from leantfx.components.optimize.export import runtime_variants
+from leantfx.components.optimize.steps.scoring import _scores_on
+
+
+def _raw_export(variant: measure.VariantMetrics, models: Mapping[str, Any],
+                raw: Optional[raw_features.RawInputs],
+                all_eval: measure.LabeledData,
+                config: config_lib.OptimizationConfig,
+                failures: List[Dict[str, str]]
+               ) -> Tuple[Optional[str], Dict[str, Any]]:
+  """The raw-feature export of one pick, in this process (_raw_exports)."""
+  return _raw_exports({variant.runtime: variant}, models, raw, all_eval,
+                      config, failures)[variant.runtime]
+
+
+def _raw_exports(picks: Mapping[str, measure.VariantMetrics],
+                 models: Mapping[str, Any],
+                 raw: Optional[raw_features.RawInputs],
+                 all_eval: measure.LabeledData,
+                 config: config_lib.OptimizationConfig,
+                 failures: List[Dict[str, str]],
+                 pool: Optional[concurrent.futures.Executor] = None
+                ) -> Dict[str, Tuple[Optional[str], Dict[str, Any]]]:
+  """The raw-feature export of each runtime's pick, and what its push takes.
+
+  The exports are independent: with a worker ``pool``, the server runtimes'
+  conversions and measurements (raw_runtimes.convert_and_measure; their
+  wrapper SavedModels are saved here first) run in the worker while this
+  process exports the TFLite pick, so they overlap instead of running one
+  after the other. Each export is scored on the whole raw eval split and
+  checked against its transformed-input variant on the same rows.
+
+  Args:
+    picks: runtime -> its pick (the gated transformed-input variant).
+    models: candidate name -> its Keras model.
+    raw: the raw rows and the Transform; None: nothing is exported.
+    all_eval: the transformed eval split (all of it).
+    config: the optimization config.
+    failures: a failed export is appended here; its pick is then pushed
+      with transformed-feature inputs.
+    pool: the worker process, or None to run everything here.
+
+  Returns:
+    runtime -> (the export's file (TFLite) or folder (OpenVINO, ONNX), its
+    facts), or (None, {'inputs': 'transformed'}) when raw is None or the
+    export failed: the caller pushes the transformed-input variant.
+  """
+  transformed = {'inputs': 'transformed'}
+  if raw is None:
+    return {runtime: (None, transformed) for runtime in picks}
+  quality = config.quality
+  tolerance = getattr(config.budget, quality.budget_field)
+  settings = dict(num_threads=config.num_threads,
+                  latency_runs=config.latency_runs,
+                  warmup_runs=config.warmup_runs,
+                  calibration_samples=config.calibration_samples)
+  results: Dict[str, Tuple[Optional[str], Dict[str, Any]]] = {}
+
+  def failed(variant, error):
+    logging.error('ModelOptimizer: the raw-feature export of %s failed; '
+                  'pushing its transformed-input model.\n%s', variant.name,
+                  ''.join(traceback.format_exception(
+                      type(error), error, error.__traceback__)))
+    failures.append({
+        'candidate': variant.name, 'stage': 'raw-feature export',
+        'error': (f'{type(error).__name__}: {error}; the pushed model takes '
+                  'the transformed features instead'),
+        # The pick was still pushed (the summary says so, not "skipped").
+        'pushed_inputs': 'transformed'})
+    results[variant.runtime] = (None, transformed)
+
+  with tempfile.TemporaryDirectory(prefix='leantfx-raw-exports-') as scratch:
+    jobs = []
+    for runtime, variant in picks.items():
+      if runtime not in runtime_variants.SERVER_RUNTIMES:
+        continue
+      try:
+        reference = _scores_on(variant, all_eval, config)[quality.name]
+        variant_dir = (variant.path if os.path.isdir(variant.path) else
+                       os.path.dirname(variant.path))
+        job = raw_runtimes.checked_job(
+            runtime, models[variant.name.split('/')[0]], variant_dir,
+            variant.tflite_mode, raw, quality, scratch=scratch, **settings)
+      except Exception as e:  # pylint: disable=broad-except
+        failed(variant, e)
+        continue
+      future = None
+      if pool is not None:
+        try:
+          future = pool.submit(raw_runtimes.convert_and_measure, **job)
+        except Exception:  # pylint: disable=broad-except
+          # A worker that died earlier: the export runs here.
+          logging.warning('ModelOptimizer: the worker process is gone; the '
+                          'raw-feature export of %s runs here.', variant.name)
+      jobs.append((variant, reference, job, future))
+    for runtime, variant in picks.items():
+      if runtime in runtime_variants.SERVER_RUNTIMES:
+        continue
+      try:
+        results[runtime] = raw_features.export_checked(
+            models[variant.name.split('/')[0]], variant, raw, all_eval,
+            quality, tolerance, **settings)
+      except Exception as e:  # pylint: disable=broad-except
+        failed(variant, e)
+    for variant, reference, job, future in jobs:
+      try:
+        measured = (future.result() if future is not None else
+                    raw_runtimes.convert_and_measure(**job))
+        results[variant.runtime] = raw_runtimes.checked_facts(
+            variant.runtime, job['output_dir'], measured, variant.name,
+            len(raw.eval), reference, quality, tolerance)
+      except Exception as e:  # pylint: disable=broad-except
+        failed(variant, e)
+  for runtime, variant in picks.items():
+    path, facts = results[runtime]
+    if path is not None:
+      logging.info('ModelOptimizer: %s takes raw features: %s %.4f on %d raw '
+                   'eval rows, p50 %.3f ms with the Transform', variant.name,
+                   quality.name, facts[quality.name], facts['eval_examples'],
+                   facts['latency_p50_ms'])
+  return results
