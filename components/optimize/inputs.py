@@ -1,4 +1,4 @@
-"""The ModelOptimizer's inputs, read and checked: model, examples, transform graph.
+"""The ModelOptimizer's inputs, checked: model, examples, transform graph.
 
 Each check raises InputDataError saying what is wrong, where and what to do,
 before any TensorFlow work that needs the input. ``make_dataset`` reads a

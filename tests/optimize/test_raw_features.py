@@ -357,7 +357,7 @@ def test_a_failed_raw_export_pushes_the_transformed_file_and_says_so(
   variant = _transformed_variant(fx, tflite_export.INT8, tmp_path)
   failures = []
   config = config_lib_optimize.OptimizationConfig()
-  path, facts = raw_fold._raw_export(  # pylint: disable=protected-access
+  path, facts = raw_fold.fold_one_pick(
       variant, {'cand': fx.model}, empty, _transformed_eval(fx, raw), config,
       failures)
   assert path is None  # The caller pushes the transformed-input file.

@@ -1,1 +1,1 @@
-"""The optimizer's steps, one module each, in the order flow.optimize runs them."""
+"""The optimizer's steps, one module each; flow.optimize runs them in order."""

@@ -1,4 +1,10 @@
 """Fold the raw columns in: each runtime's pick exported behind the Transform.
+
+A client of a pushed model sends raw columns, as to the Trainer's SavedModel;
+each pick is exported with the Transform folded in (export/raw_features.py
+for TFLite, export/raw_runtimes.py for OpenVINO and ONNX), scored on the raw
+eval rows and checked against its transformed-input variant. A failed export
+leaves that pick to be pushed with transformed-feature inputs.
 """
 import concurrent.futures
 import os
@@ -13,28 +19,29 @@ from leantfx.components.optimize.evaluation import measure
 from leantfx.components.optimize.export import raw_features
 from leantfx.components.optimize.export import raw_runtimes
 from leantfx.components.optimize.export import runtime_variants
-from leantfx.components.optimize.steps.scoring import _scores_on
+from leantfx.components.optimize.steps import scoring
 
 
-def _raw_export(variant: measure.VariantMetrics, models: Mapping[str, Any],
-                raw: Optional[raw_features.RawInputs],
-                all_eval: measure.LabeledData,
-                config: config_lib.OptimizationConfig,
-                failures: List[Dict[str, str]]
-               ) -> Tuple[Optional[str], Dict[str, Any]]:
-  """The raw-feature export of one pick, in this process (_raw_exports)."""
-  return _raw_exports({variant.runtime: variant}, models, raw, all_eval,
-                      config, failures)[variant.runtime]
+def fold_one_pick(variant: measure.VariantMetrics,
+                  models: Mapping[str, Any],
+                  raw: Optional[raw_features.RawInputs],
+                  all_eval: measure.LabeledData,
+                  config: config_lib.OptimizationConfig,
+                  failures: List[Dict[str, str]]
+                 ) -> Tuple[Optional[str], Dict[str, Any]]:
+  """The raw-feature export of one pick, in this process (fold_raw_columns)."""
+  return fold_raw_columns({variant.runtime: variant}, models, raw, all_eval,
+                          config, failures)[variant.runtime]
 
 
-def _raw_exports(picks: Mapping[str, measure.VariantMetrics],
-                 models: Mapping[str, Any],
-                 raw: Optional[raw_features.RawInputs],
-                 all_eval: measure.LabeledData,
-                 config: config_lib.OptimizationConfig,
-                 failures: List[Dict[str, str]],
-                 pool: Optional[concurrent.futures.Executor] = None
-                ) -> Dict[str, Tuple[Optional[str], Dict[str, Any]]]:
+def fold_raw_columns(picks: Mapping[str, measure.VariantMetrics],
+                     models: Mapping[str, Any],
+                     raw: Optional[raw_features.RawInputs],
+                     all_eval: measure.LabeledData,
+                     config: config_lib.OptimizationConfig,
+                     failures: List[Dict[str, str]],
+                     pool: Optional[concurrent.futures.Executor] = None
+                    ) -> Dict[str, Tuple[Optional[str], Dict[str, Any]]]:
   """The raw-feature export of each runtime's pick, and what its push takes.
 
   The exports are independent: with a worker ``pool``, the server runtimes'
@@ -89,7 +96,7 @@ def _raw_exports(picks: Mapping[str, measure.VariantMetrics],
       if runtime not in runtime_variants.SERVER_RUNTIMES:
         continue
       try:
-        reference = _scores_on(variant, all_eval, config)[quality.name]
+        reference = scoring.scores_on(variant, all_eval, config)[quality.name]
         variant_dir = (variant.path if os.path.isdir(variant.path) else
                        os.path.dirname(variant.path))
         job = raw_runtimes.checked_job(
