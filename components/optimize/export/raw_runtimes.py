@@ -58,6 +58,7 @@ from leantfx.runtimes import openvino as openvino_runtime
 from leantfx.runtimes import push
 from leantfx.components.optimize.export import raw_features
 from leantfx.runtimes import registry as runtimes_lib
+from leantfx.runtimes import runtime as runtime_lib
 from leantfx.components.optimize.export import tflite as tflite_export
 from leantfx.errors import ConfigError
 from leantfx import raw_serving
@@ -441,9 +442,9 @@ class RawPredictor:
   """A raw-feature export in its runtime: raw requests in, one score out.
 
   For the optimizer's checks and latency: the score is 'probabilities' (or
-  'predictions' for a regression), picked by name (measure.SCORE_OUTPUTS),
-  and strings are fed as each runtime reads them (onnx_feed,
-  openvino_feed).
+  'predictions' for a regression), picked by name
+  (runtime_lib.SCORE_OUTPUTS), and strings are fed as each runtime reads
+  them (onnx_feed, openvino_feed).
   """
 
   def __init__(self, runtime: str, path: str, num_threads: int = 1):
@@ -453,8 +454,8 @@ class RawPredictor:
     if runtime == ONNX:
       self._session = onnx_runtime.open_session(path, num_threads)
       names = [o.name for o in self._session.get_outputs()]
-      self._output = next((n for n in measure.SCORE_OUTPUTS if n in names),
-                          names[0])
+      self._output = next(
+          (n for n in runtime_lib.SCORE_OUTPUTS if n in names), names[0])
     else:
       # Batch-1 calls on a static-batch copy (leantfx/runtimes/openvino.py: the CPU
       # plugin can answer a dynamic-batch int8 IR wrongly at batch 1).
@@ -463,8 +464,9 @@ class RawPredictor:
       compiled = self._models.get(self._models.ANY)
       ports = [openvino_runtime._port_name(p)  # pylint: disable=protected-access
                for p in compiled.outputs]
-      self._output = next((n for n in measure.SCORE_OUTPUTS if n in ports),
-                          sorted(ports)[0])
+      self._output = next(
+          (n for n in runtime_lib.SCORE_OUTPUTS if n in ports),
+          sorted(ports)[0])
 
   def _request_for(self, batch_size):
     """(infer request, {column: input port}, score port) for a batch."""
