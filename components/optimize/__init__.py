@@ -10,8 +10,8 @@
   scores a variant through its runtime.
 - techniques/: pruning, QAT, clustering, distillation, low-rank (one module
   each).
-- export/: TFLite, OpenVINO and ONNX exports, the raw-column folds,
-  server-runtime variants.
+- export/: TFLite, OpenVINO and ONNX exports, server-runtime variants, the
+  raw-column fold (raw_exports.py: one path, a part per runtime).
 - evaluation/: quality metric, measurement, gate and selection, report.
 - types.py: ``OptimizationResult``, what every technique returns.
 

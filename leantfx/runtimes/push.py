@@ -47,8 +47,9 @@ MODEL_FILE = registry.get(registry.TFLITE).model_file
 MANIFEST_FILE = 'manifest.json'
 # An OpenVINO push's metrics.serving_inputs fact: whether the IR as pushed
 # (dynamic batch, as OpenVINO Model Server compiles it) answers batch 1 as
-# the static batch-1 copy leantfx gated does (raw_runtimes.checked_facts
-# writes it; `leantfx deploy ovms` reads it).
+# the static batch-1 copy leantfx gated does (the optimizer's
+# raw_exports.ServerRawExport.facts writes it; `leantfx deploy ovms` reads
+# it).
 DYNAMIC_BATCH_ONE_OK = 'dynamic_batch_one_ok'
 _NAME_RE = re.compile(r'^[A-Za-z][A-Za-z0-9_-]{0,62}$')
 is_local = versioned_push.is_local

@@ -1,13 +1,12 @@
 """Fold the raw columns in: each runtime's pick exported behind the Transform.
 
 A client of a pushed model sends raw columns, as to the Trainer's SavedModel;
-each pick is exported with the Transform folded in (export/raw_features.py
-for TFLite, export/raw_runtimes.py for OpenVINO and ONNX), scored on the raw
-eval rows and checked against its transformed-input variant. A failed export
-leaves that pick to be pushed with transformed-feature inputs.
+each pick is exported with the Transform folded in (export/raw_exports.py,
+one path for every runtime), scored on the raw eval rows and checked against
+its transformed-input variant. A failed export leaves that pick to be pushed
+with transformed-feature inputs.
 """
 import concurrent.futures
-import os
 import tempfile
 import traceback
 from typing import Any, Dict, List, Mapping, Optional, Tuple
@@ -17,9 +16,7 @@ from absl import logging
 from leantfx.components.optimize import config as config_lib
 from leantfx.components.optimize.evaluation import measure
 from leantfx.components.optimize.export import raw_features
-from leantfx.components.optimize.export import raw_runtimes
-from leantfx.components.optimize.export import runtime_variants
-from leantfx.components.optimize.steps import scoring
+from leantfx.components.optimize.export import raw_exports
 
 
 def fold_one_pick(variant: measure.VariantMetrics,
@@ -44,12 +41,13 @@ def fold_raw_columns(picks: Mapping[str, measure.VariantMetrics],
                     ) -> Dict[str, Tuple[Optional[str], Dict[str, Any]]]:
   """The raw-feature export of each runtime's pick, and what its push takes.
 
-  The exports are independent: with a worker ``pool``, the server runtimes'
-  conversions and measurements (raw_runtimes.convert_and_measure; their
-  wrapper SavedModels are saved here first) run in the worker while this
-  process exports the TFLite pick, so they overlap instead of running one
-  after the other. Each export is scored on the whole raw eval split and
-  checked against its transformed-input variant on the same rows.
+  The parts of export/raw_exports.py's one path (job, run, facts) for
+  each pick. The exports are independent: with a worker ``pool``, the
+  server runtimes' runs (conversion and measurement; their wrapper
+  SavedModels are saved here first) go to the worker while this process
+  exports the TFLite pick, so they overlap instead of running one after the
+  other. Each export is scored on the whole raw eval split and checked
+  against its transformed-input variant on the same rows.
 
   Args:
     picks: runtime -> its pick (the gated transformed-input variant).
@@ -91,47 +89,57 @@ def fold_raw_columns(picks: Mapping[str, measure.VariantMetrics],
     results[variant.runtime] = (None, transformed)
 
   with tempfile.TemporaryDirectory(prefix='leantfx-raw-exports-') as scratch:
-    jobs = []
-    for runtime, variant in picks.items():
-      if runtime not in runtime_variants.SERVER_RUNTIMES:
-        continue
+
+    def prepare(variant):
+      """(the runtime's part, the reference, the job); None: it failed."""
+      raw_export = raw_exports.RAW_EXPORTS[variant.runtime]
       try:
-        reference = scoring.scores_on(variant, all_eval, config)[quality.name]
-        variant_dir = (variant.path if os.path.isdir(variant.path) else
-                       os.path.dirname(variant.path))
-        job = raw_runtimes.checked_job(
-            runtime, models[variant.name.split('/')[0]], variant_dir,
-            variant.tflite_mode, raw, quality, scratch=scratch, **settings)
+        reference = raw_export.reference(variant, all_eval, quality,
+                                         config.num_threads)
+        job = raw_export.job(models[variant.name.split('/')[0]], variant,
+                             raw, quality, scratch=scratch, **settings)
       except Exception as e:  # pylint: disable=broad-except
         failed(variant, e)
+        return None
+      return raw_export, reference, job
+
+    def finish(variant, raw_export, reference, job, run):
+      try:
+        results[variant.runtime] = raw_export.facts(
+            job, run(), variant.name, len(raw.eval), reference, quality,
+            tolerance)
+      except Exception as e:  # pylint: disable=broad-except
+        failed(variant, e)
+
+    # The worker's exports are sent first, so that they run while this
+    # process exports the others.
+    sent = []
+    for variant in picks.values():
+      if not raw_exports.RAW_EXPORTS[variant.runtime].in_worker:
+        continue
+      prepared = prepare(variant)
+      if prepared is None:
         continue
       future = None
       if pool is not None:
         try:
-          future = pool.submit(raw_runtimes.convert_and_measure, **job)
+          future = pool.submit(prepared[0].run, prepared[2])
         except Exception:  # pylint: disable=broad-except
           # A worker that died earlier: the export runs here.
           logging.warning('ModelOptimizer: the worker process is gone; the '
                           'raw-feature export of %s runs here.', variant.name)
-      jobs.append((variant, reference, job, future))
-    for runtime, variant in picks.items():
-      if runtime in runtime_variants.SERVER_RUNTIMES:
+      sent.append((variant, prepared, future))
+    for variant in picks.values():
+      if raw_exports.RAW_EXPORTS[variant.runtime].in_worker:
         continue
-      try:
-        results[runtime] = raw_features.export_checked(
-            models[variant.name.split('/')[0]], variant, raw, all_eval,
-            quality, tolerance, **settings)
-      except Exception as e:  # pylint: disable=broad-except
-        failed(variant, e)
-    for variant, reference, job, future in jobs:
-      try:
-        measured = (future.result() if future is not None else
-                    raw_runtimes.convert_and_measure(**job))
-        results[variant.runtime] = raw_runtimes.checked_facts(
-            variant.runtime, job['output_dir'], measured, variant.name,
-            len(raw.eval), reference, quality, tolerance)
-      except Exception as e:  # pylint: disable=broad-except
-        failed(variant, e)
+      prepared = prepare(variant)
+      if prepared is not None:
+        finish(variant, *prepared,
+               lambda p=prepared: p[0].run(p[2]))
+    for variant, prepared, future in sent:
+      finish(variant, *prepared,
+             future.result if future is not None else
+             lambda p=prepared: p[0].run(p[2]))
   for runtime, variant in picks.items():
     path, facts = results[runtime]
     if path is not None:
