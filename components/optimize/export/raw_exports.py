@@ -76,6 +76,20 @@ class RawExport(abc.ABC):
     """
 
 
+def _raw_facts(measured: Mapping[str, Any], eval_examples: int,
+               reference: float, quality) -> Dict[str, Any]:
+  """The manifest facts every runtime's raw-feature export has."""
+  return {
+      'inputs': 'raw',
+      'eval_examples': eval_examples,
+      quality.name: measured[quality.name],
+      f'transformed_input_{quality.name}': reference,
+      'latency_p50_ms': measured['latency_p50_ms'],
+      'latency_p99_ms': measured['latency_p99_ms'],
+      'latency_includes_preprocessing': True,
+  }
+
+
 class TFLiteRawExport(RawExport):
   """The Transform folded into the .tflite graph, beside the variant's file.
 
@@ -119,17 +133,9 @@ class TFLiteRawExport(RawExport):
             tolerance):
     value = measured[quality.name]
     gap = quality.drop(reference, value)
-    facts = {
-        'inputs': 'raw',
-        'eval_examples': eval_examples,
-        quality.name: value,
-        f'transformed_input_{quality.name}': reference,
-        'latency_p50_ms': measured['latency_p50_ms'],
-        'latency_p99_ms': measured['latency_p99_ms'],
-        'latency_includes_preprocessing': True,
-        'call_overhead_ms': measured['call_overhead_ms'],
-        'size_bytes': measured['size_bytes'],
-    }
+    facts = _raw_facts(measured, eval_examples, reference, quality)
+    facts['call_overhead_ms'] = measured['call_overhead_ms']
+    facts['size_bytes'] = measured['size_bytes']
     if gap > tolerance:
       raise raw_features.RawParityError(
           f'the raw-feature export of {name} scores {quality.name} '
@@ -178,18 +184,10 @@ class ServerRawExport(RawExport):
     out_dir = job['output_dir']
     value = measured[quality.name]
     gap = quality.drop(reference, value)
-    facts = {
-        'inputs': 'raw',
-        'eval_examples': eval_examples,
-        quality.name: value,
-        f'transformed_input_{quality.name}': reference,
-        'latency_p50_ms': measured['latency_p50_ms'],
-        'latency_p99_ms': measured['latency_p99_ms'],
-        'latency_includes_preprocessing': True,
-        'latency_method': 'batch 1, inputs bound once, the runtime\'s call '
-                          'timed (RawPredictor.bind)',
-        'call_overhead_ms': measured['call_overhead_ms'],
-    }
+    facts = _raw_facts(measured, eval_examples, reference, quality)
+    facts['latency_method'] = ('batch 1, inputs bound once, the runtime\'s '
+                               'call timed (RawPredictor.bind)')
+    facts['call_overhead_ms'] = measured['call_overhead_ms']
     if raw_runtimes.DYNAMIC_BATCH_ONE_GAP in measured:
       # What OVMS would answer at batch 1 (it compiles the IR as pushed):
       # leantfx deploy ovms reads push.DYNAMIC_BATCH_ONE_OK.
