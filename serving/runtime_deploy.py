@@ -32,14 +32,15 @@ from google.protobuf import text_format
 
 from leantfx import versioned_push
 from leantfx.runtimes import push
+from leantfx.runtimes import registry as runtimes_lib
 from leantfx.errors import ConfigError
 from leantfx import raw_serving
 
 OVMS_CONFIG = 'config.json'
 TRITON_CONFIG = 'config.pbtxt'
 CONTAINER_MODELS_DIR = '/models'
-ONNX_FILENAME = 'model.onnx'
-OPENVINO_FILENAME = 'model.xml'
+ONNX_FILENAME = runtimes_lib.get(runtimes_lib.ONNX).model_file
+OPENVINO_FILENAME = runtimes_lib.get(runtimes_lib.OPENVINO).model_file
 # ONNX TensorProto element types -> Triton DataType names.
 _TRITON_TYPES = {1: 'TYPE_FP32', 2: 'TYPE_UINT8', 3: 'TYPE_INT8',
                  5: 'TYPE_INT16', 6: 'TYPE_INT32', 7: 'TYPE_INT64',

@@ -154,14 +154,14 @@ class _BoundRequest:
 class OpenVINOServable(_RuntimeServable):
   """A model.xml + model.bin version, on a pool of infer requests."""
 
-  platform = 'openvino'
+  platform = openvino_runtime.RUNTIME.name
 
   def __init__(self, name: str, version: int, path: str,
                num_requests: int = DEFAULT_NUM_REQUESTS,
                num_threads: int = DEFAULT_NUM_THREADS):
     super().__init__(name, version, path)
     _check_manifest(path)
-    xml = os.path.join(path, push.RUNTIME_FILES['openvino'][0])
+    xml = openvino_runtime.RUNTIME.model_path(path)
     try:
       models = openvino_runtime.CompiledModels(xml, num_threads)
       # Every kind now: a load error shows at load, and no request waits
@@ -259,13 +259,13 @@ class OpenVINOServable(_RuntimeServable):
 class ONNXServable(_RuntimeServable):
   """A model.onnx version, on one ONNX Runtime session."""
 
-  platform = 'onnx'
+  platform = onnx_runtime.RUNTIME.name
 
   def __init__(self, name: str, version: int, path: str,
                num_threads: int = DEFAULT_NUM_THREADS):
     super().__init__(name, version, path)
     _check_manifest(path)
-    model_path = os.path.join(path, push.RUNTIME_FILES['onnx'][0])
+    model_path = onnx_runtime.RUNTIME.model_path(path)
     try:
       self._session = onnx_runtime.open_session(model_path, num_threads)
     except Exception as e:  # pylint: disable=broad-except

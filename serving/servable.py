@@ -14,17 +14,20 @@ from typing import Dict, Mapping, Sequence
 
 import numpy as np
 
+from leantfx.runtimes import registry as runtimes_lib
 from leantfx.serving import signature as signature_lib
 from leantfx.serving import status
 
-TFLITE_FILENAME = 'model.tflite'
 SAVED_MODEL_FILENAMES = ('saved_model.pb', 'saved_model.pbtxt')
 PLATFORM_TENSORFLOW = 'tensorflow'
-PLATFORM_TFLITE = 'tflite'
-PLATFORM_OPENVINO = 'openvino'
-PLATFORM_ONNX = 'onnx'
-OPENVINO_FILENAME = 'model.xml'
-ONNX_FILENAME = 'model.onnx'
+# The ModelOptimizer's pushes: each runtime's platform is its name, and a
+# version holds its model file (leantfx/runtimes/).
+PLATFORM_TFLITE = runtimes_lib.TFLITE
+PLATFORM_OPENVINO = runtimes_lib.OPENVINO
+PLATFORM_ONNX = runtimes_lib.ONNX
+TFLITE_FILENAME = runtimes_lib.get(runtimes_lib.TFLITE).model_file
+OPENVINO_FILENAME = runtimes_lib.get(runtimes_lib.OPENVINO).model_file
+ONNX_FILENAME = runtimes_lib.get(runtimes_lib.ONNX).model_file
 
 
 class LoadError(Exception):

@@ -4,12 +4,17 @@ Both components/optimize/ (which exports, measures and pushes each variant)
 and serving/ (which loads and runs a pushed variant) use these modules, so
 they live in this ground layer, below both.
 
-- registry.py: the runtime names, which are installed, the install hint.
+- runtime.py: the ``Runtime`` interface every runtime implements (its
+  files, predictor and timer).
+- registry.py: every runtime by name (``get``), which are installed, the
+  install hint.
 - tflite.py: a TFLite interpreter prepared once (signature bound to its
-  tensor indices) for measurement and serving.
+  tensor indices) for measurement and serving, its predictor, its timer and
+  its ``Runtime``.
 - openvino.py: an IR compiled for batch-1 calls and for other batches, its
-  predictor, and its timer.
-- onnx.py: an ONNX Runtime session, its predictor, and its timer.
+  predictor, its timer and its ``Runtime``.
+- onnx.py: an ONNX Runtime session, its predictor, its timer and its
+  ``Runtime``.
 - timing.py: what every runtime's timer shares (``RuntimeTimer``,
   ``LatencyVariant``).
 - push.py: a selected variant pushed to a versioned folder (.tflite, or the

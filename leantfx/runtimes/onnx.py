@@ -10,6 +10,7 @@ from typing import Dict, Mapping
 
 import numpy as np
 
+from leantfx.runtimes import runtime as runtime_lib
 from leantfx.runtimes import timing
 from leantfx.errors import ConfigError
 
@@ -83,3 +84,26 @@ class ONNXTimer(timing.RuntimeTimer):
 
   def call(self) -> None:
     self.predictor.session.run(None, self.inputs)
+
+
+class ONNXRuntime(runtime_lib.Runtime):
+  """ONNX Runtime's CPU execution provider: model.onnx."""
+
+  name = 'onnx'
+  label = 'ONNX'
+  model_file = 'model.onnx'
+  files = ('model.onnx',)
+  required_modules = ('onnxruntime', 'tf2onnx', 'onnx')
+  timed_call = 'InferenceSession.run_with_iobinding(), inputs bound once'
+
+  def predictor(self, path: str,
+                num_threads: int = timing.DEFAULT_NUM_THREADS
+               ) -> ONNXPredictor:
+    return ONNXPredictor(path, num_threads)
+
+  def timer(self, label: str, path: str, num_threads: int,
+            features: Mapping[str, np.ndarray]) -> ONNXTimer:
+    return ONNXTimer(label, path, num_threads, features)
+
+
+RUNTIME = ONNXRuntime()

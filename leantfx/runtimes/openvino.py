@@ -34,6 +34,7 @@ from typing import Dict, Mapping, Optional
 
 import numpy as np
 
+from leantfx.runtimes import runtime as runtime_lib
 from leantfx.runtimes import timing
 from leantfx.errors import ConfigError
 
@@ -270,3 +271,26 @@ class OpenVINOTimer(timing.RuntimeTimer):
 
   def call(self) -> None:
     self.compiled(self.inputs)
+
+
+class OpenVINORuntime(runtime_lib.Runtime):
+  """OpenVINO IR on the CPU plugin: model.xml + model.bin."""
+
+  name = 'openvino'
+  label = 'OpenVINO'
+  model_file = 'model.xml'
+  files = ('model.xml', 'model.bin')
+  required_modules = ('openvino', 'nncf')
+  timed_call = 'InferRequest.infer() on a compiled model, inputs set once'
+
+  def predictor(self, path: str,
+                num_threads: int = timing.DEFAULT_NUM_THREADS
+               ) -> OpenVINOPredictor:
+    return OpenVINOPredictor(path, num_threads)
+
+  def timer(self, label: str, path: str, num_threads: int,
+            features: Mapping[str, np.ndarray]) -> OpenVINOTimer:
+    return OpenVINOTimer(label, path, num_threads, features)
+
+
+RUNTIME = OpenVINORuntime()

@@ -41,13 +41,15 @@ from leantfx import feature_names
 from leantfx import versioned_push
 from leantfx.errors import ConfigError
 from leantfx import raw_serving
+from leantfx.runtimes import registry
 
-MODEL_FILE = 'model.tflite'
+MODEL_FILE = registry.get(registry.TFLITE).model_file
 MANIFEST_FILE = 'manifest.json'
 # An OpenVINO push's metrics.serving_inputs fact: whether the IR as pushed
 # (dynamic batch, as OpenVINO Model Server compiles it) answers batch 1 as
-# the static batch-1 copy leantfx gated does (raw_runtimes.checked_facts
-# writes it; `leantfx deploy ovms` reads it).
+# the static batch-1 copy leantfx gated does (the optimizer's
+# raw_exports.ServerRawExport.facts writes it; `leantfx deploy ovms` reads
+# it).
 DYNAMIC_BATCH_ONE_OK = 'dynamic_batch_one_ok'
 _NAME_RE = re.compile(r'^[A-Za-z][A-Za-z0-9_-]{0,62}$')
 is_local = versioned_push.is_local
@@ -160,10 +162,8 @@ def read_manifest(version_dir: str) -> Dict[str, Any]:
 # The file(s) each server runtime's model server reads in a version folder:
 # OpenVINO Model Server reads model.xml + model.bin; Triton's and OVMS's ONNX
 # backends read model.onnx.
-RUNTIME_FILES = {
-    'openvino': ('model.xml', 'model.bin'),
-    'onnx': ('model.onnx',),
-}
+RUNTIME_FILES = {runtime: registry.get(runtime).files
+                 for runtime in (registry.OPENVINO, registry.ONNX)}
 # Pushed (listed and hashed in the manifest) when the export wrote them: an
 # OpenVINO model that takes vocabulary ids carries the vocabularies that map
 # a request's strings to them (leantfx/raw_serving.py).

@@ -1,4 +1,9 @@
-"""The runtimes a ModelOptimizer variant is exported to, and which are installed.
+"""The runtimes a variant is exported to, and which are installed.
+
+Each runtime is a ``runtime.Runtime`` defined in its own module (tflite.py,
+openvino.py, onnx.py); ``BY_NAME`` lists them, in build order, and ``get``
+finds one by name. Everything else here (labels, required modules, the
+``--target-cpu`` table) is read from that list or keyed by its names.
 
 TFLite comes with TensorFlow. OpenVINO (with NNCF for int8) and ONNX Runtime
 (with tf2onnx and onnx for the export) are the x86 server runtimes; they are
@@ -16,13 +21,22 @@ import importlib.util
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from leantfx.errors import ConfigError
+from leantfx.runtimes import onnx as onnx_runtime
+from leantfx.runtimes import openvino as openvino_runtime
+from leantfx.runtimes import runtime as runtime_lib
+from leantfx.runtimes import tflite as tflite_runtime
 
-TFLITE = 'tflite'
-OPENVINO = 'openvino'
-ONNX = 'onnx'
-RUNTIMES = (TFLITE, OPENVINO, ONNX)
+# Every runtime, in build order: adding a runtime is its module and a line
+# here.
+BY_NAME: Dict[str, runtime_lib.Runtime] = {
+    r.name: r for r in (tflite_runtime.RUNTIME, openvino_runtime.RUNTIME,
+                        onnx_runtime.RUNTIME)}
+TFLITE = tflite_runtime.RUNTIME.name
+OPENVINO = openvino_runtime.RUNTIME.name
+ONNX = onnx_runtime.RUNTIME.name
+RUNTIMES = tuple(BY_NAME)
 # How messages and reports name each runtime.
-LABELS: Dict[str, str] = {TFLITE: 'TFLite', OPENVINO: 'OpenVINO', ONNX: 'ONNX'}
+LABELS: Dict[str, str] = {name: r.label for name, r in BY_NAME.items()}
 # On the command line: every runtime installed where the optimizer runs.
 ALL = 'all'
 # --target-cpu: the runtimes worth building for a deploy CPU. On x86 all
@@ -40,10 +54,19 @@ INSTALL_HINT = f"pip install 'leantfx[{EXTRA}]'"
 
 # runtime -> the Python modules its export and measurement import.
 REQUIRED_MODULES: Dict[str, Tuple[str, ...]] = {
-    TFLITE: ('tensorflow',),
-    OPENVINO: ('openvino', 'nncf'),
-    ONNX: ('onnxruntime', 'tf2onnx', 'onnx'),
-}
+    name: r.required_modules for name, r in BY_NAME.items()}
+
+
+def get(name: str) -> runtime_lib.Runtime:
+  """The runtime named ``name``.
+
+  Raises:
+    ConfigError: no runtime has that name.
+  """
+  if name not in BY_NAME:
+    raise ConfigError(f'Unknown runtime {name!r}; use one of '
+                      f'{", ".join(RUNTIMES)}.')
+  return BY_NAME[name]
 
 
 def module_installed(name: str) -> bool:

@@ -7,10 +7,21 @@ signature as a ``PreparedSignature``: after that a call is set the inputs,
 changes. The ModelOptimizer's measurement (measure.py) and ``leantfx serve``'s
 TFLite backend (serving/tflite_servable.py) both run models through it, so
 the latency the gate sees is the latency the server gives.
+
+``TFLitePredictor`` (a .tflite file's serving signature, float features in,
+float scores out: an int8 model's inputs quantized and its outputs
+dequantized) and ``TFLiteTimer`` (the same, prepared for the interleaved
+latency measurement) are the TFLite ``Runtime``'s predictor and timer
+(runtime.py). TensorFlow is imported when a predictor is made, not with the
+module: a TFLite server does not load it here.
 """
-from typing import Dict, Mapping, Optional, Sequence
+from typing import Any, Dict, Mapping, Optional, Sequence
 
 import numpy as np
+
+from leantfx.errors import ConfigError
+from leantfx.runtimes import runtime as runtime_lib
+from leantfx.runtimes import timing
 
 
 class PreparedSignature:
@@ -144,3 +155,145 @@ def prepare_interpreter(interpreter) -> Dict[str, PreparedSignature]:
   interpreter.allocate_tensors()
   return {key: PreparedSignature(interpreter, key)
           for key in interpreter.get_signature_list()}
+
+
+SERVING_SIGNATURE = 'serving_default'
+
+
+def quantize(value: np.ndarray, detail: Mapping[str, Any]) -> np.ndarray:
+  """Casts a float input to the tensor's dtype, quantizing int8/int16."""
+  dtype = detail['dtype']
+  scale, zero_point = detail['quantization']
+  if np.issubdtype(dtype, np.integer) and scale:
+    info = np.iinfo(dtype)
+    q = np.round(np.asarray(value, np.float32) / scale + zero_point)
+    return np.clip(q, info.min, info.max).astype(dtype)
+  return np.asarray(value).astype(dtype)
+
+
+def dequantize(value: np.ndarray, detail: Mapping[str, Any]) -> np.ndarray:
+  scale, zero_point = detail['quantization']
+  if np.issubdtype(detail['dtype'], np.integer) and scale:
+    return (value.astype(np.float32) - zero_point) * scale
+  return value.astype(np.float32)
+
+
+
+
+
+class TFLitePredictor:
+  """Runs a .tflite signature on a prepared interpreter, in float.
+
+  The interpreter is allocated once (applying the default delegate) and the
+  signature bound once (:class:`PreparedSignature`, the
+  object ``leantfx serve`` runs requests on); inputs
+  are resized only when the batch shape changes.
+  """
+
+  def __init__(self, path: str,
+               num_threads: int = timing.DEFAULT_NUM_THREADS,
+               signature: str = SERVING_SIGNATURE):
+    self.path = path
+    self.num_threads = num_threads
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    self.interpreter = tf.lite.Interpreter(model_path=path,
+                                           num_threads=num_threads)
+    signatures = self.interpreter.get_signature_list()
+    if signature not in signatures:
+      raise ConfigError(
+          f'{path} has no TFLite signature {signature!r} (it has '
+          f'{sorted(signatures)}); export it with leantfx tflite_export.')
+    self.interpreter.allocate_tensors()
+    self.signature = PreparedSignature(self.interpreter, signature)
+    self.input_details = self.signature.input_details
+    output_details = self.signature.output_details
+    # A variant's model has one output; a raw-feature export (the Trainer's
+    # serving_default contract) answers 'probabilities' or 'predictions'
+    # beside class ids and names.
+    self.output_name = next(
+        (n for n in runtime_lib.SCORE_OUTPUTS if n in output_details),
+        sorted(output_details)[0])
+    self.output_detail = output_details[self.output_name]
+
+  @property
+  def input_names(self):
+    return sorted(self.input_details)
+
+  def prepare(self, features: Mapping[str, np.ndarray]
+             ) -> Dict[str, np.ndarray]:
+    """Converts a float example (or batch) into the interpreter's dtypes."""
+    missing = sorted(set(self.input_details) - set(features))
+    if missing:
+      raise ConfigError(
+          f'The eval features lack the TFLite input(s) {missing}; they have '
+          f'{sorted(features)}.')
+    return {
+        n: quantize(features[n], d) for n, d in self.input_details.items()
+    }
+
+  def run_prepared(self, inputs: Mapping[str, np.ndarray]) -> np.ndarray:
+    """set_tensor, invoke, get_tensor (resizing only on a new batch shape)."""
+    return self.signature.run(inputs, [self.output_name])[self.output_name]
+
+  def predict(self, features: Mapping[str, np.ndarray]) -> np.ndarray:
+    """Float outputs (dequantized) for an example or a batch."""
+    return dequantize(self.run_prepared(self.prepare(features)),
+                      self.output_detail)
+
+
+class TFLiteTimer(timing.RuntimeTimer):
+  """A .tflite variant prepared for timing: its inputs bound once."""
+
+  def __init__(self, variant: timing.LatencyVariant):
+    self.variant = variant
+    self.predictor = TFLitePredictor(variant.path,
+                                     num_threads=variant.num_threads)
+    features = variant.features
+    if features is None:
+      features = {
+          n: np.zeros([1] + [max(1, int(x)) for x in d['shape'][1:]],
+                      np.float32)
+          for n, d in self.predictor.input_details.items()}
+    self.inputs = self.predictor.prepare(features)
+    first = next(iter(self.inputs.values()), np.zeros(1))
+    self.batch_size = int(first.shape[0]) if first.ndim else 1
+    # Resized (once, if the batch differs from the allocated one) and set once.
+    self.predictor.signature.bind(self.inputs)
+    self.invoke = self.predictor.signature.invoke
+    self._runner = None
+
+  def call(self) -> None:
+    """The SignatureRunner call path, on the same prepared interpreter."""
+    if self._runner is None:
+      self._runner = self.predictor.interpreter.get_signature_runner(
+          self.predictor.signature.key)
+    self._runner(**self.inputs)
+
+  def close(self) -> None:
+    # While the runner lives it holds the interpreter's wrapper, and
+    # Interpreter.invoke() refuses to run.
+    self._runner = None
+
+
+class TFLiteRuntime(runtime_lib.Runtime):
+  """TensorFlow Lite's interpreter (XNNPACK on CPU): model.tflite."""
+
+  name = 'tflite'
+  label = 'TFLite'
+  model_file = 'model.tflite'
+  files = ('model.tflite',)
+  required_modules = ('tensorflow',)
+  timed_call = 'invoke() on a prepared interpreter, inputs bound once'
+
+  def predictor(self, path: str,
+                num_threads: int = timing.DEFAULT_NUM_THREADS
+               ) -> TFLitePredictor:
+    return TFLitePredictor(path, num_threads=num_threads)
+
+  def timer(self, label: str, path: str, num_threads: int,
+            features: Optional[Mapping[str, np.ndarray]]) -> TFLiteTimer:
+    return TFLiteTimer(
+        timing.LatencyVariant(label, path, num_threads, features))
+
+
+RUNTIME = TFLiteRuntime()

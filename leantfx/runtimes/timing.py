@@ -2,8 +2,8 @@
 
 components/optimize/evaluation/measure.py's ``measure_latency_interleaved``
 times the variants of every runtime in the same interleaved rounds; each
-runtime's timer (leantfx/runtimes/openvino.py, onnx.py; measure.py's own
-TFLite timer) subclasses ``RuntimeTimer``. They live in this ground layer
+runtime's timer (tflite.py, openvino.py, onnx.py here: each ``Runtime``'s
+``timer``, runtime.py) subclasses ``RuntimeTimer``. They live in this ground layer
 because the runtime modules do, so the server uses those without the
 optimizer.
 """
@@ -33,9 +33,9 @@ class LatencyVariant(NamedTuple):
 class RuntimeTimer:
   """A model prepared in its runtime for timing, its inputs bound once.
 
-  The runtime modules (tflite: measure.py's ``_Timed``; openvino.py,
-  onnx.py here) subclass it, so measure.py's ``measure_latency_interleaved`` times
-  every runtime's variants in the same interleaved rounds.
+  The runtime modules (tflite.py's ``TFLiteTimer``, openvino.py, onnx.py)
+  subclass it, so measure.py's ``measure_latency_interleaved`` times every
+  runtime's variants in the same interleaved rounds.
   ``invoke`` is the runtime's own call on the bound inputs (what is timed as
   the latency); ``call`` is the one-line Python call path a client writes
   (inputs passed per call, outputs returned), timed for the per-call

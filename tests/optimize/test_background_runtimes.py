@@ -13,7 +13,8 @@ import psutil
 import pytest
 
 from leantfx.components.optimize import config as config_lib
-from leantfx.components.optimize import executor as executor_lib
+from leantfx.components.optimize.steps import server_variants
+from leantfx.components.optimize.steps import variants as variants_lib
 from leantfx.components.optimize.evaluation import measure
 from leantfx.components.optimize.export import runtime_variants
 from leantfx.components.optimize.export import tflite as tflite_export
@@ -40,7 +41,7 @@ def _config():
 def _build(teacher, digits, tmp_path, failures):
   eval_data = measure.LabeledData.from_dataset(digits.eval_ds())
   config = _config()
-  return executor_lib.build_variants(
+  return variants_lib.build_variants(
       teacher, digits.train_ds(), digits.eval_ds(), eval_data, config,
       str(tmp_path / 'variants'), failures,
       server_runtimes=('openvino', 'onnx'))
@@ -81,14 +82,14 @@ def test_every_variant_is_built_and_timed_in_one_interleaved_run(
 def test_a_pair_failing_in_the_worker_is_listed_and_the_rest_go_on(
     teacher, digits, tmp_path, monkeypatch):
   """An empty int8 calibration set fails the int8 pairs, by name."""
-  real_job = executor_lib._worker_job  # pylint: disable=protected-access
+  real_job = server_variants.worker_job
 
   def without_samples(*args, **kwargs):
     job = real_job(*args, **kwargs)
     job['samples'] = []
     return job
 
-  monkeypatch.setattr(executor_lib, '_worker_job', without_samples)
+  monkeypatch.setattr(server_variants, 'worker_job', without_samples)
   failures = []
   variants = _build(teacher, digits, tmp_path, failures)
   names = {v.name for v in variants}
@@ -102,7 +103,7 @@ def test_a_pair_failing_in_the_worker_is_listed_and_the_rest_go_on(
 
 
 def test_the_worker_process_runs_at_the_lowest_priority():
-  pool = executor_lib._runtime_pool()  # pylint: disable=protected-access
+  pool = server_variants.runtime_pool()
   try:
     worker_pid = pool.submit(os.getpid).result(timeout=300)
     niceness = pool.submit(os.nice, 0).result(timeout=60)
@@ -116,8 +117,8 @@ def test_the_worker_process_runs_at_the_lowest_priority():
 # and waits to be killed.
 _POOL_OWNER = (
     'import os, time\n'
-    'from leantfx.components.optimize import executor\n'
-    'pool = executor._runtime_pool()\n'
+    'from leantfx.components.optimize.steps import server_variants\n'
+    'pool = server_variants.runtime_pool()\n'
     'print(pool.submit(os.getpid).result(timeout=600), flush=True)\n'
     'time.sleep(600)\n')
 

@@ -18,7 +18,8 @@ import tf_keras
 
 from leantfx.components.optimize.techniques import _keras_utils
 from leantfx.components.optimize import config as config_lib
-from leantfx.components.optimize import executor as executor_lib
+from leantfx.components.optimize import inputs
+from leantfx.components.optimize.steps import samples
 from leantfx.components.optimize.evaluation import measure
 from leantfx.components.optimize.techniques import pruning
 from leantfx.components.optimize.evaluation import report
@@ -131,7 +132,7 @@ def _ops(dataset):
 
 def test_a_split_above_the_bound_is_streamed_not_cached(tmp_path):
   files = helpers.write_gzip_split(str(tmp_path / 'train'), 301)
-  streamed = executor_lib.make_dataset(files, _SPEC, 'label', 16,
+  streamed = inputs.make_dataset(files, _SPEC, 'label', 16,
                                        shuffle=True, cache_max_records=100)
   assert not any('Cache' in op for op in _ops(streamed))
   # ceil(301 / 16) batches, known without a counting pass.
@@ -139,7 +140,7 @@ def test_a_split_above_the_bound_is_streamed_not_cached(tmp_path):
   for _ in range(2):  # every pass reads every record once, in a new order
     seen = np.concatenate([f['x'].numpy() for f, _ in streamed])
     assert sorted(seen.tolist()) == [float(i) for i in range(301)]
-  cached = executor_lib.make_dataset(files, _SPEC, 'label', 16,
+  cached = inputs.make_dataset(files, _SPEC, 'label', 16,
                                      cache_max_records=1000)
   assert any('Cache' in op for op in _ops(cached))
   seen = np.concatenate([f['x'].numpy() for f, _ in cached])
@@ -182,5 +183,5 @@ def test_the_report_says_what_was_sampled_and_how_long_each_candidate_took():
 
 def test_first_rows_keeps_the_order_and_bounds_the_rows():
   data = measure.LabeledData({'x': np.arange(10.0)}, np.arange(10))
-  assert executor_lib.first_rows(data, 4).labels.tolist() == [0, 1, 2, 3]
-  assert executor_lib.first_rows(data, 40) is data
+  assert samples.first_rows(data, 4).labels.tolist() == [0, 1, 2, 3]
+  assert samples.first_rows(data, 40) is data

@@ -23,6 +23,9 @@ from tfx.types import standard_artifacts
 from leantfx.components.optimize import component as component_lib
 from leantfx.components.optimize import config as config_lib
 from leantfx.components.optimize import executor as executor_lib
+from leantfx.components.optimize import flow
+from leantfx.components.optimize import inputs
+from leantfx.components.optimize.steps import samples
 from leantfx.runtimes import push
 from leantfx.components.optimize import spec
 from leantfx.components.optimize.evaluation.selection import Budget
@@ -156,7 +159,7 @@ def test_blessed_variant_is_pushed_with_manifest_and_report(
   # The pruning step searched and measured on TECHNIQUE_EXAMPLES train rows,
   # none of them an eval row (the gate's selection split is eval rows).
   rows, = technique_rows
-  assert len(rows) == executor_lib.TECHNIQUE_EXAMPLES
+  assert len(rows) == samples.TECHNIQUE_EXAMPLES
   as_bytes = lambda x: {r.tobytes() for r in np.asarray(x, np.float32)}  # pylint: disable=unnecessary-lambda-assignment
   train_rows = as_bytes(digits.x[:conftest.NUM_TRAIN])
   eval_rows = as_bytes(digits.x[conftest.NUM_TRAIN:])
@@ -289,17 +292,17 @@ def test_missing_eval_split_is_a_clear_error(inputs_root, tmp_path):
 def test_transform_graph_without_the_model_input_is_a_clear_error(
     inputs_root, tmp_path):
   with pytest.raises(InputDataError, match=r"lack \['pixels'\]"):
-    executor_lib.transformed_feature_spec(
+    inputs.transformed_feature_spec(
         str(inputs_root / 'transform_graph'), ['pixels'])
 
 
 def test_unreadable_examples_are_a_clear_error(inputs_root, tmp_path):
   bad = tmp_path / 'bad.gz'
   bad.write_bytes(b'not gzip at all')
-  feature_spec = executor_lib.transformed_feature_spec(
+  feature_spec = inputs.transformed_feature_spec(
       str(inputs_root / 'transform_graph'), ['image_xf'])
   with pytest.raises(InputDataError, match='Cannot read transformed examples'):
-    executor_lib.make_dataset([str(bad)], feature_spec, 'label_xf', 8)
+    inputs.make_dataset([str(bad)], feature_spec, 'label_xf', 8)
 
 
 @pytest.mark.parametrize('properties, message', [
@@ -445,7 +448,7 @@ def test_every_candidate_failing_is_a_clear_error(inputs_root, tmp_path):
       'pruning', {'epochs': 1, 'frequency': 10, 'structured_2_4': True})
   input_dict, output_dict = _dicts(inputs_root, tmp_path)
   push_base = tmp_path / 'tflite_serving'
-  with pytest.raises(executor_lib.NoVariantBuilt,
+  with pytest.raises(flow.NoVariantBuilt,
                      match=r"every candidate failed.*'conv3x3' \(Conv2D\)"):
     executor_lib.Executor().Do(
         input_dict, output_dict,

@@ -10,6 +10,7 @@ from leantfx.components.optimize.techniques import _keras_utils
 from leantfx.components.optimize.evaluation import measure
 from leantfx.components.optimize.export import tflite as tflite_export
 from leantfx.errors import ConfigError
+from leantfx.runtimes import tflite as tflite_runtime
 from tests.optimize import conftest
 
 pytestmark = pytest.mark.unit
@@ -115,13 +116,13 @@ def test_weight_stats_counts_zero_kernel_weights(teacher):
 def test_int8_inputs_are_quantized_with_the_tensor_scale():
   detail = {'dtype': np.int8, 'quantization': (1 / 255, -128)}
   # q = round(x / scale + zero_point), clipped to int8.
-  q = measure._quantize(np.array([[0.0, 0.2, 1.0, 2.0]]), detail)
+  q = tflite_runtime.quantize(np.array([[0.0, 0.2, 1.0, 2.0]]), detail)
   assert q.dtype == np.int8
   np.testing.assert_array_equal(q, [[-128, -77, 127, 127]])  # 2.0 saturates
   np.testing.assert_allclose(
-      measure._dequantize(q, detail), [[0.0, 0.2, 1.0, 1.0]], rtol=1e-6)
+      tflite_runtime.dequantize(q, detail), [[0.0, 0.2, 1.0, 1.0]], rtol=1e-6)
   float_detail = {'dtype': np.float32, 'quantization': (0.0, 0)}
-  assert measure._quantize(np.array([1.5]), float_detail)[0] == 1.5
+  assert tflite_runtime.quantize(np.array([1.5]), float_detail)[0] == 1.5
 
 
 def test_bad_inputs_are_config_errors(float_tflite, eval_data, tmp_path):

@@ -24,6 +24,7 @@ import tf_keras
 from leantfx.components.optimize.evaluation import measure
 from leantfx.runtimes import openvino as openvino_runtime
 from leantfx.components.optimize.evaluation import quality as quality_lib
+from leantfx.components.optimize.export import raw_exports
 from leantfx.components.optimize.export import raw_runtimes
 from leantfx.components.optimize.export import runtime_variants
 from leantfx.runtimes import registry as runtimes
@@ -161,8 +162,8 @@ def test_the_raw_push_records_what_a_dynamic_batch_answers_at_batch_1(
       gap, np.abs(as_pushed - predictor.predict({FEATURE: x})).max(),
       atol=1e-6)
   bug = gap > openvino_runtime.DYNAMIC_BATCH_ONE_ATOL
-  _, facts = raw_runtimes.checked_facts(
-      runtimes.OPENVINO, os.path.dirname(path),
+  _, facts = raw_exports.RAW_EXPORTS[runtimes.OPENVINO].facts(
+      {'output_dir': os.path.dirname(path)},
       {'accuracy': 1.0, 'latency_p50_ms': 0.1, 'latency_p99_ms': 0.2,
        'call_overhead_ms': 0.0, raw_runtimes.DYNAMIC_BATCH_ONE_GAP: gap},
       'c/openvino_int8', BATCH, 1.0, quality_lib.for_task('classification'),

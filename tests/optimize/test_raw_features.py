@@ -16,9 +16,11 @@ import tensorflow as tf
 
 from leantfx.components.optimize import config as config_lib_optimize
 from leantfx.components.optimize import executor as executor_lib
+from leantfx.components.optimize.steps import raw_fold
 from leantfx.components.optimize.evaluation import measure
 from leantfx.components.optimize.export import openvino as openvino_export
 from leantfx.components.optimize.evaluation import quality as quality_lib
+from leantfx.components.optimize.export import raw_exports
 from leantfx.components.optimize.export import raw_features
 from leantfx.components.optimize.export import tflite as tflite_export
 from leantfx.errors import ConfigError
@@ -310,7 +312,7 @@ def test_the_pick_exported_with_raw_inputs_scores_as_gated(penguins_fixture,
   fx = penguins_fixture
   raw = _raw_inputs(fx, tmp_path)
   variant = _transformed_variant(fx, tflite_export.FLOAT32, tmp_path)
-  path, facts = raw_features.export_checked(
+  path, facts = raw_exports.export_checked(
       fx.model, variant, raw, _transformed_eval(fx, raw),
       quality_lib.ACCURACY, 0.01, num_threads=1, latency_runs=20,
       warmup_runs=2, calibration_samples=50)
@@ -338,7 +340,7 @@ def test_an_export_that_scores_below_its_twin_is_refused(penguins_fixture,
                           (raw.eval.labels + 1) % len(fx.spec.classes)))
   variant = _transformed_variant(fx, tflite_export.FLOAT32, tmp_path)
   with pytest.raises(raw_features.RawParityError, match='accuracy'):
-    raw_features.export_checked(
+    raw_exports.export_checked(
         fx.model, variant, wrong, reference, quality_lib.ACCURACY, 0.01,
         num_threads=1, latency_runs=20, warmup_runs=2,
         calibration_samples=50)
@@ -356,7 +358,7 @@ def test_a_failed_raw_export_pushes_the_transformed_file_and_says_so(
   variant = _transformed_variant(fx, tflite_export.INT8, tmp_path)
   failures = []
   config = config_lib_optimize.OptimizationConfig()
-  path, facts = executor_lib._raw_export(  # pylint: disable=protected-access
+  path, facts = raw_fold.fold_one_pick(
       variant, {'cand': fx.model}, empty, _transformed_eval(fx, raw), config,
       failures)
   assert path is None  # The caller pushes the transformed-input file.

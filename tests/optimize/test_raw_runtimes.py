@@ -444,10 +444,10 @@ def _raw_inputs(fx, tmp_path):
 @pytest.mark.parametrize('runtime', [raw_runtimes.ONNX, raw_runtimes.OPENVINO])
 def test_the_optimizer_pushes_a_runtime_pick_with_raw_inputs(
     digits_fixture, tmp_path, runtime):
-  """executor._raw_export: the pick's raw export, scored as gated."""
+  """raw_fold.fold_one_pick: the pick's raw export, scored as gated."""
   # pylint: disable=g-import-not-at-top
   from leantfx.components.optimize import config as config_lib
-  from leantfx.components.optimize import executor as executor_lib
+  from leantfx.components.optimize.steps import raw_fold
   from leantfx.runtimes import push
   # pylint: enable=g-import-not-at-top
   _runtime(runtime)
@@ -455,7 +455,7 @@ def test_the_optimizer_pushes_a_runtime_pick_with_raw_inputs(
   raw, transformed = _raw_inputs(fx, tmp_path)
   variant = _runtime_variant(fx, runtime, 'float32', tmp_path)
   failures = []
-  folder, facts = executor_lib._raw_export(  # pylint: disable=protected-access
+  folder, facts = raw_fold.fold_one_pick(
       variant, {'cand': fx.model}, raw, transformed,
       config_lib.OptimizationConfig(latency_runs=20, warmup_runs=2),
       failures)
@@ -474,7 +474,7 @@ def test_the_optimizer_pushes_a_runtime_pick_with_raw_inputs(
 @pytest.mark.parametrize('worker', ['alive', 'gone'])
 def test_the_runtime_picks_raw_exports_run_in_the_worker(
     digits_fixture, tmp_path, monkeypatch, worker):
-  """executor._raw_exports: OpenVINO's and ONNX's conversions in the worker.
+  """fold_raw_columns: OpenVINO's and ONNX's conversions in the worker.
 
   This process only saves their wrapper SavedModels and checks the results:
   its convert_raw is made to fail, which the spawned worker's is not. A
@@ -482,7 +482,8 @@ def test_the_runtime_picks_raw_exports_run_in_the_worker(
   """
   # pylint: disable=g-import-not-at-top
   from leantfx.components.optimize import config as config_lib
-  from leantfx.components.optimize import executor as executor_lib
+  from leantfx.components.optimize.steps import raw_fold
+  from leantfx.components.optimize.steps import server_variants
   # pylint: enable=g-import-not-at-top
   for runtime in raw_runtimes.RUNTIMES:
     _runtime(runtime)
@@ -491,7 +492,7 @@ def test_the_runtime_picks_raw_exports_run_in_the_worker(
   picks = {runtime: _runtime_variant(fx, runtime, mode, tmp_path)
            for runtime, mode in ((raw_runtimes.OPENVINO, 'float32'),
                                  (raw_runtimes.ONNX, 'int8'))}
-  pool = executor_lib._runtime_pool()  # pylint: disable=protected-access
+  pool = server_variants.runtime_pool()
   if worker == 'gone':
     pool.shutdown(wait=True)
   else:
@@ -507,7 +508,7 @@ def test_the_runtime_picks_raw_exports_run_in_the_worker(
         latency_runs=20, warmup_runs=2,
         budget=dataclasses.replace(config_lib.OptimizationConfig().budget,
                                    max_accuracy_drop=0.05))
-    exports = executor_lib._raw_exports(  # pylint: disable=protected-access
+    exports = raw_fold.fold_raw_columns(
         picks, {'cand': fx.model}, raw, transformed, config, failures, pool)
   finally:
     pool.shutdown(wait=True)
@@ -527,7 +528,7 @@ def test_openvino_with_vocabularies_pushes_raw_with_its_lookups(
   """Penguins' OpenVINO pick takes raw columns; its lookups are pushed."""
   # pylint: disable=g-import-not-at-top
   from leantfx.components.optimize import config as config_lib
-  from leantfx.components.optimize import executor as executor_lib
+  from leantfx.components.optimize.steps import raw_fold
   from leantfx.runtimes import push
   from leantfx import raw_serving
   # pylint: enable=g-import-not-at-top
@@ -536,7 +537,7 @@ def test_openvino_with_vocabularies_pushes_raw_with_its_lookups(
   raw, transformed = _raw_inputs(fx, tmp_path)
   variant = _runtime_variant(fx, raw_runtimes.OPENVINO, 'float32', tmp_path)
   failures = []
-  folder, facts = executor_lib._raw_export(  # pylint: disable=protected-access
+  folder, facts = raw_fold.fold_one_pick(
       variant, {'cand': fx.model}, raw, transformed,
       config_lib.OptimizationConfig(latency_runs=20, warmup_runs=2),
       failures)

@@ -3,7 +3,7 @@
 A tiny diabetes-shaped model (leantfx's own build_model on the bundled
 diabetes spec: ten numeric inputs, no hidden layer, the Rescaling head that
 puts predictions in target units) is fitted for a few epochs on synthetic
-rows, saved as run_fn saves it, and run through ``executor.optimize`` (every
+rows, saved as run_fn saves it, and run through ``flow.optimize`` (every
 step the executor's Do runs after its input checks, which test_executor
 covers): float32/float16/dynamic_range/int8 TFLite variants, measured by RMSE on
 the selection split, gated on the relative RMSE increase, re-measured on the
@@ -19,7 +19,7 @@ import tensorflow as tf
 from leantfx import config as config_lib
 from leantfx import datasets
 from leantfx.components.optimize import config as optimize_config
-from leantfx.components.optimize import executor as executor_lib
+from leantfx.components.optimize import flow
 from leantfx.components.optimize.evaluation import measure
 from leantfx.runtimes import push
 from leantfx.components.optimize.evaluation.selection import Budget
@@ -60,7 +60,7 @@ def regression_run(tmp_path_factory):
   config = optimize_config.OptimizationConfig(
       task='regression', budget=Budget(0.01, max_rmse_increase=0.05),
       latency_runs=20, warmup_runs=2, runtimes=('tflite', 'openvino', 'onnx'))
-  outcome = executor_lib.optimize(
+  outcome = flow.optimize(
       model, model_dir, str(root / 'model'), train_ds, eval_ds, config,
       str(root / 'report'), str(root / 'tflite'), 'diabetes')
   return model, evaluation, outcome, root

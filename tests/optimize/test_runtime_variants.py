@@ -15,7 +15,7 @@ import tf_keras
 import tensorflow as tf
 
 from leantfx.components.optimize import config as config_lib
-from leantfx.components.optimize import executor as executor_lib
+from leantfx.components.optimize import flow
 from leantfx.components.optimize.evaluation import measure
 from leantfx.components.optimize.export import onnx as onnx_export
 from leantfx.components.optimize.export import openvino as openvino_export
@@ -61,7 +61,7 @@ def test_optimize_builds_gates_and_pushes_openvino_while_onnx_is_missing(
       budget=Budget(max_accuracy_drop=0.03), policy='smallest',
       latency_runs=RUNS, warmup_runs=WARMUP, calibration_samples=CALIBRATION,
       runtimes=('tflite', 'openvino', 'onnx'))
-  outcome = executor_lib.optimize(
+  outcome = flow.optimize(
       teacher, model_dir, 'source-model', digits.train_ds(),
       digits.eval_ds(), config, str(tmp_path / 'report'),
       str(tmp_path / 'out' / 'tflite'), 'digits')

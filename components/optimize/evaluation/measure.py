@@ -47,13 +47,15 @@ from leantfx.components.optimize.techniques import _keras_utils
 from leantfx.components.optimize.evaluation import quality as quality_lib
 from leantfx.errors import ConfigError
 from leantfx.runtimes import tflite as tflite_runtime
+from leantfx.runtimes.tflite import SERVING_SIGNATURE
+from leantfx.runtimes.tflite import TFLitePredictor
+from leantfx.runtimes.tflite import TFLiteTimer
 from leantfx.runtimes.timing import DEFAULT_NUM_THREADS
 from leantfx.runtimes.timing import LatencyVariant
 from leantfx.runtimes.timing import RuntimeTimer
 
 TFLITE = 'tflite'
 TENSORFLOW = 'tensorflow'
-SERVING_SIGNATURE = 'serving_default'
 # Enough samples for a stable p99 on a quiet machine (the p99 of 200 runs is
 # the 2nd-slowest run); the benchmark and the pipeline config can raise it.
 DEFAULT_LATENCY_RUNS = 200
@@ -248,87 +250,6 @@ def _time_batch1(predict_one: Callable[[int], Any], num_examples: int,
   return _percentiles(durations)
 
 
-def _quantize(value: np.ndarray, detail: Mapping[str, Any]) -> np.ndarray:
-  """Casts a float input to the tensor's dtype, quantizing int8/int16."""
-  dtype = detail['dtype']
-  scale, zero_point = detail['quantization']
-  if np.issubdtype(dtype, np.integer) and scale:
-    info = np.iinfo(dtype)
-    q = np.round(np.asarray(value, np.float32) / scale + zero_point)
-    return np.clip(q, info.min, info.max).astype(dtype)
-  return np.asarray(value).astype(dtype)
-
-
-def _dequantize(value: np.ndarray, detail: Mapping[str, Any]) -> np.ndarray:
-  scale, zero_point = detail['quantization']
-  if np.issubdtype(detail['dtype'], np.integer) and scale:
-    return (value.astype(np.float32) - zero_point) * scale
-  return value.astype(np.float32)
-
-
-# The outputs scored, in preference order, when a signature has several.
-SCORE_OUTPUTS = ('probabilities', 'predictions')
-
-
-class TFLitePredictor:
-  """Runs a .tflite signature on a prepared interpreter, in float.
-
-  The interpreter is allocated once (applying the default delegate) and the
-  signature bound once (:class:`tflite_runtime.PreparedSignature`, the
-  object ``leantfx serve`` runs requests on); inputs
-  are resized only when the batch shape changes.
-  """
-
-  def __init__(self, path: str, num_threads: int = DEFAULT_NUM_THREADS,
-               signature: str = SERVING_SIGNATURE):
-    self.path = path
-    self.num_threads = num_threads
-    self.interpreter = tf.lite.Interpreter(model_path=path,
-                                           num_threads=num_threads)
-    signatures = self.interpreter.get_signature_list()
-    if signature not in signatures:
-      raise ConfigError(
-          f'{path} has no TFLite signature {signature!r} (it has '
-          f'{sorted(signatures)}); export it with leantfx tflite_export.')
-    self.interpreter.allocate_tensors()
-    self.signature = tflite_runtime.PreparedSignature(self.interpreter,
-                                                       signature)
-    self.input_details = self.signature.input_details
-    output_details = self.signature.output_details
-    # A variant's model has one output; a raw-feature export (the Trainer's
-    # serving_default contract) answers 'probabilities' or 'predictions'
-    # beside class ids and names.
-    self.output_name = next(
-        (n for n in SCORE_OUTPUTS if n in output_details),
-        sorted(output_details)[0])
-    self.output_detail = output_details[self.output_name]
-
-  @property
-  def input_names(self):
-    return sorted(self.input_details)
-
-  def prepare(self, features: Mapping[str, np.ndarray]
-             ) -> Dict[str, np.ndarray]:
-    """Converts a float example (or batch) into the interpreter's dtypes."""
-    missing = sorted(set(self.input_details) - set(features))
-    if missing:
-      raise ConfigError(
-          f'The eval features lack the TFLite input(s) {missing}; they have '
-          f'{sorted(features)}.')
-    return {
-        n: _quantize(features[n], d) for n, d in self.input_details.items()
-    }
-
-  def run_prepared(self, inputs: Mapping[str, np.ndarray]) -> np.ndarray:
-    """set_tensor, invoke, get_tensor (resizing only on a new batch shape)."""
-    return self.signature.run(inputs, [self.output_name])[self.output_name]
-
-  def predict(self, features: Mapping[str, np.ndarray]) -> np.ndarray:
-    """Float outputs (dequantized) for an example or a batch."""
-    return _dequantize(self.run_prepared(self.prepare(features)),
-                       self.output_detail)
-
-
 @dataclasses.dataclass
 class LatencyStats:
   """One variant's latency, from the kept attempt of an interleaved run.
@@ -400,41 +321,8 @@ def _ms(seconds: Sequence[float]) -> np.ndarray:
   return np.asarray(seconds, dtype=np.float64) * 1000.0
 
 
-class _Timed(RuntimeTimer):
-  """A .tflite variant prepared for timing: its inputs bound once."""
-
-  def __init__(self, variant: LatencyVariant):
-    self.variant = variant
-    self.predictor = TFLitePredictor(variant.path,
-                                     num_threads=variant.num_threads)
-    features = variant.features
-    if features is None:
-      features = {
-          n: np.zeros([1] + [max(1, int(x)) for x in d['shape'][1:]],
-                      np.float32)
-          for n, d in self.predictor.input_details.items()}
-    self.inputs = self.predictor.prepare(features)
-    first = next(iter(self.inputs.values()), np.zeros(1))
-    self.batch_size = int(first.shape[0]) if first.ndim else 1
-    # Resized (once, if the batch differs from the allocated one) and set once.
-    self.predictor.signature.bind(self.inputs)
-    self.invoke = self.predictor.signature.invoke
-    self._runner = None
-
-  def call(self) -> None:
-    """The SignatureRunner call path, on the same prepared interpreter."""
-    if self._runner is None:
-      self._runner = self.predictor.interpreter.get_signature_runner(
-          self.predictor.signature.key)
-    self._runner(**self.inputs)
-
-  def close(self) -> None:
-    # While the runner lives it holds the interpreter's wrapper, and
-    # Interpreter.invoke() refuses to run.
-    self._runner = None
-
-
-def _one_attempt(timed: Sequence[_Timed], rounds: int, runs_per_round: int,
+def _one_attempt(timed: Sequence[RuntimeTimer], rounds: int,
+                 runs_per_round: int,
                  measure_overhead: bool, clock: Callable[[], float]
                 ) -> Tuple[Dict[str, LatencyStats], List[List[str]]]:
   invokes: Dict[str, List[List[float]]] = {t.variant.label: [] for t in timed}
@@ -534,7 +422,8 @@ def measure_latency_interleaved(
     _check_runs(runs, warmup_runs, v.num_threads)
   rounds = min(rounds, runs)
   runs_per_round = int(math.ceil(runs / rounds))
-  timed = [v if isinstance(v, RuntimeTimer) else _Timed(v) for v in variants]
+  timed = [v if isinstance(v, RuntimeTimer) else TFLiteTimer(v)
+           for v in variants]
   for t in timed:
     for _ in range(warmup_runs):
       t.invoke()
@@ -634,7 +523,7 @@ def measure_tflite(path: str,
   stats = latency.variants[label]
   params, sparsity, facts = _model_facts(keras_model, details)
   facts['latency'] = {
-      'method': 'invoke() on a prepared interpreter, inputs bound once',
+      'method': tflite_runtime.RUNTIME.timed_call,
       'rounds': latency.rounds, 'attempts': latency.attempts,
       'stable': latency.stable,
       'max_round_spread': latency.max_round_spread,

@@ -108,7 +108,7 @@ def write_report(report_dir: str,
     left_out: techniques not run for this task, with the reason.
     budgets: the Trainer's steps the techniques were capped by, the
       samples scored and calibrated on, the train split's caching, and
-      each candidate's seconds and steps (executor.optimize).
+      each candidate's seconds and steps (flow.optimize).
 
   Returns:
     {'variants': path, 'markdown': path, 'html': path, 'plots': [paths]}.

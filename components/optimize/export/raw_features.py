@@ -41,6 +41,9 @@ Where the raw -> transformed step lives, per runtime:
 Parity (tests/optimize/test_raw_features.py): on eval rows the raw-input
 variant's probabilities match the transformed-input variant's and the
 TFT-then-Keras output within quantization error.
+
+Exported, measured and checked against the transformed-input variant the
+same way for every runtime: raw_exports.py.
 """
 import dataclasses
 import os
@@ -350,74 +353,6 @@ def raw_path(variant_path: str) -> str:
   """Where a variant's raw-feature export goes: beside its .tflite."""
   root, _ = os.path.splitext(variant_path)
   return root + '.raw.tflite'
-
-
-def export_checked(model, variant: measure.VariantMetrics, raw: RawInputs,
-                   reference_data: measure.LabeledData, quality,
-                   tolerance: float, *, num_threads: int, latency_runs: int,
-                   warmup_runs: int, calibration_samples: int
-                  ) -> Tuple[str, Dict[str, Any]]:
-  """Exports ``variant`` with raw-feature inputs, measures and checks it.
-
-  The export is measured as the user runs it: the whole raw eval split
-  through a prepared interpreter (Transform included), and its latency at
-  batch 1 with the preprocessing in the graph. Its quality is compared with
-  the transformed-input variant's on the same split (``reference_data``,
-  the Transform's output of those rows): a gap beyond ``tolerance`` (the
-  budget's quality term) means the export does not compute what was gated.
-
-  Args:
-    model: the variant's Keras model (transformed-feature inputs).
-    variant: the gated transformed-input variant (its .tflite and mode).
-    raw: the raw rows and the Transform.
-    reference_data: the transformed eval split (all of it).
-    quality: the task's quality_lib.Quality.
-    tolerance: how much worse (quality.drop) the export may score.
-    num_threads: interpreter threads for the measurement.
-    latency_runs: timed batch-1 runs.
-    warmup_runs: untimed runs first.
-    calibration_samples: raw train rows calibrating an int8 mode.
-
-  Returns:
-    (the .raw.tflite path, facts for the manifest).
-
-  Raises:
-    RawParityError: the export scores worse than ``tolerance`` allows.
-    Exception: whatever conversion raises (the caller records it).
-  """
-  path = raw_path(variant.path)
-  export_raw_tflite(model, raw.tf_transform_output, raw.label, raw.classes,
-                    variant.tflite_mode, raw.train.features,
-                    output_path=path,
-                    num_calibration_samples=calibration_samples)
-  metrics = measure.measure_tflite(
-      path, raw.eval, name=f'{variant.name} (raw features)',
-      technique=variant.technique, tflite_mode=variant.tflite_mode,
-      num_threads=num_threads, latency_runs=latency_runs,
-      warmup_runs=warmup_runs, quality=quality)
-  reference = measure.scores_on(variant.path, reference_data, quality,
-                                num_threads)[quality.name]
-  value = quality.value(metrics)
-  gap = quality.drop(reference, value)
-  facts = {
-      'inputs': 'raw',
-      'eval_examples': len(raw.eval),
-      quality.name: value,
-      f'transformed_input_{quality.name}': reference,
-      'latency_p50_ms': metrics.latency_p50_ms,
-      'latency_p99_ms': metrics.latency_p99_ms,
-      'latency_includes_preprocessing': True,
-      'call_overhead_ms': metrics.call_overhead_ms,
-      'size_bytes': metrics.size_bytes,
-  }
-  if gap > tolerance:
-    raise RawParityError(
-        f'the raw-feature export of {variant.name} scores {quality.name} '
-        f'{value:.4f} on the {len(raw.eval)} raw eval rows against '
-        f'{reference:.4f} for the transformed-input variant on the same '
-        f'rows ({quality.label} {gap:.4f} > {tolerance}): the folded '
-        'Transform does not compute what was gated')
-  return path, facts
 
 
 def sample_rows(data: measure.LabeledData, count: int,

@@ -42,11 +42,14 @@ String tensors per runtime (what a client or the servable must pass):
 
 Files: model.xml + model.bin (OpenVINO) or model.onnx in ``output_dir``, the
 names openvino_export / onnx_export write and push.RUNTIME_FILES lists.
+
+Exported, measured and checked against the transformed-input variant the
+same way for every runtime: raw_exports.py.
 """
 import os
 import tempfile
 import time
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 import numpy as np
 
@@ -55,9 +58,9 @@ from leantfx.components.optimize.export import onnx as onnx_export
 from leantfx.runtimes import onnx as onnx_runtime
 from leantfx.components.optimize.export import openvino as openvino_export
 from leantfx.runtimes import openvino as openvino_runtime
-from leantfx.runtimes import push
 from leantfx.components.optimize.export import raw_features
 from leantfx.runtimes import registry as runtimes_lib
+from leantfx.runtimes import runtime as runtime_lib
 from leantfx.components.optimize.export import tflite as tflite_export
 from leantfx.errors import ConfigError
 from leantfx import raw_serving
@@ -441,9 +444,9 @@ class RawPredictor:
   """A raw-feature export in its runtime: raw requests in, one score out.
 
   For the optimizer's checks and latency: the score is 'probabilities' (or
-  'predictions' for a regression), picked by name (measure.SCORE_OUTPUTS),
-  and strings are fed as each runtime reads them (onnx_feed,
-  openvino_feed).
+  'predictions' for a regression), picked by name
+  (runtime_lib.SCORE_OUTPUTS), and strings are fed as each runtime reads
+  them (onnx_feed, openvino_feed).
   """
 
   def __init__(self, runtime: str, path: str, num_threads: int = 1):
@@ -453,8 +456,8 @@ class RawPredictor:
     if runtime == ONNX:
       self._session = onnx_runtime.open_session(path, num_threads)
       names = [o.name for o in self._session.get_outputs()]
-      self._output = next((n for n in measure.SCORE_OUTPUTS if n in names),
-                          names[0])
+      self._output = next(
+          (n for n in runtime_lib.SCORE_OUTPUTS if n in names), names[0])
     else:
       # Batch-1 calls on a static-batch copy (leantfx/runtimes/openvino.py: the CPU
       # plugin can answer a dynamic-batch int8 IR wrongly at batch 1).
@@ -463,8 +466,9 @@ class RawPredictor:
       compiled = self._models.get(self._models.ANY)
       ports = [openvino_runtime._port_name(p)  # pylint: disable=protected-access
                for p in compiled.outputs]
-      self._output = next((n for n in measure.SCORE_OUTPUTS if n in ports),
-                          sorted(ports)[0])
+      self._output = next(
+          (n for n in runtime_lib.SCORE_OUTPUTS if n in ports),
+          sorted(ports)[0])
 
   def _request_for(self, batch_size):
     """(infer request, {column: input port}, score port) for a batch."""
@@ -571,120 +575,3 @@ def measure_raw(runtime: str, path: str, data: measure.LabeledData, quality,
 def raw_dir(variant_dir: str) -> str:
   """Where a runtime variant's raw-feature export goes: beside its folder."""
   return variant_dir.rstrip('/') + '_raw'
-
-
-def export_checked(runtime: str, model, variant_dir: str, mode: str,
-                   name: str, raw: raw_features.RawInputs, reference: float,
-                   quality, tolerance: float, *, num_threads: int,
-                   latency_runs: int, warmup_runs: int,
-                   calibration_samples: int):
-  """Exports a runtime pick with raw-feature inputs, measures and checks it.
-
-  As raw_features.export_checked for TFLite: the export is scored on the
-  whole raw eval split through its runtime and refused when it scores worse
-  than ``reference`` (the transformed-input variant's score on the same
-  rows) by more than ``tolerance``. In this process: ``checked_job``,
-  ``convert_and_measure``, ``checked_facts`` (the ModelOptimizer runs the
-  middle one in its worker process).
-
-  Args:
-    runtime: 'openvino' or 'onnx'.
-    model: the variant's Keras model (transformed-feature inputs).
-    variant_dir: the transformed-input variant's folder.
-    mode: 'float32' or 'int8'.
-    name: the variant's name, for messages.
-    raw: the raw rows and the Transform.
-    reference: the transformed-input variant's quality on the eval split.
-    quality: the task's quality_lib.Quality.
-    tolerance: how much worse (quality.drop) the export may score.
-    num_threads: runtime threads.
-    latency_runs: timed batch-1 calls.
-    warmup_runs: untimed calls first.
-    calibration_samples: raw train rows calibrating int8.
-
-  Returns:
-    (the folder holding the export's files, facts for the manifest).
-
-  Raises:
-    raw_features.RawParityError: the export scores worse than allowed.
-    ConfigError: the runtime cannot convert the raw-feature graph.
-  """
-  with tempfile.TemporaryDirectory(prefix='leantfx-raw-runtime-') as tmp:
-    job = checked_job(runtime, model, variant_dir, mode, raw, quality,
-                      scratch=tmp, num_threads=num_threads,
-                      latency_runs=latency_runs, warmup_runs=warmup_runs,
-                      calibration_samples=calibration_samples)
-    measured = convert_and_measure(**job)
-  return checked_facts(runtime, job['output_dir'], measured, name,
-                       len(raw.eval), reference, quality, tolerance)
-
-
-def checked_job(runtime: str, model, variant_dir: str, mode: str,
-                raw: raw_features.RawInputs, quality, *, scratch: str,
-                num_threads: int, latency_runs: int, warmup_runs: int,
-                calibration_samples: int) -> Dict[str, Any]:
-  """``convert_and_measure``'s arguments for a pick (``prepare_raw`` runs
-  here; its SavedModel goes under ``scratch``). All of it pickles."""
-  job = prepare_raw(runtime, model, raw.tf_transform_output, raw.label,
-                    raw.classes, mode, raw.train.features, scratch=scratch,
-                    num_calibration_samples=calibration_samples)
-  return dict(job, output_dir=raw_dir(variant_dir), eval_data=raw.eval,
-              quality=quality, num_threads=num_threads,
-              latency_runs=latency_runs, warmup_runs=warmup_runs)
-
-
-def convert_and_measure(*, eval_data: measure.LabeledData, quality,
-                        num_threads: int, latency_runs: int,
-                        warmup_runs: int, **job) -> Dict[str, float]:
-  """``convert_raw`` then ``measure_raw`` on the raw eval rows.
-
-  Needs no Keras model and no Transform, so it runs in another process.
-  """
-  path = convert_raw(**job)
-  return measure_raw(job['runtime'], path, eval_data, quality,
-                     num_threads=num_threads, latency_runs=latency_runs,
-                     warmup_runs=warmup_runs)
-
-
-def checked_facts(runtime: str, out_dir: str, measured: Mapping[str, float],
-                  name: str, eval_examples: int, reference: float, quality,
-                  tolerance: float) -> Tuple[str, Dict[str, Any]]:
-  """(out_dir, the manifest's facts) of a measured export, or the refusal.
-
-  Raises:
-    raw_features.RawParityError: ``measured`` scores worse than
-      ``reference`` by more than ``tolerance``.
-  """
-  value = measured[quality.name]
-  gap = quality.drop(reference, value)
-  facts = {
-      'inputs': 'raw',
-      'eval_examples': eval_examples,
-      quality.name: value,
-      f'transformed_input_{quality.name}': reference,
-      'latency_p50_ms': measured['latency_p50_ms'],
-      'latency_p99_ms': measured['latency_p99_ms'],
-      'latency_includes_preprocessing': True,
-      'latency_method': 'batch 1, inputs bound once, the runtime\'s call '
-                        'timed (RawPredictor.bind)',
-      'call_overhead_ms': measured['call_overhead_ms'],
-  }
-  if DYNAMIC_BATCH_ONE_GAP in measured:
-    # What OVMS would answer at batch 1 (it compiles the IR as pushed):
-    # leantfx deploy ovms reads push.DYNAMIC_BATCH_ONE_OK.
-    facts[DYNAMIC_BATCH_ONE_GAP] = measured[DYNAMIC_BATCH_ONE_GAP]
-    facts[push.DYNAMIC_BATCH_ONE_OK] = (
-        measured[DYNAMIC_BATCH_ONE_GAP] <=
-        openvino_runtime.DYNAMIC_BATCH_ONE_ATOL)
-  looked_up = sorted(raw_serving.read_string_lookups(out_dir))
-  if looked_up:
-    # OpenVINO: these columns' strings become ids before the IR (in
-    # leantfx serve; in the timed call's Python part, not in the IR's p50).
-    facts['vocabulary_ids_in'] = looked_up
-  if gap > tolerance:
-    raise raw_features.RawParityError(
-        f'the raw-feature {runtimes_lib.LABELS[runtime]} export of {name} '
-        f'scores {quality.name} {value:.4f} on the {eval_examples} raw eval '
-        f'rows against {reference:.4f} for the transformed-input variant on '
-        f'the same rows ({quality.label} {gap:.4f} > {tolerance})')
-  return out_dir, facts

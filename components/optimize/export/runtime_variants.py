@@ -22,9 +22,7 @@ import tensorflow as tf
 from leantfx import stopping
 from leantfx.components.optimize.evaluation import measure
 from leantfx.components.optimize.export import onnx as onnx_export
-from leantfx.runtimes import onnx as onnx_runtime
 from leantfx.components.optimize.export import openvino as openvino_export
-from leantfx.runtimes import openvino as openvino_runtime
 from leantfx.components.optimize.evaluation import quality as quality_lib
 from leantfx.runtimes import registry as runtimes_lib
 from leantfx.components.optimize.export import tflite as tflite_export
@@ -76,16 +74,12 @@ def export_saved_model(runtime: str, saved_model_dir: str, mode: str,
 
 
 def predictor(runtime: str, path: str, num_threads: int):
-  if runtime == runtimes_lib.OPENVINO:
-    return openvino_runtime.OpenVINOPredictor(path, num_threads)
-  return onnx_runtime.ONNXPredictor(path, num_threads)
+  return runtimes_lib.get(runtime).predictor(path, num_threads)
 
 
 def timer(runtime: str, label: str, path: str, num_threads: int,
           features: Mapping[str, np.ndarray]) -> measure.RuntimeTimer:
-  if runtime == runtimes_lib.OPENVINO:
-    return openvino_runtime.OpenVINOTimer(label, path, num_threads, features)
-  return onnx_runtime.ONNXTimer(label, path, num_threads, features)
+  return runtimes_lib.get(runtime).timer(label, path, num_threads, features)
 
 
 def scores(run, data: measure.LabeledData,
@@ -110,17 +104,16 @@ def scores_on(runtime: str, artifact: str, data: measure.LabeledData,
   Used to re-measure variants on the report split; the keys are
   ``quality.fields``.
   """
-  path = (os.path.join(artifact, openvino_export.XML_FILE)
-          if runtime == runtimes_lib.OPENVINO else artifact)
+  path = runtimes_lib.get(runtime).model_in_artifact(artifact)
   found = scores(predictor(runtime, path, num_threads), data, quality)
   return {k: found[k] for k in quality.fields}
 
 
 def artifact_path(runtime: str, model_path: str) -> str:
   """What is sized and pushed: the IR directory, or the .onnx file."""
-  if runtime == runtimes_lib.OPENVINO:
-    return os.path.dirname(model_path)
-  return model_path
+  return runtimes_lib.get(runtime).artifact_path(model_path)
+
+
 
 
 class Built(NamedTuple):
@@ -428,9 +421,5 @@ def time_built(built: Sequence[Built], eval_data: measure.LabeledData,
           for entry in built]
 
 
-RUNTIME_CALLS = {
-    runtimes_lib.OPENVINO: 'InferRequest.infer() on a compiled model, '
-                           'inputs set once',
-    runtimes_lib.ONNX: 'InferenceSession.run_with_iobinding(), inputs '
-                       'bound once',
-}
+RUNTIME_CALLS = {runtime: runtimes_lib.get(runtime).timed_call
+                 for runtime in SERVER_RUNTIMES}

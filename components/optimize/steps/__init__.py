@@ -1,0 +1,1 @@
+"""The optimizer's steps, one module each; flow.optimize runs them in order."""

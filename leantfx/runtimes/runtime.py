@@ -1,0 +1,91 @@
+"""What every runtime implements: one interface, one module per runtime.
+
+A runtime the ModelOptimizer exports to and ``leantfx serve`` runs (TFLite,
+OpenVINO, ONNX Runtime) is a ``Runtime``:
+
+- ``name`` and ``label``: how configs and messages name it;
+- ``model_file`` and ``files``: the layout of an export and of a pushed
+  version (``model_file`` is the one it loads);
+- ``required_modules``: what must be installed to export and run it;
+- ``predictor``: the model loaded, predicting a batch of features;
+- ``timer``: the model prepared for the interleaved latency measurement,
+  its inputs bound once (``timing.RuntimeTimer``); ``timed_call`` says
+  which call is timed.
+
+Each runtime's module (tflite.py, openvino.py, onnx.py here) defines its
+``Runtime`` and registry.py lists them, so adding a runtime is one module
+plus its line in the registry. Exporting into a runtime (the converters, the
+raw-column fold) needs the optimizer's Keras and Transform tooling, a layer
+above this one: components/optimize/export/ has one module per runtime for
+that, named as the runtime is.
+"""
+import abc
+import os
+from typing import Mapping, Optional, Protocol, Tuple
+
+import numpy as np
+
+from leantfx.runtimes import timing
+
+# The outputs scored, in preference order, when a model has several (a
+# raw-feature export answers 'probabilities' or 'predictions' beside class
+# ids and names, as the Trainer's serving signature does).
+SCORE_OUTPUTS = ('probabilities', 'predictions')
+
+
+class Predictor(Protocol):
+  """A model loaded in its runtime: features in, the scored output out."""
+
+  def predict(self, features: Mapping[str, np.ndarray]) -> np.ndarray:
+    """The score output ('probabilities', or 'predictions') for a batch."""
+
+
+class Runtime(abc.ABC):
+  """One runtime: its files, its predictor and its timer.
+
+  Attributes:
+    name: the runtime's name in configs, flags and push bases ('tflite').
+    label: how messages and reports name it ('TFLite').
+    model_file: the file the runtime loads, in an export's or a pushed
+      version's folder.
+    files: every file of the model, model_file first.
+    required_modules: the Python modules its export and measurement import.
+    timed_call: the call its timer times, as the variants' facts say it.
+  """
+  name: str
+  label: str
+  model_file: str
+  files: Tuple[str, ...]
+  required_modules: Tuple[str, ...] = ()
+  timed_call: str = ''
+
+  def model_path(self, folder: str) -> str:
+    """The file this runtime loads in ``folder``."""
+    return os.path.join(folder, self.model_file)
+
+  def artifact_path(self, model_path: str) -> str:
+    """What is sized and pushed: the model file, or the folder of a model
+    that is several files (OpenVINO's model.xml + model.bin)."""
+    if len(self.files) > 1:
+      return os.path.dirname(model_path)
+    return model_path
+
+  def model_in_artifact(self, artifact: str) -> str:
+    """The file this runtime loads in an ``artifact_path``."""
+    if len(self.files) > 1:
+      return self.model_path(artifact)
+    return artifact
+
+  @abc.abstractmethod
+  def predictor(self, path: str,
+                num_threads: int = timing.DEFAULT_NUM_THREADS) -> Predictor:
+    """Loads the model file at ``path`` (``model_file``) to predict."""
+
+  @abc.abstractmethod
+  def timer(self, label: str, path: str, num_threads: int,
+            features: Optional[Mapping[str, np.ndarray]]
+           ) -> timing.RuntimeTimer:
+    """The model at ``path`` prepared for timing on ``features`` (a batch)."""
+
+  def __repr__(self) -> str:
+    return f'<Runtime {self.name}>'
