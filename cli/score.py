@@ -29,11 +29,13 @@ def add_commands(subparsers) -> None:
       'OUT/summary.json; rows in == rows out is checked, and OUT appears only '
       'when all of it was written.')
   p.add_argument('--model-base-path', required=True, metavar='DIR',
-                 help='the folder of the pushed versions, e.g. '
-                 'OUTPUT/serving/NAME or OUTPUT/tflite/NAME')
+                 help='the folder of the pushed versions (OUTPUT/tflite/NAME),'
+                 ' or the folder of models a push writes into (OUTPUT/tflite, '
+                 'as `leantfx serve` takes it) with --model NAME')
   p.add_argument('--model', metavar='NAME',
-                 help='the model name the PredictionLogs carry (default: the '
-                 'folder name of --model-base-path)')
+                 help='the model in a folder of models (needed when it holds '
+                 'several), and the name the PredictionLogs carry (default: '
+                 'the versions\' folder name)')
   p.add_argument('--version', type=argtypes.positive_int,
                  help='the version to score with (default: the newest)')
   p.add_argument('--data-root', required=True, metavar='DIR',
