@@ -160,12 +160,16 @@ def _custom(artifact, key: str):
 
 def _fastest_line(fastest: Dict[str, Any]) -> str:
   """The fastest blessed variant of every runtime, and its speed-ups."""
-  versus = [f"{fastest['vs_savedmodel']:.1f}x the float SavedModel"]
+  versus = []
+  if fastest.get('vs_float32') is not None and fastest['runtime'] != 'tflite':
+    versus.append(f"{fastest['vs_float32']:.1f}x the trained model's "
+                  f"{fastest['runtime']} float32")
   if fastest.get('vs_tflite_float32') is not None:
-    versus.append(f"{fastest['vs_tflite_float32']:.1f}x TFLite float32")
+    versus.append(f"{fastest['vs_tflite_float32']:.1f}x its TFLite float32")
+  timed = (f": {', '.join(versus)}" if versus else '')
   return (f"  fastest blessed variant: {fastest['name']} ({fastest['runtime']}"
-          f" {fastest['mode']}), p50 {fastest['p50_ms']:.3f} ms at batch 1: "
-          f"{', '.join(versus)}")
+          f" {fastest['mode']}), p50 {fastest['p50_ms']:.3f} ms at batch 1 "
+          f"(one thread, inputs bound once){timed}")
 
 
 def serving_inputs_line(inputs: Dict[str, Any],

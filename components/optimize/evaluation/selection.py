@@ -422,12 +422,19 @@ class HeldOut:
 class Fastest:
   """The blessed variant with the lowest batch-1 p50, of every runtime.
 
+  Its speed-ups compare like with like: p50s of the runtimes' own calls on
+  one thread with the inputs bound once (leantfx/runtimes/timing.py), never
+  the SavedModel's Python call with TensorFlow's default threads, which is
+  timed another way.
+
   Attributes:
     name: the variant's name.
     runtime: 'tflite', 'openvino' or 'onnx'.
     mode: its mode (float32, int8, ...).
     p50_ms: its batch-1 p50 latency.
-    vs_savedmodel: the float SavedModel's p50 over this one's (a speed-up).
+    vs_float32: the trained model's float32 p50 in the same runtime over
+      this one's (1.0 when it is that variant), or None when that variant
+      was not built or not timed.
     vs_tflite_float32: the trained model's TFLite float32 p50 over this
       one's, or None when that variant was not built.
   """
@@ -435,11 +442,24 @@ class Fastest:
   runtime: str
   mode: str
   p50_ms: float
-  vs_savedmodel: float
+  vs_float32: Optional[float]
   vs_tflite_float32: Optional[float]
 
   def to_dict(self) -> Dict[str, Any]:
     return dataclasses.asdict(self)
+
+
+def _trained_float32_p50(baseline: VariantMetrics,
+                         decisions: Sequence[GateDecision],
+                         runtime: str) -> Optional[float]:
+  """The p50 of the trained model's float32 variant in ``runtime``."""
+  for d in decisions:
+    v = d.variant
+    if (v.runtime == runtime and v.technique == baseline.technique
+        and (v.tflite_mode or '').endswith('float32')
+        and _finite(v.latency_p50_ms)):
+      return v.latency_p50_ms
+  return None
 
 
 def fastest(baseline: VariantMetrics, decisions: Sequence[GateDecision]
@@ -447,23 +467,21 @@ def fastest(baseline: VariantMetrics, decisions: Sequence[GateDecision]
   """The fastest blessed variant over all runtimes, or None if none is.
 
   Each runtime's variants were timed in their own interleaved rounds; the
-  speed-ups compare p50s measured in different rounds on one machine.
+  TFLite float32 speed-up compares p50s measured in different rounds on one
+  machine, the same-runtime one p50s of the same rounds.
   """
   blessed = [d.variant for d in decisions
              if d.blessed and _finite(d.variant.latency_p50_ms)]
   if not blessed:
     return None
   best = min(blessed, key=lambda v: v.latency_p50_ms)
-  tflite_float32 = [d.variant.latency_p50_ms for d in decisions
-                    if d.variant.runtime == 'tflite'
-                    and d.variant.tflite_mode == 'float32'
-                    and d.variant.technique == baseline.technique]
+  same = _trained_float32_p50(baseline, decisions, best.runtime)
+  tflite = _trained_float32_p50(baseline, decisions, 'tflite')
   return Fastest(
       name=best.name, runtime=best.runtime, mode=best.tflite_mode,
       p50_ms=best.latency_p50_ms,
-      vs_savedmodel=baseline.latency_p50_ms / best.latency_p50_ms,
-      vs_tflite_float32=(tflite_float32[0] / best.latency_p50_ms
-                         if tflite_float32 else None))
+      vs_float32=same / best.latency_p50_ms if same else None,
+      vs_tflite_float32=tflite / best.latency_p50_ms if tflite else None)
 
 
 def held_out(baseline: VariantMetrics, decisions: Sequence[GateDecision],
