@@ -11,6 +11,7 @@ import json
 import os
 import re
 
+import apache_beam as beam
 import pytest
 import tensorflow as tf
 from tfx.components.example_gen import base_example_gen_executor
@@ -181,3 +182,19 @@ def test_a_label_sorted_csv_is_not_written_in_file_order(tmp_path,
                  os.path.join(artifact.uri, 'Split-train', name),
                  compression_type='GZIP')]
     assert sum(a != b for a, b in zip(shard, shard[1:])) > len(shard) / 2
+
+
+@pytest.mark.unit
+def test_every_shard_file_is_written_even_when_no_record_hashes_to_it(
+    tmp_path):
+  split_dir = str(tmp_path / 'Split-eval')
+  with beam.Pipeline() as pipeline:
+    _ = (pipeline | beam.Create([b'only record'])
+         | split_writer.WriteShuffledSplit(split_dir, str(tmp_path / 'tmp'),
+                                           3))
+  assert sorted(os.listdir(split_dir)) == [
+      split_writer.shard_name(shard, 3) for shard in range(3)]
+  assert [r.numpy() for r in tf.data.TFRecordDataset(
+      [os.path.join(split_dir, n) for n in sorted(os.listdir(split_dir))],
+      compression_type='GZIP')] == [b'only record']
+  assert os.listdir(tmp_path / 'tmp') == []
