@@ -8,7 +8,9 @@ Per size (rows of benchmarks/scale_data.py: 20 numbers, 2 categories, a
    in this one process (one core): what the hardware does without Beam;
 2. examplegen: leantfx's CSV ExampleGen executor alone (a fresh process,
    timed around its Do) in Beam's in_memory mode and in multi_processing
-   with 2 workers;
+   with 2 workers (what `--beam-mode auto` picks from 500k rows on), with
+   the peak RSS of that process and of its tree (its Beam workers) polled
+   as for the run;
 3. run: the default ``leantfx run --data-root DIR --label segment`` end to
    end (a subprocess), with every component's seconds from ML Metadata
    (its execution's last update minus its creation), rows/s of the data
@@ -344,7 +346,12 @@ def main() -> int:
                                     args)
           row[f'{name}_s'] = seconds
           row[f'{name}_rows_s'] = size / seconds
-          row[f'{name}_rss_mb'] = round(rss.tree_mb)
+          # [the executor's own process, its tree]: the same pair as a
+          # run's stage_rss_mb; the workers are the tree's children.
+          row[f'{name}_rss_mb'] = [round(rss.root_mb), round(rss.tree_mb)]
+          row[f'{name}_rss_worker_mb'] = [
+              round(m) for m in sorted(rss.children_mb.values(),
+                                       reverse=True)[:4]]
         if 'reference_s' in row:
           row['eg_best_vs_reference'] = min(
               row['eg_in_memory_s'], row['eg_multi2_s']) / row['reference_s']
@@ -374,7 +381,9 @@ def main() -> int:
   notes += [
       'reference: pyarrow + tfx_bsl encoder + one gzip TFRecord file, one '
       'process; eg_*: leantfx CSV ExampleGen executor Do (fresh process, '
-      'start-up of Beam included, TF import not); run: default `leantfx '
+      'start-up of Beam included, TF import not; eg_*_rss_mb: [peak RSS of '
+      'the executor process, of its process tree], eg_*_rss_worker_mb: the '
+      'largest worker processes); run: default `leantfx '
       'run`, stage seconds from ML Metadata; rss_*: peak RSS polled every '
       f'{POLL_S} s (worker: the largest child processes).',
       f'SCALE_ROWS={",".join(map(str, sizes))} SCALE_FILES={parts} '
