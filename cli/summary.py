@@ -165,7 +165,8 @@ def _fastest_line(fastest: Dict[str, Any]) -> str:
     versus.append(f"{fastest['vs_float32']:.1f}x the trained model's "
                   f"{fastest['runtime']} float32")
   if fastest.get('vs_tflite_float32') is not None:
-    versus.append(f"{fastest['vs_tflite_float32']:.1f}x its TFLite float32")
+    versus.append(f"{fastest['vs_tflite_float32']:.1f}x the trained model's "
+                  'TFLite float32')
   timed = (f": {', '.join(versus)}" if versus else '')
   return (f"  fastest blessed variant: {fastest['name']} ({fastest['runtime']}"
           f" {fastest['mode']}), p50 {fastest['p50_ms']:.3f} ms at batch 1 "

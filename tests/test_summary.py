@@ -108,7 +108,7 @@ def test_fastest_blessed_variant_with_its_speedups():
   assert lines[1] == (
       '  fastest blessed variant: low_rank/onnx_int8 (onnx int8), p50 0.012 '
       "ms at batch 1 (one thread, inputs bound once): 3.1x the trained "
-      "model's onnx float32, 2.2x its TFLite float32")
+      "model's onnx float32, 2.2x the trained model's TFLite float32")
   assert 'SavedModel' not in lines[1]
   # A TFLite pick: its float32 is the TFLite float32, said once.
   fastest.update(runtime='tflite', name='pruning/int8', vs_float32=2.17)
@@ -116,7 +116,8 @@ def test_fastest_blessed_variant_with_its_speedups():
       '/out/m', blessed=1, selected_variant='low_rank/int8',
       pushed_destination='/out/tflite/digits/7',
       fastest_variant=json.dumps(fastest))), CONFIG)
-  assert lines[1].endswith('inputs bound once): 2.2x its TFLite float32')
+  assert lines[1].endswith(
+      "inputs bound once): 2.2x the trained model's TFLite float32")
 
 
 def test_serving_graph_line_lists_every_timed_batch_in_order():

@@ -254,7 +254,8 @@ def _check_pushed_tflite(output, summary, stdout):
   # ONNX one in a CI run) and its speed-ups.
   assert re.search(r'fastest blessed variant: \S+ \((tflite|openvino|onnx) '
                    r'\w+\), p50 [0-9.]+ ms at batch 1 \(one thread, inputs '
-                   r'bound once\): .*[0-9.]+x its TFLite float32', stdout), stdout
+                   r"bound once\): .*[0-9.]+x the trained model's TFLite "
+                   r'float32', stdout), stdout
   assert 'x the float SavedModel' not in stdout
   served = manifest['metrics']['serving_inputs']
   labels = pushed.label_ids(pushed.eval_examples(summary),
