@@ -552,12 +552,13 @@ def work_dir_for(out_dir: str) -> str:
     InputDataError: ``out_dir`` exists and is not empty.
   """
   out_dir = os.path.abspath(out_dir)
-  if os.path.exists(out_dir):
-    if not os.path.isdir(out_dir) or os.listdir(out_dir):
-      raise InputDataError(
-          f'--out {out_dir} exists and is not an empty folder; give a new '
-          'folder (scores are never written over earlier ones).')
-    os.rmdir(out_dir)
+  # An empty folder stays as it is until finish() renames the complete
+  # output over it (rename(2) replaces an empty directory).
+  if os.path.exists(out_dir) and (not os.path.isdir(out_dir)
+                                  or os.listdir(out_dir)):
+    raise InputDataError(
+        f'--out {out_dir} exists and is not an empty folder; give a new '
+        'folder (scores are never written over earlier ones).')
   parent = os.path.dirname(out_dir)
   os.makedirs(parent, exist_ok=True)
   work = os.path.join(parent, f'.{os.path.basename(out_dir)}.partial-{os.getpid()}')

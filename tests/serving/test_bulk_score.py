@@ -9,6 +9,7 @@ the model's input keys; bad input exits 2 and writes nothing.
 import csv
 import json
 import os
+import shutil
 
 import numpy as np
 import pytest
@@ -186,6 +187,14 @@ def test_bad_input_exits_2_and_writes_nothing(pushed, tmp_path, capfd):
   _refused(capfd, ['score', '--model-base-path', base, '--data-root',
                    str(tmp_path / 'bad'), '--out', out], out,
            "column 'größe' holds a value that is not a number")
+  # An empty --out is kept when scoring fails, and filled when it succeeds.
+  os.makedirs(out)
+  _refused(capfd, args + ['--span', '3'], out, 'span-3 does not exist')
+  assert os.path.isdir(out)
+  result = run_main(args, capfd)
+  assert result.returncode == 0, result.stderr
+  assert os.path.isfile(os.path.join(out, 'predictions.csv'))
+  shutil.rmtree(out)
   # An --out that holds files is never written over.
   os.makedirs(out)
   open(os.path.join(out, 'keep'), 'w').close()
