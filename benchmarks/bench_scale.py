@@ -286,10 +286,22 @@ def sklearn_accuracy(examples_uri: str) -> float:
   return float(model.score(x_eval, y_eval))
 
 
+def optimizer_candidate_seconds(stdout: str) -> Dict[str, float]:
+  """{candidate: seconds} from the run summary's 'optimizer time per
+  candidate' line (each candidate's technique training and TFLite exports);
+  empty when the run printed none."""
+  for line in stdout.splitlines():
+    line = line.strip()
+    if line.startswith('optimizer time per candidate:'):
+      return {name: float(value) for name, value in re.findall(
+          r'(\S+) ([0-9.]+) s\b', line.split(':', 1)[1])}
+  return {}
+
+
 def leantfx_run(data_root: str, output: str,
                 extra: List[str]) -> Dict[str, object]:
   """The default `leantfx run` on the span: seconds, stages, RSS, accuracy."""
-  seconds, _, rss = _monitored(
+  seconds, stdout, rss = _monitored(
       [LEANTFX, 'run', '--data-root', data_root, '--label', scale_data.LABEL,
        '--output', output, *extra],
       os.path.join(os.path.dirname(output), 'run.log'))
@@ -306,6 +318,7 @@ def leantfx_run(data_root: str, output: str,
       'rss_run_mb': rss.root_mb,
       'rss_tree_mb': rss.tree_mb,
       'rss_worker_mb': workers[:4],
+      'optimizer_candidates_s': optimizer_candidate_seconds(stdout),
   }
 
 
@@ -369,6 +382,18 @@ def main() -> int:
                    rss_worker_mb=[round(m) for m in run['rss_worker_mb']],
                    accuracy=run['accuracy'],
                    hgb_accuracy=sklearn_accuracy(run['examples_uri']))
+        candidates = run['optimizer_candidates_s']
+        if candidates and run['stages'].get('Trainer'):
+          # The ModelOptimizer's technique candidates (training + TFLite
+          # exports) against the Trainer; the rest of its time is the
+          # OpenVINO/ONNX exports, raw-column folds, scoring and pushes.
+          techniques = sum(v for k, v in candidates.items()
+                           if k != 'baseline')
+          row['optimizer_techniques_s'] = round(techniques, 1)
+          row['techniques_vs_trainer'] = round(
+              techniques / run['stages']['Trainer'], 2)
+          notes.append(f'{size} rows: optimizer time per candidate (s): '
+                       f'{json.dumps(candidates)}')
         notes.append(f'{size} rows: every stage (s): '
                      f'{json.dumps(run["stages"], sort_keys=True)}')
         notes.append(f'{size} rows: peak RSS MB per stage [run process, '

@@ -26,3 +26,17 @@ def test_same_seed_same_bytes_and_another_seed_others(tmp_path):
   assert lines.count(header) == 3 and len(lines) == 3000 + 3
   labels = {line.rsplit(',', 1)[1] for line in lines if line != header}
   assert labels == {f'class_{c}' for c in range(scale_data.CLASSES)}
+
+
+@pytest.mark.unit
+def test_the_optimizers_candidate_times_are_read_from_the_summary():
+  from benchmarks import bench_scale  # pylint: disable=g-import-not-at-top
+  stdout = (
+      'leantfx run finished in 173.6s\n'
+      '  optimizer time per candidate: baseline 3.9 s, pruning 12.2 s (364 '
+      'steps), pruning+pqat 19.2 s (455 steps), distillation 16.2 s (1,980 '
+      'steps)\n  report: /x/report.html\n')
+  assert bench_scale.optimizer_candidate_seconds(stdout) == {
+      'baseline': 3.9, 'pruning': 12.2, 'pruning+pqat': 19.2,
+      'distillation': 16.2}
+  assert bench_scale.optimizer_candidate_seconds('no such line\n') == {}
