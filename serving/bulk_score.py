@@ -281,11 +281,17 @@ def plan(model_base_path: str, data_root: str, span: Optional[int] = None,
         'the bytes of all its columns, the label included.')
   text_columns = string_inputs + (
       [label] if label is not None and classification else [])
+  # Checked here, in this process, whatever runs the workers: a word in a
+  # column the model takes as a number (or in a regression's label).
+  numeric = [n for n in inputs if n not in string_inputs] + (
+      [label] if label is not None and 'predictions' in signature.outputs
+      else [])
   rows, kinds, blocks = {}, {}, []
   for path in files:
     count = 0
     for batch in _batches(path, header):
       count += batch.num_rows
+      _check_numbers(batch, numeric, path)
       if split != ALL_ROWS:
         kinds = csv_format.merge_kinds(
             kinds, csv_format.batch_kinds(batch, skip=text_columns))
@@ -302,6 +308,25 @@ def plan(model_base_path: str, data_root: str, span: Optional[int] = None,
       normalize_labels=normalize_labels,
       input_keys={n: column_keys.get(n, n) for n in inputs},
       outputs=tuple(signature.outputs), classification=classification)
+
+
+def _check_numbers(batch: pa.RecordBatch, names: Sequence[str],
+                   path: str) -> None:
+  """Refuses a column of ``names`` whose present values are not all numbers.
+
+  Raises:
+    InputDataError: naming the file, the column and a value.
+  """
+  for name in names:
+    column = batch.column(batch.schema.get_field_index(name))
+    if csv_format.array_kind(column) != csv_format.BYTES:
+      continue
+    words = [t for t in column.drop_null().unique().to_pylist()
+             if csv_format.value_kind(t) == csv_format.BYTES]
+    raise InputDataError(
+        f'{path}: column {name!r} holds a value that is not a number '
+        f'({words[0]!r}); the model takes it as a number. Fix or remove '
+        'those rows.')
 
 
 def input_arrays(batch: pa.RecordBatch, signature: signature_lib.Signature,

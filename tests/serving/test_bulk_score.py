@@ -184,9 +184,11 @@ def test_bad_input_exits_2_and_writes_nothing(pushed, tmp_path, capfd):
       ','.join(f'"{h}"' if ',' in h else h for h in
                [h.replace('"', '""') for h in HEADER]) +
       '\n1,2,3,4,n,k\n1,two,3,4,n,k\n', encoding='utf-8')
-  _refused(capfd, ['score', '--model-base-path', base, '--data-root',
-                   str(tmp_path / 'bad'), '--out', out], out,
-           "column 'größe' holds a value that is not a number")
+  # Found before any worker starts, so worker processes change nothing.
+  for mode in ([], ['--beam-mode', 'multi_processing', '--beam-workers', '2']):
+    _refused(capfd, ['score', '--model-base-path', base, '--data-root',
+                     str(tmp_path / 'bad'), '--out', out, *mode], out,
+             "column 'größe' holds a value that is not a number ('two')")
   # An empty --out is kept when scoring fails, and filled when it succeeds.
   os.makedirs(out)
   _refused(capfd, args + ['--span', '3'], out, 'span-3 does not exist')
