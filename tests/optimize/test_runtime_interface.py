@@ -19,6 +19,7 @@ from leantfx.runtimes import push
 from leantfx.runtimes import registry
 from leantfx.runtimes import runtime as runtime_lib
 from leantfx.runtimes import timing
+from leantfx.serving import loading
 from leantfx.serving import servable
 
 pytestmark = pytest.mark.unit
@@ -47,9 +48,11 @@ def test_the_push_and_the_server_read_each_runtime_s_files_from_it():
   assert push.MODEL_FILE == registry.get('tflite').model_file
   for name in ('openvino', 'onnx'):
     assert push.RUNTIME_FILES[name] == registry.get(name).files
+  assert push.RUNTIME_FILES['openvino'] == ('model.xml', 'model.bin')
+  assert push.RUNTIME_FILES['onnx'] == ('model.onnx',)
   assert servable.TFLITE_FILENAME == 'model.tflite'
-  assert servable.OPENVINO_FILENAME == 'model.xml'
-  assert servable.ONNX_FILENAME == 'model.onnx'
+  # Every runtime is served, found by its model file.
+  assert set(loading.SERVABLES) == set(registry.BY_NAME.values())
 
 
 def test_artifact_paths_round_trip(tmp_path):
