@@ -40,8 +40,8 @@ def _runtime_servable(class_name: str) -> ServableFactory:
 
 
 # Each runtime's servable, keyed by the Runtime: serving a new runtime is its
-# servable and a line here (tests/serving/test_servables.py checks that every
-# registered runtime has one).
+# servable and a line here (tests/optimize/test_runtime_interface.py checks
+# that every registered runtime has one).
 SERVABLES: Dict[runtime_lib.Runtime, ServableFactory] = {
     tflite_runtime.RUNTIME: tflite_servable.TfLiteServable,
     openvino_runtime.RUNTIME: _runtime_servable('OpenVINOServable'),
@@ -86,13 +86,6 @@ def runtime_of(path: str, configured_platform: str = ''
 
 def _model_files() -> str:
   return ', '.join(r.model_file for r in runtimes_lib.BY_NAME.values())
-
-
-def detect_platform(path: str, configured_platform: str = '') -> str:
-  """The platform name of a version directory: its runtime's name, or
-  ``tensorflow`` for a SavedModel (see :func:`runtime_of`)."""
-  runtime = runtime_of(path, configured_platform)
-  return servable_lib.PLATFORM_TENSORFLOW if runtime is None else runtime.name
 
 
 def load_servable(name: str, version: int, path: str,

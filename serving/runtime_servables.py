@@ -20,13 +20,14 @@ plugin can answer a dynamic-batch int8 IR wrongly at batch 1:
 leantfx/runtimes/openvino.py), and as exported, for the other batches. ONNX Runtime:
 one session (its ``run`` is thread-safe) with one intra-op thread per call.
 
-String tensors (the ModelOptimizer's raw-feature exports take categorical columns as strings and answer 'classes'):
-requests carry strings as numpy object arrays of bytes and answers give them
-back the same way, as the SavedModel and TFLite servables do. OpenVINO's
-string ports take a numpy bytes ('S') array and return a str ('U') one;
-ONNX Runtime's 'tensor(string)' takes and returns ``str`` objects (an object
-array of bytes would be read as "b'...'", which looks up as unseen). The
-runtime modules build those inputs (leantfx/runtimes/openvino.input_value,
+String tensors (the ModelOptimizer's raw-feature exports take categorical
+columns as strings and answer 'classes'): requests carry strings as numpy
+object arrays of bytes and answers give them back the same way, as the
+SavedModel and TFLite servables do. OpenVINO's string ports take a numpy
+bytes ('S') array and return a str ('U') one; ONNX Runtime's
+'tensor(string)' takes and returns ``str`` objects (an object array of bytes
+would be read as "b'...'", which looks up as unseen). The runtime modules
+build those inputs (leantfx/runtimes/openvino.input_value,
 leantfx/runtimes/onnx.feed, which the ModelOptimizer's predictors use too);
 the answers are turned back here, so clients see one contract.
 

@@ -3,9 +3,10 @@
 ``ONNXPredictor`` opens model.onnx in an ``InferenceSession`` on the CPU
 execution provider with a fixed intra-op thread count (sequential execution,
 every graph optimization), and feeds it through ``feed`` (strings as ``str``
-objects), which ``leantfx serve``'s ONNX servable uses too. ``ONNXTimer`` binds the inputs once through IO
-binding and times ``run_with_iobinding`` alone; the per-call overhead path is
-``session.run(None, feed)``, the one-line call a client writes.
+objects), which ``leantfx serve``'s ONNX servable uses too. ``ONNXTimer``
+binds the inputs once through IO binding and times ``run_with_iobinding``
+alone; the per-call overhead path is ``session.run(None, feed)``, the
+one-line call a client writes.
 """
 from typing import Any, Callable, Dict, Mapping, Optional, Sequence
 

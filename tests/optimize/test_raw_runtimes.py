@@ -1,4 +1,4 @@
-"""Raw-feature exports for OpenVINO and ONNX (components/optimize/export/raw_runtimes).
+"""Raw-feature exports for OpenVINO and ONNX (export/raw_runtimes.py).
 
 The fixtures of test_raw_features.py (the real preprocessing_fn through
 tft_beam, a model trained on its output) are exported with the Transform

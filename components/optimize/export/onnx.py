@@ -191,8 +191,8 @@ _WEIGHTED_ONNX_OPS = frozenset(('Conv', 'ConvTranspose', 'MatMul', 'Gemm',
 def preprocessing_node_names(onnx_model) -> List[str]:
   """Names of the ONNX nodes before the model body (the folded Transform).
 
-  As openvino.preprocessing_op_names: no weighted node (Conv, MatMul, Gemm, a Gather
-  on a constant) upstream, and not one itself.
+  As openvino.preprocessing_op_names: no weighted node (Conv, MatMul, Gemm,
+  a Gather on a constant) upstream, and not one itself.
   """
   graph = onnx_model.graph
   constants = {i.name for i in graph.initializer}
