@@ -80,12 +80,14 @@ def runtime_of(path: str, configured_platform: str = ''
   # TensorFlow's own message for a directory without a SavedModel.
   raise servable_lib.LoadError(
       f'SavedModel file does not exist at: {path}/'
-      '{saved_model.pbtxt|saved_model.pb}; a TFLite, OpenVINO or ONNX '
-      f'version needs {_model_files()}.', status.Code.NOT_FOUND)
+      '{saved_model.pbtxt|saved_model.pb}; a runtime\'s version needs its '
+      f'model file: {_model_files()}.', status.Code.NOT_FOUND)
 
 
 def _model_files() -> str:
-  return ', '.join(r.model_file for r in runtimes_lib.BY_NAME.values())
+  """'model.tflite (TFLite), model.xml (OpenVINO), ...' from the registry."""
+  return ', '.join(f'{r.model_file} ({r.label})'
+                   for r in runtimes_lib.BY_NAME.values())
 
 
 def load_servable(name: str, version: int, path: str,
