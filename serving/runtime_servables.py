@@ -27,9 +27,9 @@ SavedModel and TFLite servables do. OpenVINO's string ports take a numpy
 bytes ('S') array and return a str ('U') one; ONNX Runtime's
 'tensor(string)' takes and returns ``str`` objects (an object array of bytes
 would be read as "b'...'", which looks up as unseen). The runtime modules
-build those inputs (leantfx/runtimes/openvino.input_value,
-leantfx/runtimes/onnx.feed, which the ModelOptimizer's predictors use too);
-the answers are turned back here, so clients see one contract.
+convert those strings (leantfx/runtimes/openvino.strings_in,
+leantfx/runtimes/onnx.strings_in, which the ModelOptimizer's predictors use
+too); the answers are turned back here, so clients see one contract.
 
 A raw-feature OpenVINO version of a model with vocabulary columns takes
 those columns as int64 vocabulary ids (OpenVINO runs no lookup table) and
@@ -207,12 +207,13 @@ class OpenVINOServable(_RuntimeServable):
     bound = pool.get()
     try:
       for a, v in inputs.items():
-        value = openvino_runtime.input_value(v, self._lookups.get(a))
-        if a in self._string_inputs:
+        if a in self._lookups:
+          bound.write(a, bound.inputs[a], self._lookups[a](v))
+        elif a in self._string_inputs:
           # A string tensor's size follows its strings: set a new one.
-          bound.set_new(a, bound.inputs[a], value)
+          bound.set_new(a, bound.inputs[a], openvino_runtime.strings_in(v))
         else:
-          bound.write(a, bound.inputs[a], value)
+          bound.write(a, bound.inputs[a], v)
       bound.request.infer()
       out = {}
       for a in output_aliases:
@@ -262,9 +263,8 @@ class ONNXServable(_RuntimeServable):
               onnx_runtime.NUMPY_TYPES.get(node.type, np.float32)), shape,
           node.name)
 
-    self._input_types = {
-        n.name: onnx_runtime.NUMPY_TYPES.get(n.type, np.float32)
-        for n in self._session.get_inputs()}
+    self._string_inputs = {n.name for n in self._session.get_inputs()
+                           if n.type == 'tensor(string)'}
     self._string_outputs = {n.name for n in self._session.get_outputs()
                             if n.type == 'tensor(string)'}
     self._signature = signature_lib.Signature(
@@ -277,8 +277,11 @@ class ONNXServable(_RuntimeServable):
           output_aliases: Sequence[str]) -> Dict[str, np.ndarray]:
     names: List[str] = list(output_aliases)
     try:
-      values = self._session.run(
-          names, onnx_runtime.feed(self._input_types, inputs))
+      # Only strings are converted (the runtime's strings_in); numbers,
+      # checked against the signature already, go as they came.
+      feed = {a: (onnx_runtime.strings_in(v) if a in self._string_inputs
+                  else np.ascontiguousarray(v)) for a, v in inputs.items()}
+      values = self._session.run(names, feed)
     except Exception as e:  # pylint: disable=broad-except
       raise status.invalid_argument(
           f'ONNX model {self.name} failed: {e}') from None

@@ -3,10 +3,10 @@
 ``ONNXPredictor`` opens model.onnx in an ``InferenceSession`` on the CPU
 execution provider with a fixed intra-op thread count (sequential execution,
 every graph optimization), and feeds it through ``feed`` (strings as ``str``
-objects), which ``leantfx serve``'s ONNX servable uses too. ``ONNXTimer``
-binds the inputs once through IO binding and times ``run_with_iobinding``
-alone; the per-call overhead path is ``session.run(None, feed)``, the
-one-line call a client writes.
+objects, as ``leantfx serve``'s ONNX servable converts strings).
+``ONNXTimer`` binds the inputs once through IO binding and times
+``run_with_iobinding`` alone; the per-call overhead path is
+``session.run(None, feed)``, the one-line call a client writes.
 """
 from typing import Any, Callable, Dict, Mapping, Optional, Sequence
 
@@ -56,21 +56,23 @@ def feed(input_types: Mapping[str, type], values: Mapping[str, np.ndarray],
         ) -> Dict[str, np.ndarray]:
   """``values`` as ONNX Runtime takes them for inputs of ``input_types``.
 
-  A column in ``lookups`` becomes its ids; strings become ``str`` objects
-  (strings_in); the rest is cast to its input's type (float32, or int64
-  for vocabulary ids). ``leantfx serve``'s ONNX servable and the
-  optimizer's predictor both feed a session through it.
+  A column in ``lookups`` becomes its ids; a string input's values become
+  ``str`` objects (strings_in), and so do strings for an input of unknown
+  type; the rest is cast to its input's type (float32 by default, int64
+  for vocabulary ids). The optimizer's predictors feed a session through
+  it; ``leantfx serve``'s ONNX servable converts its string inputs with
+  strings_in too (its numbers are checked against the signature already).
   """
-  lookups = lookups or {}
   out = {}
   for name, value in values.items():
-    if name in lookups:
+    if lookups and name in lookups:
       value = lookups[name](value)
-    if runtime_lib.is_string(value):
+    dtype = input_types.get(name)
+    if dtype is np.object_ or (dtype is None and
+                               runtime_lib.is_string(value)):
       out[name] = strings_in(value)
     else:
-      out[name] = np.ascontiguousarray(value,
-                                       input_types.get(name, np.float32))
+      out[name] = np.ascontiguousarray(value, dtype or np.float32)
   return out
 
 

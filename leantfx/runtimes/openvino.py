@@ -219,8 +219,8 @@ def input_value(value, lookup=None, dtype=None) -> np.ndarray:
   A column the model takes as vocabulary ids (``lookup``, its
   StringLookup) becomes its int64 ids; strings become numpy bytes
   (strings_in); the rest is cast to ``dtype`` (None keeps it), contiguous.
-  ``leantfx serve``'s OpenVINO servable and the optimizer's predictor both
-  feed an IR through it.
+  The optimizer's predictors feed an IR through it; ``leantfx serve``'s
+  OpenVINO servable converts its strings with strings_in too.
   """
   if lookup is not None:
     return lookup(value)

@@ -11,8 +11,8 @@ OpenVINO, ONNX Runtime) is a ``Runtime``:
 - ``predictor``: the model loaded, predicting a batch of features: the
   transformed features of a variant, or the raw columns of a raw-feature
   export (strings fed as the runtime reads them, a column the model takes
-  as vocabulary ids looked up first); the ModelOptimizer's checks and
-  ``leantfx serve``'s servables build a runtime's inputs the same way;
+  as vocabulary ids looked up first), strings converted by the runtime
+  module's functions, which ``leantfx serve``'s servables use too;
 - ``timer``: the model prepared for the interleaved latency measurement,
   its inputs bound once (``timing.RuntimeTimer``); ``timed_call`` says
   which call is timed.

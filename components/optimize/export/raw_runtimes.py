@@ -17,8 +17,8 @@ writes the vocabularies beside its model file
 An export is run here as a client runs it, through its runtime's predictor
 (leantfx/runtimes: ``Runtime.predictor`` with the vocabularies found beside
 the file), which feeds strings as that runtime reads them and maps a
-vocabulary column to its ids first; ``leantfx serve``'s servables feed the
-runtimes through the same functions.
+vocabulary column to its ids first; ``leantfx serve``'s servables convert
+strings with the same functions.
 
 Exported, measured and checked against the transformed-input variant the
 same way for every runtime: raw_exports.py.
