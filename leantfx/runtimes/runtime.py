@@ -10,9 +10,9 @@ OpenVINO, ONNX Runtime) is a ``Runtime``:
 - ``required_modules``: what must be installed to export and run it;
 - ``predictor``: the model loaded, predicting a batch of features: the
   transformed features of a variant, or the raw columns of a raw-feature
-  export (strings fed as the runtime reads them, a column the model takes
-  as vocabulary ids looked up first), strings converted by the runtime
-  module's functions, which ``leantfx serve``'s servables use too;
+  export (a column the model takes as vocabulary ids looked up first;
+  strings converted as the runtime reads them, by its module's functions,
+  which ``leantfx serve``'s servables use too);
 - ``timer``: the model prepared for the interleaved latency measurement,
   its inputs bound once (``timing.RuntimeTimer``); ``timed_call`` says
   which call is timed.
