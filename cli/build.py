@@ -442,7 +442,7 @@ def build_pipeline_config(args: argparse.Namespace, target: Target) -> Built:
         data_root=data.data_root,
         serving_model_dir=os.path.join(output, 'serving', spec.name),
         metadata_path=os.path.join(output, 'metadata.sqlite'),
-        tflite_push_base=(os.path.join(output, 'tflite')
+        tflite_push_base=(os.path.join(output, runtimes.TFLITE)
                           if optimization else None))
   config = config_lib.PipelineConfig(
       pipeline_name=f'leantfx-{spec.name}',

@@ -8,6 +8,8 @@ import json
 import os
 from typing import Any, Dict, List, Optional
 
+from leantfx.runtimes import registry as runtimes_lib
+
 OPTIMIZER_NODE = 'ModelOptimizer'
 
 
@@ -161,7 +163,7 @@ def _custom(artifact, key: str):
 def _fastest_line(fastest: Dict[str, Any]) -> str:
   """The fastest blessed variant of every runtime, and its speed-ups."""
   versus = []
-  if fastest.get('vs_float32') is not None and fastest['runtime'] != 'tflite':
+  if fastest.get('vs_float32') is not None and fastest['runtime'] != runtimes_lib.TFLITE:
     versus.append(f"{fastest['vs_float32']:.1f}x the trained model's "
                   f"{fastest['runtime']} float32")
   if fastest.get('vs_tflite_float32') is not None:
@@ -174,7 +176,7 @@ def _fastest_line(fastest: Dict[str, Any]) -> str:
 
 
 def serving_inputs_line(inputs: Dict[str, Any],
-                        runtime: str = 'tflite') -> str:
+                        runtime: str = runtimes_lib.TFLITE) -> str:
   """What a pushed model takes, and how it scored taking it."""
   if inputs.get('inputs') != 'raw':
     return (f'  {runtime}: takes the transformed features, not the raw '
@@ -200,8 +202,8 @@ def _failure_line(failure: Dict[str, str]) -> str:
     return (f'  tflite: candidate {candidate} skipped, it failed at '
             f"{failure['stage']}: {failure['error']}")
   mode = candidate.split('/')[-1]
-  runtime = next((r for r in ('openvino', 'onnx')
-                  if mode.startswith(r + '_')), 'tflite')
+  runtime = next((r for r in runtimes_lib.SERVER_RUNTIMES
+                  if mode.startswith(r + '_')), runtimes_lib.TFLITE)
   return (f'  {runtime}: {candidate} could not take the raw columns: '
           f"{failure['error']}")
 
@@ -226,7 +228,7 @@ def _optimization_lines(summary, config) -> List[str]:
   else:
     lines.append('  tflite: no variant blessed (nothing pushed; see the '
                  'report for each variant\'s figures)')
-  for runtime in ('openvino', 'onnx'):
+  for runtime in runtimes_lib.SERVER_RUNTIMES:
     destination = (_custom(optimized, f'{runtime}_pushed_destination')
                    if optimized is not None else None)
     if destination:
@@ -373,7 +375,7 @@ def run_record(summary, config) -> Dict[str, Any]:
   if config.optimization is not None and optimizer is not None:
     optimized = (optimizer.outputs.get('optimized_model') or [None])[0]
     if optimized is not None and _custom(optimized, 'blessed'):
-      record['tflite'] = {
+      record[runtimes_lib.TFLITE] = {
           'selected_variant': _custom(optimized, 'selected_variant'),
           'pushed_destination': _custom(optimized, 'pushed_destination'),
           'serving_inputs': json.loads(

@@ -18,13 +18,16 @@ from typing import Any, Dict, Mapping, Sequence
 import numpy as np
 import tensorflow as tf
 
-# Beside an export whose runtime runs no lookup table (OpenVINO), and pushed
-# with it (listed and hashed in the version's manifest,
-# leantfx/runtimes/push.py): {column: [term, ...]} in vocabulary-file
-# order. Whoever calls such a model maps a request's strings to ids with
-# read_string_lookups' StringLookups first (serving/runtime_servables.py,
-# the optimizer's measurement).
-STRING_LOOKUPS_FILE = 'string_lookups.json'
+from leantfx.runtimes import openvino as openvino_runtime
+
+# Beside an export whose runtime runs no lookup table (OpenVINO: its
+# Runtime lists the file in ``optional_files``), and pushed with it (listed
+# and hashed in the version's manifest, leantfx/runtimes/push.py):
+# {column: [term, ...]} in vocabulary-file order. Whoever calls such a
+# model maps a request's strings to ids with read_string_lookups'
+# StringLookups first (serving/runtime_servables.py, the optimizer's
+# measurement; the runtime's predictor takes them as ``lookups``).
+STRING_LOOKUPS_FILE = openvino_runtime.STRING_LOOKUPS_FILE
 
 
 def serving_feature_spec(raw_feature_spec: Mapping[str, Any],

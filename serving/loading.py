@@ -1,55 +1,93 @@
 """How a version directory is loaded: which backend serves it, then the load.
 
-The backend is chosen per version directory: ``model.tflite`` means TFLite
-(:mod:`tflite_servable`), ``model.xml`` OpenVINO and ``model.onnx`` ONNX
-Runtime (:mod:`runtime_servables`), ``saved_model.pb``/``.pbtxt`` a
-TensorFlow SavedModel (:mod:`saved_model_servable`). A model config's
-``model_platform: "tflite"`` forces TFLite. Every backend is a
-:class:`servable.Servable`; the model manager loads versions through
-:func:`load_servable` and never asks which backend it got.
+The backend is chosen per version directory, through the runtime registry
+(leantfx/runtimes/registry.py): a version holding a runtime's ``model_file``
+(model.tflite, model.xml, model.onnx: the ModelOptimizer's pushes) is served
+by that runtime's servable (``SERVABLES``), checked in the registry's order;
+otherwise ``saved_model.pb``/``.pbtxt`` means a TensorFlow SavedModel
+(:mod:`saved_model_servable`). A model config's ``model_platform`` may name
+a runtime to force it (``"tflite"``, as TF Serving's config spells TFLite).
+Every backend is a :class:`servable.Servable`; the model manager loads
+versions through :func:`load_servable` and never asks which backend it got.
 """
 import os
+from typing import Callable, Dict, Optional
 
+from leantfx.runtimes import onnx as onnx_runtime
+from leantfx.runtimes import openvino as openvino_runtime
+from leantfx.runtimes import registry as runtimes_lib
+from leantfx.runtimes import runtime as runtime_lib
+from leantfx.runtimes import tflite as tflite_runtime
 from leantfx.serving import saved_model_servable
 from leantfx.serving import servable as servable_lib
 from leantfx.serving import status
 from leantfx.serving import tflite_servable
 
+ServableFactory = Callable[[str, int, str], servable_lib.Servable]
 
-def detect_platform(path: str, configured_platform: str = '') -> str:
-  """Returns which backend serves a version directory.
+
+def _runtime_servable(class_name: str) -> ServableFactory:
+  """A servable class of :mod:`runtime_servables`, imported when first used.
+
+  Importing that module loads TensorFlow (its raw-feature imports do);
+  importing this one (every ``leantfx`` command does, through the CLI) does
+  not.
+  """
+  def load(name: str, version: int, path: str) -> servable_lib.Servable:
+    from leantfx.serving import runtime_servables  # pylint: disable=g-import-not-at-top
+    return getattr(runtime_servables, class_name)(name, version, path)
+  return load
+
+
+# Each runtime's servable, keyed by the Runtime: serving a new runtime is its
+# servable and a line here (tests/optimize/test_runtime_interface.py checks
+# that every registered runtime has one).
+SERVABLES: Dict[runtime_lib.Runtime, ServableFactory] = {
+    tflite_runtime.RUNTIME: tflite_servable.TfLiteServable,
+    openvino_runtime.RUNTIME: _runtime_servable('OpenVINOServable'),
+    onnx_runtime.RUNTIME: _runtime_servable('ONNXServable'),
+}
+
+
+def runtime_of(path: str, configured_platform: str = ''
+              ) -> Optional[runtime_lib.Runtime]:
+  """The runtime that serves a version directory; None for a SavedModel.
 
   Args:
     path: the version directory.
     configured_platform: ``model_platform`` from the model config ('' or
-      ``tensorflow`` for auto, ``tflite`` to force TFLite).
+      ``tensorflow`` for auto, a runtime's name to force it).
 
   Raises:
     servable_lib.LoadError: NOT_FOUND when the directory holds no kind of
-      model, or the configured platform is unknown.
+      model, INVALID_ARGUMENT when the configured platform is unknown.
   """
-  if configured_platform not in ('', servable_lib.PLATFORM_TENSORFLOW,
-                                 servable_lib.PLATFORM_TFLITE):
+  if configured_platform in runtimes_lib.BY_NAME:
+    return runtimes_lib.BY_NAME[configured_platform]
+  if configured_platform not in ('', servable_lib.PLATFORM_TENSORFLOW):
     raise servable_lib.LoadError(
         f'Unknown model_platform {configured_platform!r}; use "tensorflow" '
-        '(SavedModel, or TFLite when the version has model.tflite) or '
-        '"tflite".', status.Code.INVALID_ARGUMENT)
-  if configured_platform == servable_lib.PLATFORM_TFLITE or os.path.isfile(
-      os.path.join(path, servable_lib.TFLITE_FILENAME)):
-    return servable_lib.PLATFORM_TFLITE
-  # The ModelOptimizer's OpenVINO and ONNX pushes.
-  if os.path.isfile(os.path.join(path, servable_lib.OPENVINO_FILENAME)):
-    return servable_lib.PLATFORM_OPENVINO
-  if os.path.isfile(os.path.join(path, servable_lib.ONNX_FILENAME)):
-    return servable_lib.PLATFORM_ONNX
+        '(SavedModel, or the runtime whose model file the version has: '
+        f'{_model_files()}) or a runtime\'s name to force it: '
+        f'{", ".join(repr(r) for r in runtimes_lib.RUNTIMES)}.',
+        status.Code.INVALID_ARGUMENT)
+  for runtime in runtimes_lib.BY_NAME.values():
+    if os.path.isfile(runtime.model_path(path)):
+      return runtime
   if any(os.path.isfile(os.path.join(path, f))
          for f in servable_lib.SAVED_MODEL_FILENAMES):
-    return servable_lib.PLATFORM_TENSORFLOW
+    return None
   # TensorFlow's own message for a directory without a SavedModel.
   raise servable_lib.LoadError(
       f'SavedModel file does not exist at: {path}/'
-      '{saved_model.pbtxt|saved_model.pb}; a TFLite version needs '
-      f'{servable_lib.TFLITE_FILENAME}.', status.Code.NOT_FOUND)
+      '{saved_model.pbtxt|saved_model.pb}; a runtime\'s version needs its '
+      f'model file: {_model_files()}.', status.Code.NOT_FOUND)
+
+
+def _model_files() -> str:
+  """'model.tflite (TFLite), model.xml (OpenVINO), ...' from the registry."""
+  return ', '.join(f'{r.model_file} ({r.label})'
+                   for r in runtimes_lib.BY_NAME.values())
 
 
 def load_servable(name: str, version: int, path: str,
@@ -60,7 +98,7 @@ def load_servable(name: str, version: int, path: str,
     name: model name.
     version: version number.
     path: the version directory.
-    configured_platform: see :func:`detect_platform`.
+    configured_platform: see :func:`runtime_of`.
 
   Returns:
     The loaded servable (not yet warmed up).
@@ -69,15 +107,7 @@ def load_servable(name: str, version: int, path: str,
     servable_lib.LoadError: the directory is missing files, truncated or not
       a model.
   """
-  platform = detect_platform(path, configured_platform)
-  if platform == servable_lib.PLATFORM_TFLITE:
-    return tflite_servable.TfLiteServable(name, version, path)
-  if platform in (servable_lib.PLATFORM_OPENVINO, servable_lib.PLATFORM_ONNX):
-    # Imported on the first OpenVINO or ONNX version only: importing the
-    # module loads TensorFlow (its runtime and raw-feature imports do), which
-    # a server of TFLite versions never needs.
-    from leantfx.serving import runtime_servables  # pylint: disable=g-import-not-at-top
-    if platform == servable_lib.PLATFORM_OPENVINO:
-      return runtime_servables.OpenVINOServable(name, version, path)
-    return runtime_servables.ONNXServable(name, version, path)
-  return saved_model_servable.SavedModelServable(name, version, path)
+  runtime = runtime_of(path, configured_platform)
+  if runtime is None:
+    return saved_model_servable.SavedModelServable(name, version, path)
+  return SERVABLES[runtime](name, version, path)

@@ -31,6 +31,7 @@ from google.protobuf import message_factory
 from google.protobuf import text_format
 
 from leantfx import versioned_push
+from leantfx.runtimes import openvino as openvino_runtime
 from leantfx.runtimes import push
 from leantfx.runtimes import registry as runtimes_lib
 from leantfx.errors import ConfigError
@@ -124,9 +125,9 @@ def ovms_reloaded_models(base: str) -> List[str]:
   """The OpenVINO models OVMS must run at each request's own batch size.
 
   Those whose newest version's manifest says its dynamic batch answers
-  batch 1 differently from a static batch of 1 (push.DYNAMIC_BATCH_ONE_OK
-  false, measured by the optimizer: leantfx/runtimes/openvino.py
-  says which OpenVINO CPU bug that is). A version pushed without the check
+  batch 1 differently from a static batch of 1
+  (openvino_runtime.DYNAMIC_BATCH_ONE_OK false, measured by the optimizer:
+  leantfx/runtimes/openvino.py says which OpenVINO CPU bug that is). A version pushed without the check
   (older leantfx, the transformed-input fallback, or files copied in
   without a manifest) is left as it is.
   """
@@ -140,7 +141,7 @@ def ovms_reloaded_models(base: str) -> List[str]:
     except (OSError, ValueError) as e:
       raise ConfigError(f'{path}: its manifest does not read ({e}); re-push '
                         'the model or remove that version.') from e
-    if inputs.get(push.DYNAMIC_BATCH_ONE_OK) is False:
+    if inputs.get(openvino_runtime.DYNAMIC_BATCH_ONE_OK) is False:
       found.append(name)
   return found
 

@@ -20,14 +20,16 @@ plugin can answer a dynamic-batch int8 IR wrongly at batch 1:
 leantfx/runtimes/openvino.py), and as exported, for the other batches. ONNX Runtime:
 one session (its ``run`` is thread-safe) with one intra-op thread per call.
 
-String tensors (the raw-feature exports of components/optimize/export/
-raw_runtimes.py take categorical columns as strings and answer 'classes'):
-requests carry strings as numpy object arrays of bytes and answers give them
-back the same way, as the SavedModel and TFLite servables do. OpenVINO's
-string ports take a numpy bytes ('S') array and return a str ('U') one;
-ONNX Runtime's 'tensor(string)' takes and returns ``str`` objects (an object
-array of bytes would be read as "b'...'", which looks up as unseen). The
-conversions happen here, so clients see one contract.
+String tensors (the ModelOptimizer's raw-feature exports take categorical
+columns as strings and answer 'classes'): requests carry strings as numpy
+object arrays of bytes and answers give them back the same way, as the
+SavedModel and TFLite servables do. OpenVINO's string ports take a numpy
+bytes ('S') array and return a str ('U') one; ONNX Runtime's
+'tensor(string)' takes and returns ``str`` objects (an object array of bytes
+would be read as "b'...'", which looks up as unseen). The runtime modules
+convert those strings (leantfx/runtimes/openvino.strings_in,
+leantfx/runtimes/onnx.strings_in, which the ModelOptimizer's predictors use
+too); the answers are turned back here, so clients see one contract.
 
 A raw-feature OpenVINO version of a model with vocabulary columns takes
 those columns as int64 vocabulary ids (OpenVINO runs no lookup table) and
@@ -58,10 +60,6 @@ DEFAULT_NUM_REQUESTS = 2
 DEFAULT_NUM_THREADS = 1
 
 
-def _is_string(value: np.ndarray) -> bool:
-  return value.dtype.kind in ('O', 'S', 'U')
-
-
 def _objects(values: List[object], shape) -> np.ndarray:
   array = np.empty(len(values), dtype=object)
   array[:] = values
@@ -74,22 +72,6 @@ def _bytes_objects(value) -> np.ndarray:
   out = [v if isinstance(v, bytes) else str(v).encode('utf-8')
          for v in value.ravel()]
   return _objects(out, value.shape)
-
-
-def _str_objects(value) -> np.ndarray:
-  """A string array as ONNX Runtime reads it: an object array of str."""
-  value = np.asarray(value)
-  out = [v.decode('utf-8') if isinstance(v, bytes) else str(v)
-         for v in value.ravel()]
-  return _objects(out, value.shape)
-
-
-def _openvino_strings(value) -> np.ndarray:
-  """A string array as OpenVINO's string ports read it: numpy bytes."""
-  value = np.asarray(value)
-  out = [v if isinstance(v, bytes) else str(v).encode('utf-8')
-         for v in value.ravel()]
-  return np.array(out, dtype=np.bytes_).reshape(value.shape)
 
 
 def _check_manifest(path: str) -> None:
@@ -228,7 +210,8 @@ class OpenVINOServable(_RuntimeServable):
         if a in self._lookups:
           bound.write(a, bound.inputs[a], self._lookups[a](v))
         elif a in self._string_inputs:
-          bound.set_new(a, bound.inputs[a], _openvino_strings(v))
+          # A string tensor's size follows its strings: set a new one.
+          bound.set_new(a, bound.inputs[a], openvino_runtime.strings_in(v))
         else:
           bound.write(a, bound.inputs[a], v)
       bound.request.infer()
@@ -294,7 +277,9 @@ class ONNXServable(_RuntimeServable):
           output_aliases: Sequence[str]) -> Dict[str, np.ndarray]:
     names: List[str] = list(output_aliases)
     try:
-      feed = {a: (_str_objects(v) if a in self._string_inputs
+      # Only strings are converted (the runtime's strings_in); numbers,
+      # checked against the signature already, go as they came.
+      feed = {a: (onnx_runtime.strings_in(v) if a in self._string_inputs
                   else np.ascontiguousarray(v)) for a, v in inputs.items()}
       values = self._session.run(names, feed)
     except Exception as e:  # pylint: disable=broad-except

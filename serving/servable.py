@@ -14,20 +14,17 @@ from typing import Dict, Mapping, Sequence
 
 import numpy as np
 
-from leantfx.runtimes import registry as runtimes_lib
+from leantfx.runtimes import tflite as tflite_runtime
 from leantfx.serving import signature as signature_lib
 from leantfx.serving import status
 
 SAVED_MODEL_FILENAMES = ('saved_model.pb', 'saved_model.pbtxt')
 PLATFORM_TENSORFLOW = 'tensorflow'
 # The ModelOptimizer's pushes: each runtime's platform is its name, and a
-# version holds its model file (leantfx/runtimes/).
-PLATFORM_TFLITE = runtimes_lib.TFLITE
-PLATFORM_OPENVINO = runtimes_lib.OPENVINO
-PLATFORM_ONNX = runtimes_lib.ONNX
-TFLITE_FILENAME = runtimes_lib.get(runtimes_lib.TFLITE).model_file
-OPENVINO_FILENAME = runtimes_lib.get(runtimes_lib.OPENVINO).model_file
-ONNX_FILENAME = runtimes_lib.get(runtimes_lib.ONNX).model_file
+# version holds its model file (leantfx/runtimes/; loading.py picks the
+# runtime). TFLite's, for its servable.
+PLATFORM_TFLITE = tflite_runtime.RUNTIME.name
+TFLITE_FILENAME = tflite_runtime.RUNTIME.model_file
 
 
 class LoadError(Exception):

@@ -411,8 +411,7 @@ class OptimizationConfig:
             f'The runtime list {list(self.runtimes)} leaves out '
             f"'{runtimes_lib.TFLITE}': the TFLite variants are built for "
             'every candidate and decide which candidates the server runtimes '
-            f"build; list it (e.g. '{runtimes_lib.TFLITE},"
-            f"{runtimes_lib.OPENVINO}').")
+            f"build; list it (e.g. '{','.join(runtimes_lib.RUNTIMES)}').")
     if regression:
       self._check_regression()
     if not isinstance(self.budget, Budget):

@@ -2,11 +2,13 @@
 
 ``ONNXPredictor`` opens model.onnx in an ``InferenceSession`` on the CPU
 execution provider with a fixed intra-op thread count (sequential execution,
-every graph optimization). ``ONNXTimer`` binds the inputs once through IO
-binding and times ``run_with_iobinding`` alone; the per-call overhead path is
+every graph optimization), and feeds it through ``feed`` (strings as ``str``
+objects, as ``leantfx serve``'s ONNX servable converts strings).
+``ONNXTimer`` binds the inputs once through IO binding and times
+``run_with_iobinding`` alone; the per-call overhead path is
 ``session.run(None, feed)``, the one-line call a client writes.
 """
-from typing import Dict, Mapping
+from typing import Any, Callable, Dict, Mapping, Optional, Sequence
 
 import numpy as np
 
@@ -36,31 +38,88 @@ NUMPY_TYPES = {'tensor(float)': np.float32, 'tensor(double)': np.float64,
                'tensor(bool)': np.bool_, 'tensor(string)': np.object_}
 
 
+def strings_in(value) -> np.ndarray:
+  """A string array as ONNX Runtime reads it: an object array of ``str``.
+
+  An object array of ``bytes`` would be read as "b'...'", which a
+  vocabulary looks up as unseen.
+  """
+  value = np.asarray(value)
+  out = np.empty(value.size, dtype=object)
+  out[:] = [v.decode('utf-8') if isinstance(v, bytes) else str(v)
+            for v in value.ravel()]
+  return out.reshape(value.shape)
+
+
+def feed(input_types: Mapping[str, type], values: Mapping[str, np.ndarray],
+         lookups: Optional[runtime_lib.Lookups] = None
+        ) -> Dict[str, np.ndarray]:
+  """``values`` as ONNX Runtime takes them for inputs of ``input_types``.
+
+  A column in ``lookups`` becomes its ids; a string input's values become
+  ``str`` objects (strings_in), and so do strings for an input of unknown
+  type; the rest is cast to its input's type (float32 by default, int64
+  for vocabulary ids). The optimizer's predictors feed a session through
+  it; ``leantfx serve``'s ONNX servable converts its string inputs with
+  strings_in too (its numbers are checked against the signature already).
+  """
+  out = {}
+  for name, value in values.items():
+    if lookups and name in lookups:
+      value = lookups[name](value)
+    dtype = input_types.get(name)
+    if dtype is np.object_ or (dtype is None and
+                               runtime_lib.is_string(value)):
+      out[name] = strings_in(value)
+    else:
+      out[name] = np.ascontiguousarray(value, dtype or np.float32)
+  return out
+
+
 class ONNXPredictor:
-  """Runs model.onnx in ONNX Runtime, in float."""
+  """Runs model.onnx in ONNX Runtime: a variant, or a raw-feature export.
+
+  The score is 'probabilities' (or 'predictions' for a regression) when the
+  model has it, else its one output (runtime_lib.score_output).
+  """
 
   def __init__(self, path: str,
-               num_threads: int = timing.DEFAULT_NUM_THREADS):
+               num_threads: int = timing.DEFAULT_NUM_THREADS,
+               lookups: Optional[runtime_lib.Lookups] = None):
     self.path = path
     self.session = open_session(path, num_threads)
+    self.lookups = dict(lookups or {})
     self.input_names = [i.name for i in self.session.get_inputs()]
-    # Each input's numpy type (float32, or int64 for a vocabulary id):
-    # features are cast to it, not all to float32.
+    # Each input's numpy type (float32, int64 for a vocabulary id, str
+    # objects for a string): features are cast to it.
     self.input_types = {i.name: NUMPY_TYPES.get(i.type, np.float32)
                         for i in self.session.get_inputs()}
-    self.output_name = sorted(o.name for o in self.session.get_outputs())[0]
+    self.output_name = runtime_lib.score_output(
+        [o.name for o in self.session.get_outputs()])
 
   def feed(self, features: Mapping[str, np.ndarray]) -> Dict[str, np.ndarray]:
     missing = [n for n in self.input_names if n not in features]
     if missing:
       raise ConfigError(f'The features lack the ONNX input(s) {missing}; they '
                         f'have {sorted(features)}.')
-    return {n: np.ascontiguousarray(features[n], self.input_types[n])
-            for n in self.input_names}
+    return feed(self.input_types, {n: features[n] for n in self.input_names},
+                self.lookups)
 
   def predict(self, features: Mapping[str, np.ndarray]) -> np.ndarray:
     (scores,) = self.session.run([self.output_name], self.feed(features))
     return np.asarray(scores, np.float32)
+
+  def bind(self, features: Mapping[str, np.ndarray]) -> Callable[[], Any]:
+    """The feed converted once, then ``session.run`` on it (IO binding, the
+    timer's call, takes no string tensors)."""
+    inputs, run, output = self.feed(features), self.session.run, [
+        self.output_name]
+    return lambda: run(output, inputs)
+
+  def push_facts(self, rows: Sequence[Mapping[str, np.ndarray]]
+                ) -> Dict[str, Any]:
+    del rows  # A session answers every batch the same way.
+    return {}
 
 
 class ONNXTimer(timing.RuntimeTimer):
@@ -97,9 +156,10 @@ class ONNXRuntime(runtime_lib.Runtime):
   timed_call = 'InferenceSession.run_with_iobinding(), inputs bound once'
 
   def predictor(self, path: str,
-                num_threads: int = timing.DEFAULT_NUM_THREADS
+                num_threads: int = timing.DEFAULT_NUM_THREADS,
+                lookups: Optional[runtime_lib.Lookups] = None
                ) -> ONNXPredictor:
-    return ONNXPredictor(path, num_threads)
+    return ONNXPredictor(path, num_threads, lookups)
 
   def timer(self, label: str, path: str, num_threads: int,
             features: Mapping[str, np.ndarray]) -> ONNXTimer:

@@ -26,11 +26,12 @@ and other batches holds two compiled models (about 11 MB more for it).
 A server that compiles the IR as pushed (OpenVINO Model Server) runs batch
 1 on the dynamic batch. The raw-feature push therefore also records how far
 the dynamic batch's batch-1 answers are from the static copy's
-(``DYNAMIC_BATCH_ONE_ATOL``; raw_runtimes.measure_raw), and ``leantfx
-deploy ovms`` has OVMS reload such a model at each request's batch size.
+(``OpenVINOPredictor.push_facts``, ``DYNAMIC_BATCH_ONE_ATOL``), and
+``leantfx deploy ovms`` has OVMS reload such a model at each request's batch
+size.
 """
 import logging
-from typing import Dict, Mapping, Optional
+from typing import Any, Callable, Dict, Mapping, Optional, Sequence
 
 import numpy as np
 
@@ -44,6 +45,14 @@ _LOG = logging.getLogger(__name__)
 # rounding between two compiles is about 1e-6, the plugin bug moved the
 # test model's probabilities by 0.03-0.05 and MobileNetV2's to one class.
 DYNAMIC_BATCH_ONE_ATOL = 1e-3
+# The manifest facts of OpenVINOPredictor.push_facts: the largest score gap
+# between the two, and whether it is within DYNAMIC_BATCH_ONE_ATOL.
+DYNAMIC_BATCH_ONE_GAP = 'dynamic_batch_one_max_abs_diff'
+DYNAMIC_BATCH_ONE_OK = 'dynamic_batch_one_ok'
+# The vocabularies of the columns a raw-feature IR takes as ids (OpenVINO
+# runs no lookup table), beside model.xml and pushed with it
+# (leantfx/raw_serving.py reads and writes it).
+STRING_LOOKUPS_FILE = 'string_lookups.json'
 
 
 def _batch_shapes(model, batch_size: int) -> Dict[int, object]:
@@ -193,8 +202,40 @@ def _port_name(port) -> str:
   return sorted(port.get_names())[0] if port.get_names() else port.get_any_name()
 
 
+def strings_in(value) -> np.ndarray:
+  """A string array as OpenVINO's string ports read it: numpy bytes ('S').
+
+  OpenVINO takes 'S' / 'U' arrays, not object arrays, and answers 'U'.
+  """
+  value = np.asarray(value)
+  out = [v if isinstance(v, bytes) else str(v).encode('utf-8')
+         for v in value.ravel()]
+  return np.array(out, dtype=np.bytes_).reshape(value.shape)
+
+
+def input_value(value, lookup=None, dtype=None) -> np.ndarray:
+  """One input as OpenVINO takes it.
+
+  A column the model takes as vocabulary ids (``lookup``, its
+  StringLookup) becomes its int64 ids; strings become numpy bytes
+  (strings_in); the rest is cast to ``dtype`` (None keeps it), contiguous.
+  The optimizer's predictors feed an IR through it; ``leantfx serve``'s
+  OpenVINO servable converts its strings with strings_in too.
+  """
+  if lookup is not None:
+    return lookup(value)
+  if runtime_lib.is_string(value):
+    return strings_in(value)
+  return np.ascontiguousarray(value, dtype)
+
+
 class OpenVINOPredictor:
   """Runs model.xml on the CPU through one infer request, in float.
+
+  A variant, or a raw-feature export (strings fed as numpy bytes, a column
+  in ``lookups`` as its vocabulary ids: ``input_value``). The score is
+  'probabilities' (or 'predictions') when the model has it, else its one
+  output (runtime_lib.score_output).
 
   A batch-1 call runs on the model compiled for a static batch of 1, other
   batches on the model as exported (CompiledModels); each keeps its infer
@@ -202,8 +243,10 @@ class OpenVINOPredictor:
   """
 
   def __init__(self, xml_path: str,
-               num_threads: int = timing.DEFAULT_NUM_THREADS):
+               num_threads: int = timing.DEFAULT_NUM_THREADS,
+               lookups: Optional[runtime_lib.Lookups] = None):
     self.path = xml_path
+    self.lookups = dict(lookups or {})
     self.models = CompiledModels(xml_path, num_threads)
     # The ports of the model batch-1 calls run on (the one scoring uses):
     # compiling it here also reports an IR that does not load.
@@ -218,7 +261,7 @@ class OpenVINOPredictor:
         self.input_names.setdefault(port.get_any_name(), set()).add(
             name.split(':')[0])
     outputs = {_port_name(p): i for i, p in enumerate(compiled.outputs)}
-    self.output_name = sorted(outputs)[0]
+    self.output_name = runtime_lib.score_output(list(outputs))
     self.output_index = outputs[self.output_name]
 
   def compiled_for(self, batch_size: Optional[int]):
@@ -238,8 +281,9 @@ class OpenVINOPredictor:
         raise ConfigError(
             f'The features lack the OpenVINO input {port!r} (names '
             f'{sorted(names)}); they have {sorted(features)}.')
-      feed[port] = np.ascontiguousarray(features[match[0]],
-                                        self.input_types[port])
+      feed[port] = input_value(features[match[0]],
+                               self.lookups.get(match[0]),
+                               self.input_types[port])
     return feed
 
   def predict(self, features: Mapping[str, np.ndarray]) -> np.ndarray:
@@ -247,6 +291,43 @@ class OpenVINOPredictor:
     request = self.request_for(batch_size_of(feed.values()))
     result = request.infer(feed)
     return np.asarray(result[self.output_index], np.float32)
+
+  def bind(self, features: Mapping[str, np.ndarray]) -> Callable[[], Any]:
+    """The inputs set once on the infer request; returns its ``infer``."""
+    import openvino as ov  # pylint: disable=g-import-not-at-top
+    feed = self.feed(features)
+    request = self.request_for(batch_size_of(feed.values()))
+    for port, value in feed.items():
+      request.set_tensor(port, ov.Tensor(value))
+    return request.infer
+
+  def dynamic_batch_one_gap(
+      self, rows: Sequence[Mapping[str, np.ndarray]]) -> float:
+    """How far the IR as pushed answers batch 1 from what leantfx runs.
+
+    The largest difference of the score between a batch-1 call on the
+    model's dynamic batch (what OpenVINO Model Server compiles) and on the
+    static batch-1 copy (what ``predict`` runs), over the batch-1 ``rows``.
+    0.0 for a model whose batch is static.
+    """
+    as_pushed, static = self.request_for(None), self.request_for(1)
+    gap = 0.0
+    for row in rows:
+      feed = self.feed(row)
+      dynamic, one = (np.array(request.infer(feed)[self.output_index])
+                      for request in (as_pushed, static))
+      gap = max(gap, float(np.abs(dynamic - one).max()))
+    return gap
+
+  def push_facts(self, rows: Sequence[Mapping[str, np.ndarray]]
+                ) -> Dict[str, Any]:
+    """What a server compiling the IR as pushed would answer at batch 1:
+    the gap (DYNAMIC_BATCH_ONE_GAP) and whether it is within
+    DYNAMIC_BATCH_ONE_ATOL (DYNAMIC_BATCH_ONE_OK, which ``leantfx deploy
+    ovms`` reads)."""
+    gap = self.dynamic_batch_one_gap(rows)
+    return {DYNAMIC_BATCH_ONE_GAP: gap,
+            DYNAMIC_BATCH_ONE_OK: gap <= DYNAMIC_BATCH_ONE_ATOL}
 
 
 class OpenVINOTimer(timing.RuntimeTimer):
@@ -280,13 +361,15 @@ class OpenVINORuntime(runtime_lib.Runtime):
   label = 'OpenVINO'
   model_file = 'model.xml'
   files = ('model.xml', 'model.bin')
+  optional_files = (STRING_LOOKUPS_FILE,)
   required_modules = ('openvino', 'nncf')
   timed_call = 'InferRequest.infer() on a compiled model, inputs set once'
 
   def predictor(self, path: str,
-                num_threads: int = timing.DEFAULT_NUM_THREADS
+                num_threads: int = timing.DEFAULT_NUM_THREADS,
+                lookups: Optional[runtime_lib.Lookups] = None
                ) -> OpenVINOPredictor:
-    return OpenVINOPredictor(path, num_threads)
+    return OpenVINOPredictor(path, num_threads, lookups)
 
   def timer(self, label: str, path: str, num_threads: int,
             features: Mapping[str, np.ndarray]) -> OpenVINOTimer:

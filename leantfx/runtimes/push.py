@@ -40,17 +40,10 @@ from tfx.dsl.io import fileio
 from leantfx import feature_names
 from leantfx import versioned_push
 from leantfx.errors import ConfigError
-from leantfx import raw_serving
 from leantfx.runtimes import registry
 
 MODEL_FILE = registry.get(registry.TFLITE).model_file
 MANIFEST_FILE = 'manifest.json'
-# An OpenVINO push's metrics.serving_inputs fact: whether the IR as pushed
-# (dynamic batch, as OpenVINO Model Server compiles it) answers batch 1 as
-# the static batch-1 copy leantfx gated does (the optimizer's
-# raw_exports.ServerRawExport.facts writes it; `leantfx deploy ovms` reads
-# it).
-DYNAMIC_BATCH_ONE_OK = 'dynamic_batch_one_ok'
 _NAME_RE = re.compile(r'^[A-Za-z][A-Za-z0-9_-]{0,62}$')
 is_local = versioned_push.is_local
 
@@ -159,18 +152,12 @@ def read_manifest(version_dir: str) -> Dict[str, Any]:
     return json.load(f)
 
 
-# The file(s) each server runtime's model server reads in a version folder:
-# OpenVINO Model Server reads model.xml + model.bin; Triton's and OVMS's ONNX
-# backends read model.onnx.
-RUNTIME_FILES = {runtime: registry.get(runtime).files
-                 for runtime in (registry.OPENVINO, registry.ONNX)}
-# Pushed (listed and hashed in the manifest) when the export wrote them: an
-# OpenVINO model that takes vocabulary ids carries the vocabularies that map
-# a request's strings to them (leantfx/raw_serving.py).
-RUNTIME_OPTIONAL_FILES = {
-    'openvino': (raw_serving.STRING_LOOKUPS_FILE,),
-    'onnx': (),
-}
+# The file(s) each server runtime's model server reads in a version folder
+# (its Runtime's ``files``): OpenVINO Model Server reads model.xml +
+# model.bin; Triton's and OVMS's ONNX backends read model.onnx. TFLite, the
+# runtime every run builds, is pushed by push_tflite.
+RUNTIME_FILES = {name: registry.get(name).files
+                 for name in registry.SERVER_RUNTIMES}
 
 
 def push_runtime_model(runtime: str,
@@ -192,10 +179,12 @@ def push_runtime_model(runtime: str,
   size) is written last, as the commit file.
 
   Layout: <base_dir>/<model_name>/<version>/{model.xml,model.bin | model.onnx,
-  manifest.json}, and RUNTIME_OPTIONAL_FILES[runtime] found in source_dir.
+  manifest.json}, and the runtime's ``optional_files`` found in
+  source_dir (an OpenVINO model that takes vocabulary ids carries the
+  vocabularies that map a request's strings to them).
 
   Args:
-    runtime: 'openvino' or 'onnx'.
+    runtime: a server runtime's name (of RUNTIME_FILES).
     source_dir: the folder holding the runtime's files.
     base_dir: the runtime's push base (e.g. <output>/openvino).
     model_name: the model's directory name.
@@ -222,7 +211,7 @@ def push_runtime_model(runtime: str,
       raise ConfigError(f'Cannot push the {runtime} model in {source_dir}: '
                         f'{name} is missing.')
   names = tuple(names) + tuple(
-      name for name in RUNTIME_OPTIONAL_FILES[runtime]
+      name for name in registry.get(runtime).optional_files
       if fileio.exists(os.path.join(source_dir, name)))
   _check_name(model_name)
   sources = {name: os.path.join(source_dir, name) for name in names}

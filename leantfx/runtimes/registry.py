@@ -35,6 +35,11 @@ TFLITE = tflite_runtime.RUNTIME.name
 OPENVINO = openvino_runtime.RUNTIME.name
 ONNX = onnx_runtime.RUNTIME.name
 RUNTIMES = tuple(BY_NAME)
+# Every runtime but TFLite, the one every run builds (beside training, as
+# the gate's baseline): the ModelOptimizer builds their variants in its
+# worker, each through its Exporter (components/optimize/export/
+# exporters.py), and pushes each pick to the runtime's own base.
+SERVER_RUNTIMES = tuple(name for name in RUNTIMES if name != TFLITE)
 # How messages and reports name each runtime.
 LABELS: Dict[str, str] = {name: r.label for name, r in BY_NAME.items()}
 # On the command line: every runtime installed where the optimizer runs.

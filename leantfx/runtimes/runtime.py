@@ -4,10 +4,15 @@ A runtime the ModelOptimizer exports to and ``leantfx serve`` runs (TFLite,
 OpenVINO, ONNX Runtime) is a ``Runtime``:
 
 - ``name`` and ``label``: how configs and messages name it;
-- ``model_file`` and ``files``: the layout of an export and of a pushed
-  version (``model_file`` is the one it loads);
+- ``model_file``, ``files`` and ``optional_files``: the layout of an
+  export and of a pushed version (``model_file`` is the one it loads, and
+  the one ``leantfx serve`` recognizes a version by);
 - ``required_modules``: what must be installed to export and run it;
-- ``predictor``: the model loaded, predicting a batch of features;
+- ``predictor``: the model loaded, predicting a batch of features: the
+  transformed features of a variant, or the raw columns of a raw-feature
+  export (a column the model takes as vocabulary ids looked up first;
+  strings converted as the runtime reads them, by its module's functions,
+  which ``leantfx serve``'s servables use too);
 - ``timer``: the model prepared for the interleaved latency measurement,
   its inputs bound once (``timing.RuntimeTimer``); ``timed_call`` says
   which call is timed.
@@ -17,11 +22,13 @@ Each runtime's module (tflite.py, openvino.py, onnx.py here) defines its
 plus its line in the registry. Exporting into a runtime (the converters, the
 raw-column fold) needs the optimizer's Keras and Transform tooling, a layer
 above this one: components/optimize/export/ has one module per runtime for
-that, named as the runtime is.
+that, named as the runtime is, and its own registry (exporters.py). Serving
+it is a servable in serving/ and its line in serving/loading.py.
 """
 import abc
 import os
-from typing import Mapping, Optional, Protocol, Tuple
+from typing import (Any, Callable, Dict, Mapping, Optional, Protocol,
+                    Sequence, Tuple)
 
 import numpy as np
 
@@ -33,11 +40,40 @@ from leantfx.runtimes import timing
 SCORE_OUTPUTS = ('probabilities', 'predictions')
 
 
+# {column: a callable mapping a [batch] array of strings to int64 ids}: the
+# vocabularies a model that takes vocabulary ids carries beside its file
+# (leantfx/raw_serving.StringLookup).
+Lookups = Mapping[str, Callable[[np.ndarray], np.ndarray]]
+
+
+def is_string(value) -> bool:
+  """Whether an array holds strings (bytes, str or object)."""
+  return np.asarray(value).dtype.kind in ('O', 'S', 'U')
+
+
+def score_output(names: Sequence[str]) -> str:
+  """The output scored: the first of SCORE_OUTPUTS a model has, else the
+  first name in sorted order (a variant's model has one output)."""
+  return next((n for n in SCORE_OUTPUTS if n in names), sorted(names)[0])
+
+
 class Predictor(Protocol):
   """A model loaded in its runtime: features in, the scored output out."""
 
   def predict(self, features: Mapping[str, np.ndarray]) -> np.ndarray:
     """The score output ('probabilities', or 'predictions') for a batch."""
+
+
+class RawPredictor(Predictor, Protocol):
+  """A server runtime's predictor, as the raw-column fold measures it."""
+
+  def bind(self, features: Mapping[str, np.ndarray]) -> Callable[[], Any]:
+    """Prepares ``features`` once; returns the runtime's own call on them."""
+
+  def push_facts(self, rows: Sequence[Mapping[str, np.ndarray]]
+                ) -> Dict[str, Any]:
+    """Facts about the model the push's manifest keeps, measured on
+    batch-1 ``rows`` (none for most runtimes)."""
 
 
 class Runtime(abc.ABC):
@@ -49,6 +85,8 @@ class Runtime(abc.ABC):
     model_file: the file the runtime loads, in an export's or a pushed
       version's folder.
     files: every file of the model, model_file first.
+    optional_files: files pushed with the model when its export wrote them
+      (listed and hashed in the manifest).
     required_modules: the Python modules its export and measurement import.
     timed_call: the call its timer times, as the variants' facts say it.
   """
@@ -56,6 +94,7 @@ class Runtime(abc.ABC):
   label: str
   model_file: str
   files: Tuple[str, ...]
+  optional_files: Tuple[str, ...] = ()
   required_modules: Tuple[str, ...] = ()
   timed_call: str = ''
 
@@ -78,8 +117,13 @@ class Runtime(abc.ABC):
 
   @abc.abstractmethod
   def predictor(self, path: str,
-                num_threads: int = timing.DEFAULT_NUM_THREADS) -> Predictor:
-    """Loads the model file at ``path`` (``model_file``) to predict."""
+                num_threads: int = timing.DEFAULT_NUM_THREADS,
+                lookups: Optional[Lookups] = None) -> Predictor:
+    """Loads the model file at ``path`` (``model_file``) to predict.
+
+    ``lookups``: the vocabularies of the columns the model takes as ids
+    (read from its folder by the caller); None or empty for most models.
+    """
 
   @abc.abstractmethod
   def timer(self, label: str, path: str, num_threads: int,

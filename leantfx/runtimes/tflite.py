@@ -210,9 +210,7 @@ class TFLitePredictor:
     # A variant's model has one output; a raw-feature export (the Trainer's
     # serving_default contract) answers 'probabilities' or 'predictions'
     # beside class ids and names.
-    self.output_name = next(
-        (n for n in runtime_lib.SCORE_OUTPUTS if n in output_details),
-        sorted(output_details)[0])
+    self.output_name = runtime_lib.score_output(list(output_details))
     self.output_detail = output_details[self.output_name]
 
   @property
@@ -286,8 +284,13 @@ class TFLiteRuntime(runtime_lib.Runtime):
   timed_call = 'invoke() on a prepared interpreter, inputs bound once'
 
   def predictor(self, path: str,
-                num_threads: int = timing.DEFAULT_NUM_THREADS
+                num_threads: int = timing.DEFAULT_NUM_THREADS,
+                lookups: Optional[runtime_lib.Lookups] = None
                ) -> TFLitePredictor:
+    if lookups:
+      raise ConfigError(
+          f'{path}: a TFLite model looks its vocabularies up in its graph; '
+          f'it takes no vocabulary ids (got lookups for {sorted(lookups)}).')
     return TFLitePredictor(path, num_threads=num_threads)
 
   def timer(self, label: str, path: str, num_threads: int,

@@ -122,7 +122,7 @@ def check_pushed_runtimes(output, model, summary, stdout,
     assert manifest['metrics']['serving_inputs']['inputs'] == 'raw', (
         runtime, manifest['metrics']['serving_inputs'])
     model_file = push.RUNTIME_FILES[runtime][0]
-    predictor = raw_runtimes.RawPredictor(
+    predictor = raw_runtimes.raw_predictor(
         runtime, os.path.join(version_dir, model_file))
     got = np.argmax(predictor.predict(raw), axis=1)
     agreement = float((got == expected).mean())
@@ -136,7 +136,7 @@ def check_pushed_runtimes(output, model, summary, stdout,
 
 
 def check_ovms_batch(output, model, manifest, predictor, raw,
-                     rows=raw_runtimes.DYNAMIC_BATCH_ONE_ROWS):
+                     rows=raw_runtimes.PUSH_FACT_ROWS):
   """The OpenVINO push's dynamic-batch fact holds, and deploy follows it.
 
   The manifest's dynamic_batch_one_ok is re-measured here (the push's IR
@@ -148,7 +148,8 @@ def check_ovms_batch(output, model, manifest, predictor, raw,
   inputs = manifest['metrics']['serving_inputs']
   data = measure.LabeledData(raw, np.zeros(len(next(iter(raw.values()))),
                                            np.int64))
-  gap = predictor.dynamic_batch_one_gap(data, rows)
+  gap = predictor.dynamic_batch_one_gap(
+      [data.example(i) for i in range(min(rows, len(data)))])
   ok = gap <= openvino_runtime.DYNAMIC_BATCH_ONE_ATOL
   assert inputs['dynamic_batch_one_ok'] is ok, (inputs, gap)
   out = os.path.join(output, 'ovms-config')

@@ -154,28 +154,32 @@ def test_the_raw_push_records_what_a_dynamic_batch_answers_at_batch_1(
   """
   path, x = exported
   data = measure.LabeledData({FEATURE: x}, np.zeros(len(x), np.int64))
-  predictor = raw_runtimes.RawPredictor(runtimes.OPENVINO, path, 1)
-  gap = predictor.dynamic_batch_one_gap(data, BATCH)
+  predictor = raw_runtimes.raw_predictor(runtimes.OPENVINO, path, 1)
+  rows = [data.example(i) for i in range(BATCH)]
+  gap = predictor.dynamic_batch_one_gap(rows)
   compiled = openvino_runtime.compile_model(path, 1)
   as_pushed = _rows_at_batch_1(lambda r: compiled({0: r})[0], x)
   np.testing.assert_allclose(
       gap, np.abs(as_pushed - predictor.predict({FEATURE: x})).max(),
       atol=1e-6)
   bug = gap > openvino_runtime.DYNAMIC_BATCH_ONE_ATOL
+  push_facts = predictor.push_facts(rows)
+  assert push_facts == {openvino_runtime.DYNAMIC_BATCH_ONE_GAP: gap,
+                        openvino_runtime.DYNAMIC_BATCH_ONE_OK: not bug}
   _, facts = raw_exports.RAW_EXPORTS[runtimes.OPENVINO].facts(
       {'output_dir': os.path.dirname(path)},
       {'accuracy': 1.0, 'latency_p50_ms': 0.1, 'latency_p99_ms': 0.2,
-       'call_overhead_ms': 0.0, raw_runtimes.DYNAMIC_BATCH_ONE_GAP: gap},
+       'call_overhead_ms': 0.0, 'push_facts': push_facts},
       'c/openvino_int8', BATCH, 1.0, quality_lib.for_task('classification'),
       0.01)
-  assert facts[raw_runtimes.DYNAMIC_BATCH_ONE_GAP] == gap
+  assert facts[openvino_runtime.DYNAMIC_BATCH_ONE_GAP] == gap
   assert facts['dynamic_batch_one_ok'] is (not bug)
   # measure_raw measures it on the rows it scores (OpenVINO only).
   measured = raw_runtimes.measure_raw(
       runtimes.OPENVINO, path, data, quality_lib.for_task('classification'),
       num_threads=1, latency_runs=2, warmup_runs=0)
-  assert measured[raw_runtimes.DYNAMIC_BATCH_ONE_GAP] == pytest.approx(
-      gap, abs=1e-6)
+  assert measured['push_facts'][
+      openvino_runtime.DYNAMIC_BATCH_ONE_GAP] == pytest.approx(gap, abs=1e-6)
 
 
 def test_an_ir_that_cannot_take_a_static_batch_runs_as_exported(

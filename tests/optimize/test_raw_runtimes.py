@@ -1,4 +1,4 @@
-"""Raw-feature exports for OpenVINO and ONNX (components/optimize/raw_runtimes).
+"""Raw-feature exports for OpenVINO and ONNX (export/raw_runtimes.py).
 
 The fixtures of test_raw_features.py (the real preprocessing_fn through
 tft_beam, a model trained on its output) are exported with the Transform
@@ -21,6 +21,7 @@ from leantfx.components.optimize.export import onnx as onnx_export
 from leantfx.components.optimize.export import openvino as openvino_export
 from leantfx.components.optimize.export import raw_runtimes
 from leantfx.errors import ConfigError
+from leantfx.runtimes import registry
 from leantfx.serving import dtypes
 # digits_fixture, penguins_fixture: tests/optimize/conftest.py (session).
 
@@ -39,9 +40,9 @@ _CALIBRATION_SAMPLES = 100
 
 
 def _runtime(name):
-  pytest.importorskip('openvino' if name == raw_runtimes.OPENVINO else
+  pytest.importorskip('openvino' if name == registry.OPENVINO else
                       'onnxruntime')
-  if name == raw_runtimes.OPENVINO:
+  if name == registry.OPENVINO:
     pytest.importorskip('nncf')
   else:
     pytest.importorskip('tf2onnx')
@@ -49,25 +50,29 @@ def _runtime(name):
 
 def _run_raw(runtime, path, raw):
   """{output name: array} of a raw-feature export on raw columns."""
-  if runtime == raw_runtimes.ONNX:
+  if runtime == registry.ONNX:
     import onnxruntime as ort  # pylint: disable=g-import-not-at-top
     session = ort.InferenceSession(path, providers=['CPUExecutionProvider'])
     names = [o.name for o in session.get_outputs()]
-    return dict(zip(names, session.run(names, raw_runtimes.onnx_feed(raw))))
+    from leantfx.runtimes import onnx as onnx_runtime  # pylint: disable=g-import-not-at-top
+    return dict(zip(names, session.run(names, onnx_runtime.feed({}, raw))))
   from leantfx import raw_serving  # pylint: disable=g-import-not-at-top
   from leantfx.runtimes import openvino as openvino_runtime  # pylint: disable=g-import-not-at-top
   compiled = openvino_runtime.compile_model(path, 1)
-  feed = raw_runtimes.openvino_feed(
-      raw, raw_serving.read_string_lookups(os.path.dirname(path)))
-  result = compiled({p: feed[p.get_any_name().split(':')[0]]
-                     for p in compiled.inputs})
+  lookups = raw_serving.read_string_lookups(os.path.dirname(path))
+  result = compiled({
+      p: openvino_runtime.input_value(raw[p.get_any_name().split(':')[0]],
+                                      lookups.get(
+                                          p.get_any_name().split(':')[0]),
+                                      np.float32)
+      for p in compiled.inputs})
   return {p.get_any_name(): np.array(v) for p, v in result.items()}
 
 
 def _transformed_int8(runtime, fx, tmp_path):
   """The same runtime's int8 of the model on transformed features."""
   out = str(tmp_path / 'transformed_int8')
-  if runtime == raw_runtimes.ONNX:
+  if runtime == registry.ONNX:
     import onnxruntime as ort  # pylint: disable=g-import-not-at-top
     path = onnx_export.export_onnx(
         fx.model, 'int8', fx.transformed_train, output_dir=out,
@@ -92,7 +97,7 @@ def _transformed_int8(runtime, fx, tmp_path):
 
 def _servable(runtime, name, version_dir):
   from leantfx.serving import runtime_servables  # pylint: disable=g-import-not-at-top
-  if runtime == raw_runtimes.ONNX:
+  if runtime == registry.ONNX:
     return runtime_servables.ONNXServable(name, 1, str(version_dir))
   return runtime_servables.OpenVINOServable(name, 1, str(version_dir))
 
@@ -111,10 +116,10 @@ def _check(fx, runtime, mode, tmp_path, name, request=None,
       runtime, fx.model, fx.tft_output, fx.spec.label, fx.spec.classes, mode,
       fx.raw_train, output_dir=str(version_dir),
       num_calibration_samples=_CALIBRATION_SAMPLES)
-  expected_file = (onnx_export.MODEL_FILE if runtime == raw_runtimes.ONNX
+  expected_file = (onnx_export.MODEL_FILE if runtime == registry.ONNX
                    else openvino_export.XML_FILE)
   assert path == str(version_dir / expected_file)
-  if runtime == raw_runtimes.OPENVINO:
+  if runtime == registry.OPENVINO:
     assert os.path.isfile(version_dir / openvino_export.BIN_FILE)
 
   out = _run_raw(runtime, path, fx.raw_eval)
@@ -191,7 +196,7 @@ def test_penguins_onnx_folds_vocabularies_and_gaps(penguins_fixture,
                                                    tmp_path, mode):
   fx = penguins_fixture
   request = _penguins_request(fx)
-  answer, _ = _check(fx, raw_runtimes.ONNX, mode, tmp_path,
+  answer, _ = _check(fx, registry.ONNX, mode, tmp_path,
                      f'penguins_onnx_{mode}', request)
   if mode == raw_runtimes.FLOAT32:
     np.testing.assert_allclose(answer['probabilities'], fx.predict(request),
@@ -206,9 +211,10 @@ def test_penguins_openvino_takes_ids_and_the_lookups_travel_with_it(
   """OpenVINO runs no hash table: ids in, vocabularies beside model.xml.
 
   The IR takes island and sex as int64 vocabulary ids; the export writes
-  the Transform's vocabularies beside it, and the servable (like
-  openvino_feed) maps a request's strings to ids with them, unseen and
-  missing values to the OOV id, as the Transform does. _check serves the
+  the Transform's vocabularies beside it, and the servable (like the
+  predictor, both through leantfx/runtimes/openvino.input_value) maps a
+  request's strings to ids with them, unseen and missing values to the OOV
+  id, as the Transform does. _check serves the
   strings and compares with the Transform-then-Keras reference.
   """
   # pylint: disable=g-import-not-at-top
@@ -222,7 +228,7 @@ def test_penguins_openvino_takes_ids_and_the_lookups_travel_with_it(
   # NNCF's int8 of this 3-epoch MLP is 0.16-0.23 off float on some eval
   # rows with transformed inputs too (measured; the raw export is within
   # 1e-7 of it), so the raw int8 is held to that twin, not to float.
-  answer, _ = _check(fx, raw_runtimes.OPENVINO, mode, tmp_path, name,
+  answer, _ = _check(fx, registry.OPENVINO, mode, tmp_path, name,
                      request, int8_vs_float=None)
   if mode == raw_runtimes.FLOAT32:
     np.testing.assert_allclose(answer['probabilities'], fx.predict(request),
@@ -290,7 +296,7 @@ def test_a_graph_openvino_cannot_convert_is_a_config_error(
   # pylint: disable=g-import-not-at-top
   from leantfx.components.optimize.export import raw_features
   # pylint: enable=g-import-not-at-top
-  _runtime(raw_runtimes.OPENVINO)
+  _runtime(registry.OPENVINO)
   save = raw_features.save_raw_serving_model
 
   def with_tables(*args, **kwargs):
@@ -304,7 +310,7 @@ def test_a_graph_openvino_cannot_convert_is_a_config_error(
   level, filters = root.level, list(root.filters)
   with pytest.raises(ConfigError) as raised:
     raw_runtimes.export_raw(
-        raw_runtimes.OPENVINO, fx.model, fx.tft_output, fx.spec.label,
+        registry.OPENVINO, fx.model, fx.tft_output, fx.spec.label,
         fx.spec.classes, 'float32', None, output_dir=str(out))
   # convert_model set the root logger to ERROR and raised: the process's
   # later INFO and WARNING lines are not silenced.
@@ -341,10 +347,10 @@ def test_a_corrupt_lookups_file_is_not_served(penguins_fixture, tmp_path):
   from leantfx.serving import runtime_servables
   from leantfx.serving import servable as servable_lib
   # pylint: enable=g-import-not-at-top
-  _runtime(raw_runtimes.OPENVINO)
+  _runtime(registry.OPENVINO)
   fx = penguins_fixture
   out = tmp_path / 'm' / '1'
-  raw_runtimes.export_raw(raw_runtimes.OPENVINO, fx.model, fx.tft_output,
+  raw_runtimes.export_raw(registry.OPENVINO, fx.model, fx.tft_output,
                           fx.spec.label, fx.spec.classes, 'float32', None,
                           output_dir=str(out))
   raw_serving.write_string_lookups(str(out), {'colour': [b'red']})
@@ -390,7 +396,7 @@ def test_unknown_runtime_mode_or_columns_are_clear_errors(penguins_fixture,
 def test_a_failed_onnx_conversion_is_a_config_error(digits_fixture, tmp_path,
                                                     monkeypatch):
   """Whatever tf2onnx raises reaches the caller as a ConfigError."""
-  _runtime(raw_runtimes.ONNX)
+  _runtime(registry.ONNX)
   from tf2onnx import convert  # pylint: disable=g-import-not-at-top
 
   def fail(*args, **kwargs):
@@ -441,7 +447,7 @@ def _raw_inputs(fx, tmp_path):
   return raw, transformed
 
 
-@pytest.mark.parametrize('runtime', [raw_runtimes.ONNX, raw_runtimes.OPENVINO])
+@pytest.mark.parametrize('runtime', [registry.ONNX, registry.OPENVINO])
 def test_the_optimizer_pushes_a_runtime_pick_with_raw_inputs(
     digits_fixture, tmp_path, runtime):
   """raw_fold.fold_one_pick: the pick's raw export, scored as gated."""
@@ -490,8 +496,8 @@ def test_the_runtime_picks_raw_exports_run_in_the_worker(
   fx = digits_fixture
   raw, transformed = _raw_inputs(fx, tmp_path)
   picks = {runtime: _runtime_variant(fx, runtime, mode, tmp_path)
-           for runtime, mode in ((raw_runtimes.OPENVINO, 'float32'),
-                                 (raw_runtimes.ONNX, 'int8'))}
+           for runtime, mode in ((registry.OPENVINO, 'float32'),
+                                 (registry.ONNX, 'int8'))}
   pool = server_variants.runtime_pool()
   if worker == 'gone':
     pool.shutdown(wait=True)
@@ -516,7 +522,7 @@ def test_the_runtime_picks_raw_exports_run_in_the_worker(
   assert sorted(exports) == sorted(picks)
   for runtime, (folder, facts) in exports.items():
     variant_dir = os.path.dirname(picks[runtime].path) if runtime == (
-        raw_runtimes.ONNX) else picks[runtime].path
+        registry.ONNX) else picks[runtime].path
     assert folder == raw_runtimes.raw_dir(variant_dir), runtime
     assert facts['inputs'] == 'raw' and facts['latency_p50_ms'] > 0
     assert facts['accuracy'] == pytest.approx(
@@ -532,10 +538,10 @@ def test_openvino_with_vocabularies_pushes_raw_with_its_lookups(
   from leantfx.runtimes import push
   from leantfx import raw_serving
   # pylint: enable=g-import-not-at-top
-  _runtime(raw_runtimes.OPENVINO)
+  _runtime(registry.OPENVINO)
   fx = penguins_fixture
   raw, transformed = _raw_inputs(fx, tmp_path)
-  variant = _runtime_variant(fx, raw_runtimes.OPENVINO, 'float32', tmp_path)
+  variant = _runtime_variant(fx, registry.OPENVINO, 'float32', tmp_path)
   failures = []
   folder, facts = raw_fold.fold_one_pick(
       variant, {'cand': fx.model}, raw, transformed,
@@ -546,7 +552,7 @@ def test_openvino_with_vocabularies_pushes_raw_with_its_lookups(
   assert facts['accuracy'] == pytest.approx(
       facts['transformed_input_accuracy'], abs=2 / len(transformed))
   pushed = push.push_runtime_model(
-      raw_runtimes.OPENVINO, folder, str(tmp_path / 'openvino'), 'penguins',
+      registry.OPENVINO, folder, str(tmp_path / 'openvino'), 'penguins',
       source_model_uri='m', technique_chain=[], mode='float32',
       metrics=facts)
   assert sorted(pushed.manifest['files']) == [
@@ -572,15 +578,15 @@ def test_vocabulary_ids_reach_the_runtimes_as_int64(penguins_fixture,
   from leantfx.components.optimize.evaluation import measure
   from leantfx.components.optimize.export import runtime_variants
   # pylint: enable=g-import-not-at-top
-  _runtime(raw_runtimes.ONNX)
-  _runtime(raw_runtimes.OPENVINO)
+  _runtime(registry.ONNX)
+  _runtime(registry.OPENVINO)
   fx = penguins_fixture
   assert any(v.dtype == np.int64 for v in fx.transformed_eval.values())
   labels = np.argmax(fx.reference, axis=1)
   failures = []
   built = runtime_variants.build_runtime_variants(
       fx.model, candidate_name='cand', technique='baseline',
-      runtimes=(raw_runtimes.OPENVINO, raw_runtimes.ONNX),
+      runtimes=(registry.OPENVINO, registry.ONNX),
       representative_data=fx.transformed_train,
       eval_data=measure.LabeledData(fx.transformed_eval, labels),
       out_dir=str(tmp_path), num_threads=1, latency_runs=20, warmup_runs=2,

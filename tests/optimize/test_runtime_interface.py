@@ -2,9 +2,16 @@
 
 Each runtime's predictor and timer (leantfx/runtimes/) load the float32
 export of conftest's trained digits CNN, made by the optimizer's own export
-(TFLite conversion, openvino.convert_model, tf2onnx), and answer what the
-Keras model answers.
+(TFLite conversion; the server runtimes through their Exporter), and answer
+what the Keras model answers; ``leantfx serve`` loads the same export
+through the registry and answers it too.
+
+Adding a runtime is its modules: the code outside them (the layer folders
+of tests/test_layers.py) neither writes a runtime's name nor compares
+anything with a server runtime's name, so nothing there branches on which
+runtime it holds; it reaches each one through the registries.
 """
+import ast
 import os
 import time
 
@@ -12,6 +19,8 @@ import numpy as np
 import pytest
 
 from leantfx.components.optimize.evaluation import measure
+from leantfx.components.optimize.export import exporters
+from leantfx.components.optimize.export import raw_exports
 from leantfx.components.optimize.export import runtime_variants
 from leantfx.components.optimize.export import tflite as tflite_export
 from leantfx.errors import ConfigError
@@ -19,6 +28,7 @@ from leantfx.runtimes import push
 from leantfx.runtimes import registry
 from leantfx.runtimes import runtime as runtime_lib
 from leantfx.runtimes import timing
+from leantfx.serving import loading
 from leantfx.serving import servable
 
 pytestmark = pytest.mark.unit
@@ -47,9 +57,11 @@ def test_the_push_and_the_server_read_each_runtime_s_files_from_it():
   assert push.MODEL_FILE == registry.get('tflite').model_file
   for name in ('openvino', 'onnx'):
     assert push.RUNTIME_FILES[name] == registry.get(name).files
+  assert push.RUNTIME_FILES['openvino'] == ('model.xml', 'model.bin')
+  assert push.RUNTIME_FILES['onnx'] == ('model.onnx',)
   assert servable.TFLITE_FILENAME == 'model.tflite'
-  assert servable.OPENVINO_FILENAME == 'model.xml'
-  assert servable.ONNX_FILENAME == 'model.onnx'
+  # Every runtime is served, found by its model file.
+  assert set(loading.SERVABLES) == set(registry.BY_NAME.values())
 
 
 def test_artifact_paths_round_trip(tmp_path):
@@ -101,3 +113,153 @@ def test_each_runtime_predicts_and_times_its_float32_export(
   assert timer.variant.label == f'c/{name}' and timer.batch_size == 1
   durations = timer.time_invokes(3, time.perf_counter)
   assert len(durations) == 3 and all(d > 0 for d in durations)
+
+  # leantfx serve finds the runtime by the file the export wrote and
+  # answers the batch as the predictor and Keras do.
+  folder = os.path.dirname(path)
+  assert loading.runtime_of(folder) is found
+  served = loading.load_servable('digits', 1, folder)
+  try:
+    assert served.platform == name
+    signature = served.signatures['serving_default']
+    (output,) = signature.outputs
+    answer = served.run('serving_default',
+                        {a: batch[a] for a in signature.inputs}, [output])
+  finally:
+    served.close()
+  np.testing.assert_allclose(answer[output], expected, atol=FLOAT32_ATOL)
+  np.testing.assert_allclose(answer[output], got, atol=FLOAT32_ATOL)
+
+
+def test_each_layer_reaches_every_runtime_through_its_registry():
+  # Exports: one Exporter per server runtime, in the module named as the
+  # runtime; the raw-column fold has a part for every runtime.
+  assert exporters.SERVER_RUNTIMES == registry.SERVER_RUNTIMES
+  for name, exporter in exporters.BY_RUNTIME.items():
+    assert exporter.runtime is registry.get(name)
+    assert type(exporter).__module__.endswith(f'.export.{name}')
+  assert set(raw_exports.RAW_EXPORTS) == set(registry.RUNTIMES)
+  # Serving: a servable for every runtime, keyed by the Runtime.
+  assert set(loading.SERVABLES) == set(registry.BY_NAME.values())
+
+
+# ------------------------------------- no code branches on a runtime's name ---
+
+_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
+# The production code: tests/test_layers.py's layer folders (benchmarks and
+# tests name runtimes to measure and check each one).
+_FOLDERS = ('leantfx', 'schemas', 'models', 'components', 'pipeline',
+            'kubeflow', 'serving', 'cli')
+# Where a runtime's name is written: its own modules, and the registry that
+# lists them.
+_RUNTIME_MODULES = frozenset(
+    [f'leantfx/runtimes/{n}.py' for n in registry.RUNTIMES] +
+    [f'components/optimize/export/{n}.py' for n in registry.RUNTIMES] +
+    ['leantfx/runtimes/registry.py'])
+# The registry's constants naming the server runtimes (registry.OPENVINO,
+# ...). TFLite's (registry.TFLITE) may be used: it is the baseline every run
+# builds, which the config requires and push_tflite pushes.
+_SERVER_NAME_CONSTANTS = frozenset(n.upper() for n in registry.SERVER_RUNTIMES)
+# Writers of one model server's own config, which name the runtime that
+# server runs (leantfx deploy ovms: OpenVINO Model Server; deploy triton:
+# Triton's ONNX Runtime backend); they compare nothing with it.
+_MODEL_SERVER_CONFIGS = frozenset({'serving/runtime_deploy.py'})
+
+
+def _docstrings(tree):
+  found = set()
+  for node in ast.walk(tree):
+    if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef,
+                         ast.AsyncFunctionDef)) and node.body:
+      first = node.body[0]
+      if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+        found.add(id(first.value))
+  return found
+
+
+def _server_constant(node) -> bool:
+  """A constant named for a server runtime: registry.OPENVINO, and any
+  upper-case name with it as a word (PLATFORM_ONNX, OPENVINO_FILENAME)."""
+  name = (node.id if isinstance(node, ast.Name) else
+          node.attr if isinstance(node, ast.Attribute) else '')
+  return name.isupper() and bool(
+      _SERVER_NAME_CONSTANTS & set(name.split('_')))
+
+
+def runtime_name_uses(source: str, may_name_servers: bool = False):
+  """(line, what) of each place ``source`` names a runtime by hand.
+
+  A string that is a runtime's name (not a docstring); a comparison with a
+  server runtime's registry constant, or a dict keyed by one; and, unless
+  ``may_name_servers``, any use of such a constant.
+  """
+  tree = ast.parse(source)
+  docstrings = _docstrings(tree)
+  found = []
+  for node in ast.walk(tree):
+    if (isinstance(node, ast.Constant) and node.value in registry.RUNTIMES
+        and id(node) not in docstrings):
+      found.append((node.lineno, f'the string {node.value!r}'))
+    elif isinstance(node, (ast.Compare, ast.Dict)):
+      operands = ([node.left] + node.comparators
+                  if isinstance(node, ast.Compare) else
+                  [k for k in node.keys if k is not None])
+      for operand in operands:
+        elements = (operand.elts if isinstance(operand, (
+            ast.Tuple, ast.List, ast.Set)) else [operand])
+        if any(_server_constant(e) for e in elements):
+          kind = 'compared' if isinstance(node, ast.Compare) else 'dict key'
+          found.append((node.lineno, f'{kind}: {ast.unparse(operand)}'))
+    elif _server_constant(node) and not may_name_servers:
+      found.append((node.lineno, ast.unparse(node)))
+  return sorted(set(found))
+
+
+@pytest.mark.parametrize('source', [
+    'if runtime == runtimes_lib.OPENVINO:\n  export_ir()',
+    'if runtime == "onnx":\n  export_onnx()',
+    'if variant.runtime in (registry.OPENVINO, registry.ONNX):\n  pass',
+    'FILES = {registry.OPENVINO: ("model.xml",)}',
+    "FILES = {'openvino': ('model.xml',)}",
+    'lookups_outside = runtime != ONNX',
+    'if platform in (servable.PLATFORM_OPENVINO, servable.PLATFORM_ONNX):\n'
+    '  pass',
+    'for r in ("openvino", "onnx"):\n  pass',
+])
+def test_the_name_check_finds_a_runtime_chosen_by_name(source):
+  assert runtime_name_uses(source, may_name_servers=True)
+
+
+def test_the_name_check_lets_the_interfaces_through():
+  source = '''"""Exports 'onnx' and the rest through the registry."""
+exporter = exporters.get(runtime)
+if exporter.lookups_outside:
+  vocabularies = read(model)
+path = exporter.export_raw(saved_model, mode, samples, vocabularies, out)
+if runtime == registry.TFLITE:
+  push_tflite(path)
+'''
+  assert runtime_name_uses(source) == []
+
+
+def test_no_code_outside_a_runtime_s_modules_branches_on_its_name():
+  found = []
+  for folder in _FOLDERS:
+    for directory, _, files in os.walk(os.path.join(_ROOT, folder)):
+      for file_name in sorted(files):
+        if not file_name.endswith('.py'):
+          continue
+        path = os.path.join(directory, file_name)
+        relative = os.path.relpath(path, _ROOT).replace(os.sep, '/')
+        if relative in _RUNTIME_MODULES:
+          continue
+        with open(path, encoding='utf-8') as f:
+          uses = runtime_name_uses(
+              f.read(), may_name_servers=relative in _MODEL_SERVER_CONFIGS)
+        found += [f'{relative}:{line}: {what}' for line, what in uses]
+  assert not found, (
+      'Code outside the runtimes\' own modules names a runtime; reach it '
+      'through leantfx/runtimes/registry.py (Runtime), components/optimize/'
+      'export/exporters.py (Exporter) or serving/loading.SERVABLES:\n' +
+      '\n'.join(found))

@@ -66,6 +66,31 @@ def test_missing_model_files(tmp_path):
     loading.load_servable('x', 1, str(tmp_path))
   assert raised.value.code == status.Code.NOT_FOUND
   assert 'SavedModel file does not exist at' in str(raised.value)
+  # Every registered runtime's model file is named, from the registry.
+  assert ('model.tflite (TFLite), model.xml (OpenVINO), model.onnx (ONNX)'
+          in str(raised.value))
+
+
+def test_the_runtime_is_found_by_its_model_file_or_forced_by_name(tmp_path):
+  (tmp_path / 'model.onnx').write_bytes(b'')
+  assert loading.runtime_of(str(tmp_path)).name == 'onnx'
+  # The registry's order decides a folder with several model files.
+  (tmp_path / 'model.xml').write_bytes(b'')
+  assert loading.runtime_of(str(tmp_path)).name == 'openvino'
+  assert loading.runtime_of(str(tmp_path), 'tensorflow').name == 'openvino'
+  # model_platform names a runtime to force it (TF Serving's 'tflite').
+  assert loading.runtime_of(str(tmp_path), 'tflite').name == 'tflite'
+  assert loading.runtime_of(str(tmp_path), 'onnx').name == 'onnx'
+  (tmp_path / 'saved_model.pb').write_bytes(b'')
+  os.remove(tmp_path / 'model.onnx')
+  os.remove(tmp_path / 'model.xml')
+  assert loading.runtime_of(str(tmp_path)) is None
+  with pytest.raises(servable_lib.LoadError) as raised:
+    loading.runtime_of(str(tmp_path), 'tensorrt')
+  assert raised.value.code == status.Code.INVALID_ARGUMENT
+  assert ("Unknown model_platform 'tensorrt'; use \"tensorflow\""
+          in str(raised.value))
+  assert "'tflite', 'openvino', 'onnx'" in str(raised.value)
 
 
 def test_classify_regress_model(model_base):

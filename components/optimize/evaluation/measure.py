@@ -54,7 +54,7 @@ from leantfx.runtimes.timing import DEFAULT_NUM_THREADS
 from leantfx.runtimes.timing import LatencyVariant
 from leantfx.runtimes.timing import RuntimeTimer
 
-TFLITE = 'tflite'
+TFLITE = tflite_runtime.RUNTIME.name
 TENSORFLOW = 'tensorflow'
 # Enough samples for a stable p99 on a quiet machine (the p99 of 200 runs is
 # the 2nd-slowest run); the benchmark and the pipeline config can raise it.
@@ -516,7 +516,7 @@ def measure_tflite(path: str,
   predictor = TFLitePredictor(path, num_threads=num_threads)
   scores = np.concatenate(
       [predictor.predict(eval_data.example(i)) for i in range(len(eval_data))])
-  label = name or f'{technique}/{tflite_mode or "tflite"}'
+  label = name or f'{technique}/{tflite_mode or TFLITE}'
   latency = measure_latency_interleaved(
       [LatencyVariant(label, path, num_threads, eval_data.example(0))],
       runs=latency_runs, warmup_runs=warmup_runs, rounds=latency_rounds)

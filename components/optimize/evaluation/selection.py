@@ -29,6 +29,7 @@ from typing import (Any, Callable, Dict, List, Mapping, Optional, Sequence,
 import numpy as np
 
 from leantfx.components.optimize.evaluation import quality as quality_lib
+from leantfx.components.optimize.evaluation import measure
 from leantfx.components.optimize.evaluation.measure import LabeledData
 from leantfx.components.optimize.evaluation.measure import VariantMetrics
 from leantfx.errors import ConfigError
@@ -476,7 +477,7 @@ def fastest(baseline: VariantMetrics, decisions: Sequence[GateDecision]
     return None
   best = min(blessed, key=lambda v: v.latency_p50_ms)
   same = _trained_float32_p50(baseline, decisions, best.runtime)
-  tflite = _trained_float32_p50(baseline, decisions, 'tflite')
+  tflite = _trained_float32_p50(baseline, decisions, measure.TFLITE)
   return Fastest(
       name=best.name, runtime=best.runtime, mode=best.tflite_mode,
       p50_ms=best.latency_p50_ms,

@@ -18,22 +18,23 @@ the budget allows (raw_features.RawParityError).
            worker process: ``in_worker``);
   facts    the manifest's facts of the measured export, or the refusal.
 
-TFLite folds into the .tflite graph (raw_features.py); OpenVINO and ONNX
-convert the same wrapper SavedModel (raw_runtimes.py).
+TFLite folds into the .tflite graph (raw_features.py); each server runtime
+(OpenVINO, ONNX) converts the same wrapper SavedModel through its Exporter
+(raw_runtimes.py, exporters.py).
 """
 import abc
 import os
 import tempfile
 from typing import Any, Dict, Mapping, Tuple
 
+from leantfx import raw_serving
 from leantfx.components.optimize.evaluation import measure
+from leantfx.components.optimize.export import exporters
 from leantfx.components.optimize.export import raw_features
 from leantfx.components.optimize.export import raw_runtimes
 from leantfx.components.optimize.export import runtime_variants
-from leantfx.runtimes import openvino as openvino_runtime
-from leantfx.runtimes import push
 from leantfx.runtimes import registry as runtimes_lib
-from leantfx import raw_serving
+from leantfx.runtimes import tflite as tflite_runtime
 
 
 class RawExport(abc.ABC):
@@ -96,7 +97,7 @@ class TFLiteRawExport(RawExport):
   Runs in this process (its job holds the Keras model), while the worker
   converts the other runtimes' picks.
   """
-  runtime = runtimes_lib.TFLITE
+  runtime = tflite_runtime.RUNTIME.name
   in_worker = False
 
   def reference(self, variant, data, quality, num_threads):
@@ -147,8 +148,8 @@ class TFLiteRawExport(RawExport):
 
 
 class ServerRawExport(RawExport):
-  """OpenVINO or ONNX: the wrapper SavedModel converted, beside the variant's
-  folder (raw_runtimes.raw_dir)."""
+  """A server runtime (OpenVINO, ONNX): the wrapper SavedModel converted by
+  its Exporter, beside the variant's folder (raw_runtimes.raw_dir)."""
   in_worker = True
 
   def __init__(self, runtime: str):
@@ -186,16 +187,11 @@ class ServerRawExport(RawExport):
     gap = quality.drop(reference, value)
     facts = _raw_facts(measured, eval_examples, reference, quality)
     facts['latency_method'] = ('batch 1, inputs bound once, the runtime\'s '
-                               'call timed (RawPredictor.bind)')
+                               'call timed (its predictor\'s bind)')
     facts['call_overhead_ms'] = measured['call_overhead_ms']
-    if raw_runtimes.DYNAMIC_BATCH_ONE_GAP in measured:
-      # What OVMS would answer at batch 1 (it compiles the IR as pushed):
-      # leantfx deploy ovms reads push.DYNAMIC_BATCH_ONE_OK.
-      facts[raw_runtimes.DYNAMIC_BATCH_ONE_GAP] = measured[
-          raw_runtimes.DYNAMIC_BATCH_ONE_GAP]
-      facts[push.DYNAMIC_BATCH_ONE_OK] = (
-          measured[raw_runtimes.DYNAMIC_BATCH_ONE_GAP] <=
-          openvino_runtime.DYNAMIC_BATCH_ONE_ATOL)
+    # The runtime's own facts (OpenVINO: what OVMS, which compiles the IR as
+    # pushed, would answer at batch 1; leantfx deploy ovms reads it).
+    facts.update(measured.get('push_facts', {}))
     looked_up = sorted(raw_serving.read_string_lookups(out_dir))
     if looked_up:
       # OpenVINO: these columns' strings become ids before the IR (in
@@ -211,12 +207,11 @@ class ServerRawExport(RawExport):
     return out_dir, facts
 
 
-# Every runtime's part, by runtime name.
+# Every runtime's part, by runtime name: TFLite's, and one per server
+# runtime (each through its Exporter: exporters.py).
 RAW_EXPORTS: Dict[str, RawExport] = {
-    runtimes_lib.TFLITE: TFLiteRawExport(),
-    runtimes_lib.OPENVINO: ServerRawExport(runtimes_lib.OPENVINO),
-    runtimes_lib.ONNX: ServerRawExport(runtimes_lib.ONNX),
-}
+    e.runtime: e for e in [TFLiteRawExport()] + [
+        ServerRawExport(runtime) for runtime in exporters.SERVER_RUNTIMES]}
 
 
 def export_checked(model, variant: measure.VariantMetrics,

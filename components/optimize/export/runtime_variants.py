@@ -1,7 +1,8 @@
 """A candidate's variants in the server runtimes: OpenVINO and ONNX Runtime.
 
 For one optimized tf_keras model, ``export_and_score`` exports each
-(runtime, mode) pair (export/openvino.py, export/onnx.py) and measures its
+(runtime, mode) pair through the runtime's Exporter (exporters.py:
+export/openvino.py, export/onnx.py) and measures its
 accuracy on the eval set through its own runtime at batch 1; ``time_built``
 times pairs in the same interleaved rounds (measure.measure_latency_interleaved,
 the runtime's own call on inputs bound once; the one-line Python call path
@@ -21,16 +22,16 @@ import tensorflow as tf
 
 from leantfx import stopping
 from leantfx.components.optimize.evaluation import measure
-from leantfx.components.optimize.export import onnx as onnx_export
-from leantfx.components.optimize.export import openvino as openvino_export
 from leantfx.components.optimize.evaluation import quality as quality_lib
-from leantfx.runtimes import registry as runtimes_lib
+from leantfx.components.optimize.export import exporter as exporter_lib
+from leantfx.components.optimize.export import exporters
 from leantfx.components.optimize.export import tflite as tflite_export
+from leantfx.runtimes import registry as runtimes_lib
 
-FLOAT32 = 'float32'
-INT8 = 'int8'
-MODES = (FLOAT32, INT8)
-SERVER_RUNTIMES = (runtimes_lib.OPENVINO, runtimes_lib.ONNX)
+FLOAT32 = exporter_lib.FLOAT32
+INT8 = exporter_lib.INT8
+MODES = exporter_lib.MODES
+SERVER_RUNTIMES = exporters.SERVER_RUNTIMES
 
 
 def variant_dir_name(runtime: str, mode: str) -> str:
@@ -59,18 +60,14 @@ def export(runtime: str, model, mode: str, representative_data, out_dir: str,
 def export_saved_model(runtime: str, saved_model_dir: str, mode: str,
                        samples: Optional[List[Dict[str, np.ndarray]]],
                        out_dir: str, cache: Dict[str, Any]) -> str:
-  """Exports one (runtime, mode) pair of a serving SavedModel."""
-  if runtime == runtimes_lib.OPENVINO:
-    return openvino_export.export_saved_model(saved_model_dir, mode, samples,
-                                              out_dir)
-  if runtime == runtimes_lib.ONNX:
-    path = onnx_export.export_saved_model(
-        saved_model_dir, mode, samples, out_dir,
-        float_path=cache.get('onnx_float32'))
-    if mode == FLOAT32:
-      cache['onnx_float32'] = path
-    return path
-  raise ValueError(f'No server runtime {runtime!r}; use {SERVER_RUNTIMES}.')
+  """Exports one (runtime, mode) pair of a serving SavedModel through the
+  runtime's Exporter.
+
+  Raises:
+    ConfigError: ``runtime`` is not a server runtime.
+  """
+  return exporters.get(runtime).export_saved_model(saved_model_dir, mode,
+                                                    samples, out_dir, cache)
 
 
 def predictor(runtime: str, path: str, num_threads: int):
@@ -329,10 +326,10 @@ def warm_up() -> None:
   """
   runtimes_lib.decline_openvino_telemetry()
   for runtime in SERVER_RUNTIMES:
-    for module in runtimes_lib.REQUIRED_MODULES[runtime]:
-      if runtimes_lib.module_installed(module):
+    for module in (runtimes_lib.REQUIRED_MODULES[runtime] +
+                   exporters.get(runtime).export_modules):
+      if runtimes_lib.module_installed(module.split('.')[0]):
         importlib.import_module(module)
-  importlib.import_module('onnxruntime.quantization')
 
 
 def export_in_worker(kwargs: Dict[str, Any]
