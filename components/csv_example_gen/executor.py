@@ -43,7 +43,7 @@ from leantfx import csv_format
 from leantfx import row_counts
 from leantfx import spans
 from leantfx.components.csv_example_gen import options as options_lib
-from leantfx.components.csv_example_gen import split_writer
+from leantfx.components import split_writer
 from leantfx.errors import InputDataError
 
 # What Do learnt from the scan, handed to the Beam stage (this execution only).

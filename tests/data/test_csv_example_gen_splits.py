@@ -22,7 +22,7 @@ from tfx.utils import proto_utils
 
 from leantfx.components.csv_example_gen import executor
 from leantfx.components.csv_example_gen import options as options_lib
-from leantfx.components.csv_example_gen import split_writer
+from leantfx.components import split_writer
 
 _SPLITS = example_gen_pb2.SplitConfig(splits=[
     example_gen_pb2.SplitConfig.Split(name='train', hash_buckets=4),
