@@ -13,8 +13,8 @@ fingerprint as for any FileBasedExampleGen. Then:
    (leantfx/columns.py): numbers as int64/float, text exactly as written
    (the label of a classification and categorical columns always as text);
 3. TFX's base executor splits them by hash (4:1 by default, TFX's own
-   ``GenerateExamplesByBeam``), and split_writer.py writes each split
-   shuffled in gzipped TFRecord shards, as TFX's WriteSplit lays them out,
+   ``GenerateExamplesByBeam``), and components/split_writer.py writes each
+   split shuffled in gzipped TFRecord shards, as TFX's WriteSplit lays them out,
    without the Reshuffle that kept every record in the runner's process;
 4. the Examples artifact records the span, the rows read per file and in all
    (leantfx/row_counts.py), which the ValidationGate checks against the
@@ -29,12 +29,8 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 import apache_beam as beam
 import pyarrow as pa
 from tfx.components.example_gen import utils as example_gen_utils
-from tfx.components.example_gen import write_split
-from tfx.components.example_gen.base_example_gen_executor import BaseExampleGenExecutor
-from tfx.components.util import examples_utils
 from tfx.dsl.io import fileio
 from tfx.proto import example_gen_pb2
-from tfx.types import artifact_utils
 from tfx.types import standard_component_specs
 from tfx.utils import proto_utils
 
@@ -48,9 +44,6 @@ from leantfx.errors import InputDataError
 
 # What Do learnt from the scan, handed to the Beam stage (this execution only).
 _PLAN_KEY = '_leantfx_csv_plan'
-# The temporary shard files' folder in the Examples artifact, removed once
-# the splits are written (readers only list the Split-* folders).
-_SHUFFLE_TMP_DIR = '.shuffle-tmp'
 # The least bytes of a file's block, the unit of work of the Beam stage:
 # one parse block of pyarrow (~44k rows of 23 numbers and words), so a
 # 190 MB file of 1M rows is 23 blocks for the workers to share.
@@ -206,7 +199,7 @@ def _CsvToExamples(pipeline: beam.Pipeline, exec_properties: Dict[str, Any],
           | 'Encode' >> beam.ParDo(_EncodeBlock(plan, options)))
 
 
-class Executor(BaseExampleGenExecutor):
+class Executor(split_writer.ShuffledSplitsExecutor):
   """Reads the resolved span's CSV files (see the module docstring)."""
 
   def GetInputSourceToExamplePTransform(self) -> beam.PTransform:
@@ -218,64 +211,6 @@ class Executor(BaseExampleGenExecutor):
     span = int(exec_properties.get(example_gen_utils.SPAN_PROPERTY_NAME) or 0)
     return [(span, span_files(span_dir_of(exec_properties)))]
 
-  def _write_splits(self, output_dict, exec_properties: Dict[str, Any],
-                    rows: int) -> None:
-    """TFX's base Do, with split_writer in place of TFX's WriteSplit.
-
-    The artifact gets what the base Do gives it: the split names, one
-    Split-<name> folder of gzipped TFRecord files each, the payload and
-    file format properties.
-
-    Raises:
-      ValueError: the configuration asks for Parquet output, which this
-        ExampleGen does not write.
-    """
-    input_config = example_gen_pb2.Input()
-    proto_utils.json_to_proto(
-        exec_properties[standard_component_specs.INPUT_CONFIG_KEY],
-        input_config)
-    output_config = example_gen_pb2.Output()
-    proto_utils.json_to_proto(
-        exec_properties[standard_component_specs.OUTPUT_CONFIG_KEY],
-        output_config)
-    payload_format = exec_properties.get(
-        standard_component_specs.OUTPUT_DATA_FORMAT_KEY)
-    if payload_format == example_gen_pb2.PayloadFormat.FORMAT_PARQUET:
-      raise ValueError(
-          'The CSV ExampleGen writes tf.Examples (FORMAT_TF_EXAMPLE); '
-          'output_data_format FORMAT_PARQUET is not supported.')
-    artifacts = output_dict[standard_component_specs.EXAMPLES_KEY]
-    examples = artifact_utils.get_single_instance(artifacts)
-    split_names = example_gen_utils.generate_output_split_names(
-        input_config, output_config)
-    examples.split_names = artifact_utils.encode_split_names(split_names)
-    # Each split's share of the rows, by its hash buckets (one input split
-    # per output split reads every row).
-    buckets = {s.name: s.hash_buckets
-               for s in output_config.split_config.splits}
-    total = sum(buckets.values())
-    tmp_root = os.path.join(examples.uri, _SHUFFLE_TMP_DIR)
-    with self._make_beam_pipeline() as pipeline:
-      splits = self.GenerateExamplesByBeam(pipeline, exec_properties)
-      for name, records in splits.items():
-        share = buckets[name] / total if total else 1.0
-        _ = (records
-             | f'WriteSplit[{name}]' >> split_writer.WriteShuffledSplit(
-                 artifact_utils.get_split_uri(artifacts, name),
-                 os.path.join(tmp_root, name),
-                 split_writer.shard_count(round(rows * share))))
-    fileio.rmtree(tmp_root)
-    if payload_format:
-      for artifact in artifacts:
-        examples_utils.set_payload_format(artifact, payload_format)
-    file_format = exec_properties.get(
-        standard_component_specs.OUTPUT_FILE_FORMAT_KEY,
-        example_gen_pb2.FILE_FORMAT_UNSPECIFIED)
-    if file_format:
-      for artifact in artifacts:
-        examples_utils.set_file_format(
-            artifact, write_split.to_file_format_str(file_format))
-
   def Do(self, input_dict, output_dict, exec_properties) -> None:
     options = options_lib.from_exec_properties(exec_properties)
     files = [path for _, paths in self.files_to_read(exec_properties)
@@ -284,7 +219,7 @@ class Executor(BaseExampleGenExecutor):
     properties = dict(exec_properties)
     properties[_PLAN_KEY] = json.dumps(plan)
     self._log_startup(input_dict, output_dict, properties)
-    self._write_splits(output_dict, properties, sum(plan['rows'].values()))
+    self.write_splits(output_dict, properties, sum(plan['rows'].values()))
     rows = row_counts.by_name(plan['rows'])
     for examples in output_dict[standard_component_specs.EXAMPLES_KEY]:
       # The span (and version, fingerprint) the driver resolved, on the
