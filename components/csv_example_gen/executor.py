@@ -21,13 +21,11 @@ fingerprint as for any FileBasedExampleGen. Then:
    splits before anything trains, and the names as written of the columns
    whose feature key differs (``feature_names``), which its report uses.
 """
-import csv
 import json
 import os
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, List, Mapping, Sequence, Tuple
 
 import apache_beam as beam
-import pyarrow as pa
 from tfx.components.example_gen import utils as example_gen_utils
 from tfx.dsl.io import fileio
 from tfx.proto import example_gen_pb2
@@ -61,21 +59,8 @@ def span_dir_of(exec_properties: Mapping[str, Any]) -> str:
 
 
 def span_files(span_dir: str) -> List[str]:
-  """A span's CSV files (leantfx/spans.py's rule); refuses anything else.
-
-  Raises:
-    InputDataError: the span holds entries that are not CSV files, or none.
-  """
-  files, others = spans.csv_entries(span_dir, fileio.listdir, fileio.isdir)
-  if others:
-    raise InputDataError(
-        f'Span folder {span_dir} holds entries that are not CSV files: '
-        f'{", ".join(repr(o) for o in others[:10])}. Every data entry of a '
-        'span must be a .csv file (any case); move the others out of the '
-        'span folder.')
-  if not files:
-    raise InputDataError(f'Span folder {span_dir} holds no .csv file.')
-  return files
+  """A span's CSV files (leantfx/spans.py's rule); refuses anything else."""
+  return spans.span_csv_files(span_dir, fileio.listdir, fileio.isdir)
 
 
 def scan_files(files: Sequence[str],
@@ -94,29 +79,17 @@ def scan_files(files: Sequence[str],
     InputDataError: a file whose header differs from the first, a record
       that is not valid CSV, a classification label left empty.
   """
-  header = None
   kinds: Dict[str, Any] = {}
   rows = {}
   blocks = {}
   for path in files:
     with fileio.open(path, 'rb'):
       pass  # Fails early, with the path, when the file cannot be opened.
-    try:
-      columns = csv_format.read_header(path)
-    except (UnicodeDecodeError, csv.Error) as e:
-      raise InputDataError(
-          f'{path}, line 1: the header is not UTF-8 CSV ({e}). Re-save the '
-          'file as UTF-8 CSV; `leantfx run` on the data names the problem.'
-      ) from e
-    if header is None:
-      header = columns
-      _check_header(path, header, options)
-    elif columns != header:
-      raise InputDataError(
-          f'{path}: its header {columns} differs from that of {files[0]} '
-          f'({header}). Every file of a span needs the same header line.')
+  header = csv_format.span_header(files)
+  _check_header(files[0], header, options)
+  for path in files:
     count = 0
-    for batch in _batches(path, header):
+    for batch in csv_format.checked_batches(path, header):
       count += batch.num_rows
       kinds = csv_format.merge_kinds(
           kinds, csv_format.batch_kinds(batch, skip=options.text_columns))
@@ -147,18 +120,6 @@ def _check_header(path: str, header: Sequence[str],
     raise InputDataError(f'{path}: {e}') from e
 
 
-def _batches(path: str, header: Sequence[str],
-             byte_range: Optional[Sequence[int]] = None
-            ) -> Iterable[pa.RecordBatch]:
-  try:
-    yield from csv_format.batches(
-        path, header, tuple(byte_range) if byte_range else None)
-  except pa.ArrowInvalid as e:
-    raise InputDataError(
-        f'{path}: not valid CSV ({e}). Run `leantfx run` on the data for the '
-        'file and line.') from e
-
-
 class _EncodeBlock(beam.DoFn):
   """A block of a CSV file's records -> serialized tf.Examples."""
 
@@ -170,7 +131,8 @@ class _EncodeBlock(beam.DoFn):
 
   def process(self, block: Tuple[str, int, int]) -> Iterable[bytes]:
     path, start, end = block
-    for batch in _batches(path, self._plan['header'], (start, end)):
+    for batch in csv_format.checked_batches(path, self._plan['header'],
+                                             (start, end)):
       yield from csv_format.encode_batch(
           batch, self._plan['kinds'], self._keys,
           strip_column=(self._options.label

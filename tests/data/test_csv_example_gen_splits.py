@@ -251,7 +251,8 @@ def test_image_example_gen_writes_tfx_splits_shuffled(tmp_path):
               example_gen_utils.FILE_FORMAT_PROPERTY_NAME):
     assert (ours.get_string_custom_property(key) ==
             theirs.get_string_custom_property(key) != '')
-  assert not os.path.exists(os.path.join(ours.uri, split_writer.SHUFFLE_TMP_DIR))
+  assert not os.path.exists(
+      os.path.join(ours.uri, split_writer.SHUFFLE_TMP_DIR))
   written = []
   for split in ('train', 'eval'):
     records = _records(ours.uri, split)
