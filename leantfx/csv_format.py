@@ -30,6 +30,7 @@ from pyarrow import csv as pa_csv
 
 from leantfx import columns
 from leantfx import example_bytes
+from leantfx.errors import InputDataError
 
 INT, FLOAT, BYTES = 'int', 'float', 'bytes'
 # Kinds ordered by what they can hold: a column takes the widest kind of its
@@ -181,6 +182,43 @@ def batches(path: str, columns: Sequence[str],
   for batch in reader:
     if batch.num_rows:
       yield batch
+
+
+def span_header(files: Sequence[str]) -> List[str]:
+  """The header every file of a span shares (read_header of each).
+
+  Raises:
+    InputDataError: a header that is not UTF-8 CSV, or a file whose header
+      differs from the first file's.
+  """
+  header = None
+  for path in files:
+    try:
+      found = read_header(path)
+    except (UnicodeDecodeError, csv.Error) as e:
+      raise InputDataError(
+          f'{path}, line 1: the header is not UTF-8 CSV ({e}). Re-save the '
+          'file as UTF-8 CSV; `leantfx run` on the data names the problem.'
+      ) from e
+    if header is None:
+      header = found
+    elif found != header:
+      raise InputDataError(
+          f'{path}: its header {found} differs from that of {files[0]} '
+          f'({header}). Every file of a span needs the same header line.')
+  return header or []
+
+
+def checked_batches(path: str, columns: Sequence[str],
+                    byte_range: Optional[Tuple[int, int]] = None
+                   ) -> Iterator[pa.RecordBatch]:
+  """``batches``, with a record that is not valid CSV as an InputDataError."""
+  try:
+    yield from batches(path, columns, tuple(byte_range) if byte_range else None)
+  except pa.ArrowInvalid as e:
+    raise InputDataError(
+        f'{path}: not valid CSV ({e}). `leantfx run` on the data names the '
+        'file and line.') from e
 
 
 def array_kind(values: pa.Array) -> Optional[str]:

@@ -25,6 +25,8 @@ import os
 import re
 from typing import Callable, List, Optional, Tuple
 
+from leantfx.errors import InputDataError
+
 SPAN_PREFIX = 'span-'
 # TFX's placeholder for the span number in an ExampleGen split pattern.
 SPAN_TOKEN = '{SPAN}'
@@ -170,3 +172,28 @@ def newest_span_dir(data_root: str) -> Optional[str]:
   """
   found = list_span_dirs(data_root)
   return found[-1][1] if found else None
+
+
+def span_csv_files(span_dir: str,
+                   listdir: Callable[[str], List[str]] = os.listdir,
+                   isdir: Callable[[str], bool] = os.path.isdir) -> List[str]:
+  """A span's CSV files (csv_entries' rule); refuses anything else.
+
+  What the CSV ExampleGen and ``leantfx score`` read.
+
+  Raises:
+    InputDataError: the folder does not exist, holds entries that are not
+      CSV files, or none.
+  """
+  if not isdir(span_dir):
+    raise InputDataError(f'Span folder {span_dir} does not exist.')
+  files, others = csv_entries(span_dir, listdir, isdir)
+  if others:
+    raise InputDataError(
+        f'Span folder {span_dir} holds entries that are not CSV files: '
+        f'{", ".join(repr(o) for o in others[:10])}. Every data entry of a '
+        'span must be a .csv file (any case); move the others out of the '
+        'span folder.')
+  if not files:
+    raise InputDataError(f'Span folder {span_dir} holds no .csv file.')
+  return files

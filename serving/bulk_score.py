@@ -192,31 +192,6 @@ def _span_dir(data_root: str, span: Optional[int]) -> str:
   return newest[0]
 
 
-def _span_files(span_dir: str) -> List[str]:
-  if not os.path.isdir(span_dir):
-    raise InputDataError(f'Span folder {span_dir} does not exist.')
-  files, others = spans.csv_entries(span_dir, os.listdir, os.path.isdir)
-  if others:
-    raise InputDataError(
-        f'Span folder {span_dir} holds entries that are not CSV files: '
-        f'{", ".join(repr(o) for o in others[:10])}. leantfx score reads '
-        'CSV spans; move the others out of the span folder.')
-  if not files:
-    raise InputDataError(f'Span folder {span_dir} holds no .csv file.')
-  return files
-
-
-def _batches(path: str, header: Sequence[str],
-             byte_range: Optional[Tuple[int, int]] = None
-            ) -> Iterator[pa.RecordBatch]:
-  try:
-    yield from csv_format.batches(path, header, byte_range)
-  except pa.ArrowInvalid as e:
-    raise InputDataError(
-        f'{path}: not valid CSV ({e}). `leantfx run` on the data names the '
-        'file and line.') from e
-
-
 def plan(model_base_path: str, data_root: str, span: Optional[int] = None,
          version: Optional[int] = None, model_name: Optional[str] = None,
          label: Optional[str] = None, split: str = ALL_ROWS,
@@ -252,20 +227,8 @@ def plan(model_base_path: str, data_root: str, span: Optional[int] = None,
   classification = 'classes' in signature.outputs
 
   span_dir = _span_dir(data_root, span)
-  files = _span_files(span_dir)
-  header = None
-  for path in files:
-    try:
-      columns = csv_format.read_header(path)
-    except (UnicodeDecodeError, csv.Error) as e:
-      raise InputDataError(
-          f'{path}, line 1: the header is not UTF-8 CSV ({e}).') from e
-    if header is None:
-      header = columns
-    elif columns != header:
-      raise InputDataError(
-          f'{path}: its header {columns} differs from that of {files[0]} '
-          f'({header}). Every file of a span needs the same header line.')
+  files = spans.span_csv_files(span_dir)
+  header = csv_format.span_header(files)
   absent = [n for n in inputs if n not in header]
   if absent:
     raise InputDataError(
@@ -289,7 +252,7 @@ def plan(model_base_path: str, data_root: str, span: Optional[int] = None,
   rows, kinds, blocks = {}, {}, []
   for path in files:
     count = 0
-    for batch in _batches(path, header):
+    for batch in csv_format.checked_batches(path, header):
       count += batch.num_rows
       _check_numbers(batch, numeric, path)
       if split != ALL_ROWS:
@@ -403,7 +366,7 @@ def score_block(job: ScoreJob, servable: servable_lib.Servable, index: int,
   with open(part + '.csv', 'w', encoding='utf-8', newline='') as f, \
       tf.io.TFRecordWriter(part + '.tfrecord.gz', options) as logs:
     writer = csv.writer(f)
-    for batch in _batches(path, job.header, (start, end)):
+    for batch in csv_format.checked_batches(path, job.header, (start, end)):
       first = counts['read']
       counts['read'] += batch.num_rows
       records = np.arange(first, first + batch.num_rows)

@@ -29,14 +29,33 @@ def test_same_seed_same_bytes_and_another_seed_others(tmp_path):
 
 
 @pytest.mark.unit
-def test_the_optimizers_candidate_times_are_read_from_the_summary():
-  from benchmarks import bench_scale  # pylint: disable=g-import-not-at-top
-  stdout = (
-      'leantfx run finished in 173.6s\n'
-      '  optimizer time per candidate: baseline 3.9 s, pruning 12.2 s (364 '
-      'steps), pruning+pqat 19.2 s (455 steps), distillation 16.2 s (1,980 '
-      'steps)\n  report: /x/report.html\n')
-  assert bench_scale.optimizer_candidate_seconds(stdout) == {
-      'baseline': 3.9, 'pruning': 12.2, 'pruning+pqat': 19.2,
-      'distillation': 16.2}
-  assert bench_scale.optimizer_candidate_seconds('no such line\n') == {}
+def test_the_optimizers_candidate_times_are_read_from_ml_metadata(tmp_path):
+  # pylint: disable=g-import-not-at-top
+  import json
+  from ml_metadata import metadata_store
+  from ml_metadata.proto import metadata_store_pb2
+  from benchmarks import bench_scale
+  # pylint: enable=g-import-not-at-top
+  path = str(tmp_path / 'metadata.sqlite')
+  config = metadata_store_pb2.ConnectionConfig()
+  config.sqlite.filename_uri = path
+  store = metadata_store.MetadataStore(config)
+  assert bench_scale.optimizer_candidate_times(path) == {}
+  kind = metadata_store_pb2.ArtifactType(name='Model')
+  kind_id = store.put_artifact_type(kind)
+  times = {'baseline': {'techniques_s': 0.5, 'tflite_s': 3.4},
+           'pruning': {'techniques_s': 9.0, 'tflite_s': 3.2,
+                       'train_steps': 364},
+           'distillation': {'techniques_s': 12.0, 'tflite_s': 4.2,
+                            'train_steps': 1980}}
+  artifact = metadata_store_pb2.Artifact(type_id=kind_id, uri='/x')
+  artifact.custom_properties['candidate_times'].string_value = json.dumps(
+      times)
+  store.put_artifacts([artifact])
+  read = bench_scale.optimizer_candidate_times(path)
+  assert read == times
+  # Training is every candidate's techniques_s but the baseline's; TFLite
+  # every candidate's exports; the rest of the optimizer's 40 s remains.
+  assert bench_scale.optimizer_split(read, 40.0, 7.0) == {
+      'optimizer_training_s': 21.0, 'optimizer_tflite_s': 10.8,
+      'optimizer_rest_s': 8.2, 'techniques_vs_trainer': 3.0}

@@ -13,28 +13,22 @@ fingerprint as for any FileBasedExampleGen. Then:
    (leantfx/columns.py): numbers as int64/float, text exactly as written
    (the label of a classification and categorical columns always as text);
 3. TFX's base executor splits them by hash (4:1 by default, TFX's own
-   ``GenerateExamplesByBeam``), and split_writer.py writes each split
-   shuffled in gzipped TFRecord shards, as TFX's WriteSplit lays them out,
+   ``GenerateExamplesByBeam``), and components/split_writer.py writes each
+   split shuffled in gzipped TFRecord shards, as TFX's WriteSplit lays them out,
    without the Reshuffle that kept every record in the runner's process;
 4. the Examples artifact records the span, the rows read per file and in all
    (leantfx/row_counts.py), which the ValidationGate checks against the
    splits before anything trains, and the names as written of the columns
    whose feature key differs (``feature_names``), which its report uses.
 """
-import csv
 import json
 import os
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, List, Mapping, Sequence, Tuple
 
 import apache_beam as beam
-import pyarrow as pa
 from tfx.components.example_gen import utils as example_gen_utils
-from tfx.components.example_gen import write_split
-from tfx.components.example_gen.base_example_gen_executor import BaseExampleGenExecutor
-from tfx.components.util import examples_utils
 from tfx.dsl.io import fileio
 from tfx.proto import example_gen_pb2
-from tfx.types import artifact_utils
 from tfx.types import standard_component_specs
 from tfx.utils import proto_utils
 
@@ -43,14 +37,11 @@ from leantfx import csv_format
 from leantfx import row_counts
 from leantfx import spans
 from leantfx.components.csv_example_gen import options as options_lib
-from leantfx.components.csv_example_gen import split_writer
+from leantfx.components import split_writer
 from leantfx.errors import InputDataError
 
 # What Do learnt from the scan, handed to the Beam stage (this execution only).
 _PLAN_KEY = '_leantfx_csv_plan'
-# The temporary shard files' folder in the Examples artifact, removed once
-# the splits are written (readers only list the Split-* folders).
-_SHUFFLE_TMP_DIR = '.shuffle-tmp'
 # The least bytes of a file's block, the unit of work of the Beam stage:
 # one parse block of pyarrow (~44k rows of 23 numbers and words), so a
 # 190 MB file of 1M rows is 23 blocks for the workers to share.
@@ -68,21 +59,8 @@ def span_dir_of(exec_properties: Mapping[str, Any]) -> str:
 
 
 def span_files(span_dir: str) -> List[str]:
-  """A span's CSV files (leantfx/spans.py's rule); refuses anything else.
-
-  Raises:
-    InputDataError: the span holds entries that are not CSV files, or none.
-  """
-  files, others = spans.csv_entries(span_dir, fileio.listdir, fileio.isdir)
-  if others:
-    raise InputDataError(
-        f'Span folder {span_dir} holds entries that are not CSV files: '
-        f'{", ".join(repr(o) for o in others[:10])}. Every data entry of a '
-        'span must be a .csv file (any case); move the others out of the '
-        'span folder.')
-  if not files:
-    raise InputDataError(f'Span folder {span_dir} holds no .csv file.')
-  return files
+  """A span's CSV files (leantfx/spans.py's rule); refuses anything else."""
+  return spans.span_csv_files(span_dir, fileio.listdir, fileio.isdir)
 
 
 def scan_files(files: Sequence[str],
@@ -101,29 +79,17 @@ def scan_files(files: Sequence[str],
     InputDataError: a file whose header differs from the first, a record
       that is not valid CSV, a classification label left empty.
   """
-  header = None
   kinds: Dict[str, Any] = {}
   rows = {}
   blocks = {}
   for path in files:
     with fileio.open(path, 'rb'):
       pass  # Fails early, with the path, when the file cannot be opened.
-    try:
-      columns = csv_format.read_header(path)
-    except (UnicodeDecodeError, csv.Error) as e:
-      raise InputDataError(
-          f'{path}, line 1: the header is not UTF-8 CSV ({e}). Re-save the '
-          'file as UTF-8 CSV; `leantfx run` on the data names the problem.'
-      ) from e
-    if header is None:
-      header = columns
-      _check_header(path, header, options)
-    elif columns != header:
-      raise InputDataError(
-          f'{path}: its header {columns} differs from that of {files[0]} '
-          f'({header}). Every file of a span needs the same header line.')
+  header = csv_format.span_header(files)
+  _check_header(files[0], header, options)
+  for path in files:
     count = 0
-    for batch in _batches(path, header):
+    for batch in csv_format.checked_batches(path, header):
       count += batch.num_rows
       kinds = csv_format.merge_kinds(
           kinds, csv_format.batch_kinds(batch, skip=options.text_columns))
@@ -154,18 +120,6 @@ def _check_header(path: str, header: Sequence[str],
     raise InputDataError(f'{path}: {e}') from e
 
 
-def _batches(path: str, header: Sequence[str],
-             byte_range: Optional[Sequence[int]] = None
-            ) -> Iterable[pa.RecordBatch]:
-  try:
-    yield from csv_format.batches(
-        path, header, tuple(byte_range) if byte_range else None)
-  except pa.ArrowInvalid as e:
-    raise InputDataError(
-        f'{path}: not valid CSV ({e}). Run `leantfx run` on the data for the '
-        'file and line.') from e
-
-
 class _EncodeBlock(beam.DoFn):
   """A block of a CSV file's records -> serialized tf.Examples."""
 
@@ -177,7 +131,8 @@ class _EncodeBlock(beam.DoFn):
 
   def process(self, block: Tuple[str, int, int]) -> Iterable[bytes]:
     path, start, end = block
-    for batch in _batches(path, self._plan['header'], (start, end)):
+    for batch in csv_format.checked_batches(path, self._plan['header'],
+                                             (start, end)):
       yield from csv_format.encode_batch(
           batch, self._plan['kinds'], self._keys,
           strip_column=(self._options.label
@@ -206,7 +161,7 @@ def _CsvToExamples(pipeline: beam.Pipeline, exec_properties: Dict[str, Any],
           | 'Encode' >> beam.ParDo(_EncodeBlock(plan, options)))
 
 
-class Executor(BaseExampleGenExecutor):
+class Executor(split_writer.ShuffledSplitsExecutor):
   """Reads the resolved span's CSV files (see the module docstring)."""
 
   def GetInputSourceToExamplePTransform(self) -> beam.PTransform:
@@ -218,64 +173,6 @@ class Executor(BaseExampleGenExecutor):
     span = int(exec_properties.get(example_gen_utils.SPAN_PROPERTY_NAME) or 0)
     return [(span, span_files(span_dir_of(exec_properties)))]
 
-  def _write_splits(self, output_dict, exec_properties: Dict[str, Any],
-                    rows: int) -> None:
-    """TFX's base Do, with split_writer in place of TFX's WriteSplit.
-
-    The artifact gets what the base Do gives it: the split names, one
-    Split-<name> folder of gzipped TFRecord files each, the payload and
-    file format properties.
-
-    Raises:
-      ValueError: the configuration asks for Parquet output, which this
-        ExampleGen does not write.
-    """
-    input_config = example_gen_pb2.Input()
-    proto_utils.json_to_proto(
-        exec_properties[standard_component_specs.INPUT_CONFIG_KEY],
-        input_config)
-    output_config = example_gen_pb2.Output()
-    proto_utils.json_to_proto(
-        exec_properties[standard_component_specs.OUTPUT_CONFIG_KEY],
-        output_config)
-    payload_format = exec_properties.get(
-        standard_component_specs.OUTPUT_DATA_FORMAT_KEY)
-    if payload_format == example_gen_pb2.PayloadFormat.FORMAT_PARQUET:
-      raise ValueError(
-          'The CSV ExampleGen writes tf.Examples (FORMAT_TF_EXAMPLE); '
-          'output_data_format FORMAT_PARQUET is not supported.')
-    artifacts = output_dict[standard_component_specs.EXAMPLES_KEY]
-    examples = artifact_utils.get_single_instance(artifacts)
-    split_names = example_gen_utils.generate_output_split_names(
-        input_config, output_config)
-    examples.split_names = artifact_utils.encode_split_names(split_names)
-    # Each split's share of the rows, by its hash buckets (one input split
-    # per output split reads every row).
-    buckets = {s.name: s.hash_buckets
-               for s in output_config.split_config.splits}
-    total = sum(buckets.values())
-    tmp_root = os.path.join(examples.uri, _SHUFFLE_TMP_DIR)
-    with self._make_beam_pipeline() as pipeline:
-      splits = self.GenerateExamplesByBeam(pipeline, exec_properties)
-      for name, records in splits.items():
-        share = buckets[name] / total if total else 1.0
-        _ = (records
-             | f'WriteSplit[{name}]' >> split_writer.WriteShuffledSplit(
-                 artifact_utils.get_split_uri(artifacts, name),
-                 os.path.join(tmp_root, name),
-                 split_writer.shard_count(round(rows * share))))
-    fileio.rmtree(tmp_root)
-    if payload_format:
-      for artifact in artifacts:
-        examples_utils.set_payload_format(artifact, payload_format)
-    file_format = exec_properties.get(
-        standard_component_specs.OUTPUT_FILE_FORMAT_KEY,
-        example_gen_pb2.FILE_FORMAT_UNSPECIFIED)
-    if file_format:
-      for artifact in artifacts:
-        examples_utils.set_file_format(
-            artifact, write_split.to_file_format_str(file_format))
-
   def Do(self, input_dict, output_dict, exec_properties) -> None:
     options = options_lib.from_exec_properties(exec_properties)
     files = [path for _, paths in self.files_to_read(exec_properties)
@@ -284,7 +181,7 @@ class Executor(BaseExampleGenExecutor):
     properties = dict(exec_properties)
     properties[_PLAN_KEY] = json.dumps(plan)
     self._log_startup(input_dict, output_dict, properties)
-    self._write_splits(output_dict, properties, sum(plan['rows'].values()))
+    self.write_splits(output_dict, properties, sum(plan['rows'].values()))
     rows = row_counts.by_name(plan['rows'])
     for examples in output_dict[standard_component_specs.EXAMPLES_KEY]:
       # The span (and version, fingerprint) the driver resolved, on the

@@ -5,7 +5,9 @@ tf.Example {image: PNG bytes resized to the configured size, label: the class
 folder name}. Bad files (corrupt, wrong channel count) are counted per reason
 and named in image_ingestion.json beside the splits and in the artifact's
 custom properties; with the 'fail' policy the execution then fails, with
-'skip' they are left out.
+'skip' they are left out. The splits are written as the CSV ExampleGen's
+are (components/split_writer.py): shuffled in the workers, no record held by
+the runner's process.
 """
 import json
 import os
@@ -15,13 +17,15 @@ import apache_beam as beam
 import tensorflow as tf
 from absl import logging
 from tfx import types
-from tfx.components.example_gen import base_example_gen_executor
 from tfx.dsl.io import fileio
 from tfx.types import artifact_utils
+from tfx.proto import example_gen_pb2
 from tfx.types import standard_component_specs
 from tfx.utils import io_utils
+from tfx.utils import proto_utils
 
 from leantfx.components import example_gen_config
+from leantfx.components import split_writer
 from leantfx.components.image_example_gen import decode
 
 REPORT_FILE = 'image_ingestion.json'
@@ -77,6 +81,23 @@ def _write_report(bad: List, good_count: List[int], path: str) -> None:
                  indent=2, sort_keys=True))
 
 
+def _image_files(exec_properties: Dict[str, Any],
+                 split_pattern: str) -> List[str]:
+  """The image files an input split's (resolved) pattern matches, sorted."""
+  pattern = os.path.join(
+      exec_properties[standard_component_specs.INPUT_BASE_KEY], split_pattern)
+  return sorted(p for p in fileio.glob(pattern) if decode.is_image_file(p))
+
+
+def _input_image_count(exec_properties: Dict[str, Any]) -> int:
+  """How many image files every input split matches (sets the shards)."""
+  input_config = example_gen_pb2.Input()
+  proto_utils.json_to_proto(
+      exec_properties[standard_component_specs.INPUT_CONFIG_KEY], input_config)
+  return sum(len(_image_files(exec_properties, split.pattern))
+             for split in input_config.splits)
+
+
 @beam.ptransform_fn
 @beam.typehints.with_input_types(beam.Pipeline)
 @beam.typehints.with_output_types(bytes)
@@ -84,10 +105,9 @@ def _ImagesToExample(pipeline: beam.Pipeline, exec_properties: Dict[str, Any],
                      split_pattern: str) -> beam.pvalue.PCollection:
   """Image files matching split_pattern -> serialized tf.Examples."""
   settings = settings_from_exec_properties(exec_properties)
-  pattern = os.path.join(
-      exec_properties[standard_component_specs.INPUT_BASE_KEY], split_pattern)
-  files = sorted(p for p in fileio.glob(pattern) if decode.is_image_file(p))
-  logging.info('ImageExampleGen: %d image files match %s', len(files), pattern)
+  files = _image_files(exec_properties, split_pattern)
+  logging.info('ImageExampleGen: %d image files match %s', len(files),
+               split_pattern)
   results = (
       pipeline
       | 'Files' >> beam.Create(files)
@@ -106,7 +126,7 @@ def _ImagesToExample(pipeline: beam.Pipeline, exec_properties: Dict[str, Any],
   return results.good
 
 
-class Executor(base_example_gen_executor.BaseExampleGenExecutor):
+class Executor(split_writer.ShuffledSplitsExecutor):
   """ExampleGen for span-N/<class>/*.png|jpg folders."""
 
   def GetInputSourceToExamplePTransform(self) -> beam.PTransform:
@@ -120,7 +140,8 @@ class Executor(base_example_gen_executor.BaseExampleGenExecutor):
         output_dict[standard_component_specs.EXAMPLES_KEY])
     properties = dict(exec_properties)
     properties[_REPORT_DIR_KEY] = examples.uri
-    super().Do(input_dict, output_dict, properties)
+    self._log_startup(input_dict, output_dict, properties)
+    self.write_splits(output_dict, properties, _input_image_count(properties))
     report_path = os.path.join(examples.uri, REPORT_FILE)
     with fileio.open(report_path, 'r') as f:
       report = json.loads(f.read())

@@ -1,9 +1,10 @@
-"""How the CSV ExampleGen writes its splits (split_writer.py), for real.
+"""How the ExampleGens write their splits (components/split_writer.py).
 
 Against TFX's own writer (the base executor's Do, WriteSplit with its
 Reshuffle) on the same span: the same artifact layout and properties, the
 same records in each split; every row written once in both Beam modes; a
-CSV sorted by label is not written in file order.
+CSV sorted by label, and image class folders read in order, are not written
+in that order.
 """
 import glob
 import hashlib
@@ -22,7 +23,7 @@ from tfx.utils import proto_utils
 
 from leantfx.components.csv_example_gen import executor
 from leantfx.components.csv_example_gen import options as options_lib
-from leantfx.components.csv_example_gen import split_writer
+from leantfx.components import split_writer
 
 _SPLITS = example_gen_pb2.SplitConfig(splits=[
     example_gen_pb2.SplitConfig.Split(name='train', hash_buckets=4),
@@ -198,3 +199,69 @@ def test_every_shard_file_is_written_even_when_no_record_hashes_to_it(
       [os.path.join(split_dir, n) for n in sorted(os.listdir(split_dir))],
       compression_type='GZIP')] == [b'only record']
   assert os.listdir(tmp_path / 'tmp') == []
+
+
+def _image_span(root, per_class=30):
+  """A span of PNG class folders: ``per_class`` digits of each class."""
+  # pylint: disable=g-import-not-at-top
+  from leantfx import datasets
+  # pylint: enable=g-import-not-at-top
+  datasets.prepare('digits', str(root), 1, 'images')
+  span = os.path.join(str(root), 'span-1')
+  for label in os.listdir(span):
+    for name in sorted(os.listdir(os.path.join(span, label)))[per_class:]:
+      os.remove(os.path.join(span, label, name))
+  return sum(len(os.listdir(os.path.join(span, label)))
+             for label in os.listdir(span))
+
+
+@pytest.mark.unit
+def test_image_example_gen_writes_tfx_splits_shuffled(tmp_path):
+  # pylint: disable=g-import-not-at-top
+  from leantfx.components.image_example_gen import component as image_component
+  from leantfx.components.image_example_gen import decode
+  from leantfx.components.image_example_gen import executor as image_executor
+  # pylint: enable=g-import-not-at-top
+  images = _image_span(tmp_path / 'images')
+  properties = {
+      'input_base': str(tmp_path / 'images'),
+      'input_config': proto_utils.proto_to_json(example_gen_pb2.Input(splits=[
+          example_gen_pb2.Input.Split(name='single_split',
+                                      pattern='span-1/*/*')])),
+      'output_config': proto_utils.proto_to_json(
+          example_gen_pb2.Output(split_config=_SPLITS)),
+      'output_data_format': example_gen_pb2.FORMAT_TF_EXAMPLE,
+      'output_file_format': example_gen_pb2.FORMAT_TFRECORDS_GZIP,
+      'custom_config': proto_utils.proto_to_json(image_component.custom_config(
+          decode.ImageSettings(height=8, width=8, channels=1,
+                               label_feature='digit'))),
+  }
+  ours = _examples(str(tmp_path / 'ours'))
+  image_executor.Executor().Do({}, {'examples': [ours]}, dict(properties))
+  assert ours.get_int_custom_property(
+      image_executor.GOOD_IMAGES_PROPERTY) == images
+  # TFX's base Do with its WriteSplit on the same span.
+  theirs = _examples(str(tmp_path / 'tfx'))
+  properties[image_executor._REPORT_DIR_KEY] = theirs.uri
+  base_example_gen_executor.BaseExampleGenExecutor.Do(
+      image_executor.Executor(), {}, {'examples': [theirs]}, properties)
+
+  assert ours.split_names == theirs.split_names == '["train", "eval"]'
+  for key in (example_gen_utils.PAYLOAD_FORMAT_PROPERTY_NAME,
+              example_gen_utils.FILE_FORMAT_PROPERTY_NAME):
+    assert (ours.get_string_custom_property(key) ==
+            theirs.get_string_custom_property(key) != '')
+  assert not os.path.exists(
+      os.path.join(ours.uri, split_writer.SHUFFLE_TMP_DIR))
+  written = []
+  for split in ('train', 'eval'):
+    records = _records(ours.uri, split)
+    assert sorted(records) == sorted(_records(theirs.uri, split)), split
+    written += records
+  assert len(written) == len(set(written)) == images
+  # The class folders are read in order (0/, 1/, ...), where 9 neighbours
+  # differ in label; the train split as written is mixed: most of them do.
+  labels = [tf.train.Example.FromString(r).features.feature['digit']
+            .bytes_list.value[0] for r in _records(ours.uri, 'train')]
+  changes = sum(a != b for a, b in zip(labels, labels[1:]))
+  assert changes > 0.5 * (len(labels) - 1), changes

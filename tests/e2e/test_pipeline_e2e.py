@@ -189,18 +189,20 @@ def test_worse_model_on_same_data_is_not_pushed(penguins_output):
   assert pushed.versions(serving_dir) == before
 
 
-def test_model_failing_the_threshold_is_not_pushed(tmp_path):
-  output = str(tmp_path)
-  result = run_cli(['run', '--dataset', 'digits', '--output', output,
-                    '--train-steps', '3', '--epochs', '1', '--min-accuracy',
-                    '0.999'])
+def test_model_failing_the_threshold_is_not_pushed(penguins_output):
+  """The absolute gate blocks a push (the data stages are cache hits)."""
+  serving_dir = os.path.join(penguins_output, 'serving', 'penguins')
+  before = pushed.versions(serving_dir)
+  result = run_cli(['run', '--dataset', 'penguins', '--output',
+                    penguins_output, '--train-steps', '3', '--epochs', '1',
+                    '--min-accuracy', '0.999', '--max-accuracy-drop', '1'])
   assert result.returncode == 4, result.stdout + result.stderr
   summary = run_summary.summarize(
-      os.path.join(output, 'metadata.sqlite'), 'leantfx-digits')
+      os.path.join(penguins_output, 'metadata.sqlite'), 'leantfx-penguins')
   assert summary.blessed is False
   assert not summary.pushed
   assert summary.accuracy < 0.999
-  assert pushed.versions(os.path.join(output, 'serving', 'digits')) == []
+  assert pushed.versions(serving_dir) == before
   assert 'pushed: nothing' in result.stdout
 
 

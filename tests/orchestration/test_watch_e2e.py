@@ -95,9 +95,11 @@ def test_three_spans_three_warm_started_pushes_then_bad_span_is_not_pushed(
     log = _watch(data_root, output)
     assert len(re.findall(r'run started', log)) == 1, log
     assert f'span {span}: result pushed' in log, log
-    # A repeated trigger (cron fires again) runs nothing.
-    again = _watch(data_root, output)
-    assert 'run started' not in again, again
+    if span == 1:
+      # A repeated trigger (cron fires again) runs nothing. Once: each
+      # `leantfx watch` costs a process start, and the path is the same.
+      again = _watch(data_root, output)
+      assert 'run started' not in again, again
     versions = _versions(serving_dir)
     assert len(versions) == span, versions
     pushed.append(versions[-1])

@@ -30,11 +30,19 @@ import random
 import struct
 import uuid
 import zlib
-from typing import Iterable, List, Optional, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 import apache_beam as beam
 import tensorflow as tf
+from tfx.components.example_gen import utils as example_gen_utils
+from tfx.components.example_gen import write_split
+from tfx.components.example_gen.base_example_gen_executor import BaseExampleGenExecutor
+from tfx.components.util import examples_utils
 from tfx.dsl.io import fileio
+from tfx.proto import example_gen_pb2
+from tfx.types import artifact_utils
+from tfx.types import standard_component_specs
+from tfx.utils import proto_utils
 
 # TFX's file name prefix (write_split.DEFAULT_TF_RECORD_FILE_NAME), which
 # readers do not depend on but people looking at the folder do.
@@ -45,6 +53,9 @@ RECORDS_PER_SHARD = 50_000
 # A scatter bundle's bytes buffered per shard before they go to its file.
 _FLUSH_BYTES = 1 << 22
 _LENGTH = struct.Struct('<I')
+# The temporary shard files' folder in the Examples artifact, removed once
+# the splits are written (readers only list the Split-* folders).
+SHUFFLE_TMP_DIR = '.shuffle-tmp'
 
 
 def shard_count(records: int) -> int:
@@ -176,3 +187,69 @@ def WriteShuffledSplit(records: beam.PCollection, split_dir: str,
           | 'Files' >> beam.Flatten()
           | 'FilesByShard' >> beam.GroupByKey()
           | 'Write' >> beam.ParDo(_WriteShard(split_dir, tmp_dir, shards)))
+
+
+class ShuffledSplitsExecutor(BaseExampleGenExecutor):
+  """An ExampleGen executor whose splits WriteShuffledSplit writes.
+
+  A subclass's Do calls ``write_splits`` where TFX's base Do would run, with
+  about how many records the span has (which sets the shard count).
+  """
+
+  def write_splits(self, output_dict, exec_properties: Dict[str, Any],
+                   rows: int) -> None:
+    """TFX's base Do, with WriteShuffledSplit in place of TFX's WriteSplit.
+
+    The artifact gets what the base Do gives it: the split names, one
+    Split-<name> folder of gzipped TFRecord files each, the payload and
+    file format properties.
+
+    Raises:
+      ValueError: the configuration asks for Parquet output, which this
+        ExampleGen does not write.
+    """
+    input_config = example_gen_pb2.Input()
+    proto_utils.json_to_proto(
+        exec_properties[standard_component_specs.INPUT_CONFIG_KEY],
+        input_config)
+    output_config = example_gen_pb2.Output()
+    proto_utils.json_to_proto(
+        exec_properties[standard_component_specs.OUTPUT_CONFIG_KEY],
+        output_config)
+    payload_format = exec_properties.get(
+        standard_component_specs.OUTPUT_DATA_FORMAT_KEY)
+    if payload_format == example_gen_pb2.PayloadFormat.FORMAT_PARQUET:
+      raise ValueError(
+          'The CSV ExampleGen writes tf.Examples (FORMAT_TF_EXAMPLE); '
+          'output_data_format FORMAT_PARQUET is not supported.')
+    artifacts = output_dict[standard_component_specs.EXAMPLES_KEY]
+    examples = artifact_utils.get_single_instance(artifacts)
+    split_names = example_gen_utils.generate_output_split_names(
+        input_config, output_config)
+    examples.split_names = artifact_utils.encode_split_names(split_names)
+    # Each split's share of the rows, by its hash buckets (one input split
+    # per output split reads every row).
+    buckets = {s.name: s.hash_buckets
+               for s in output_config.split_config.splits}
+    total = sum(buckets.values())
+    tmp_root = os.path.join(examples.uri, SHUFFLE_TMP_DIR)
+    with self._make_beam_pipeline() as pipeline:
+      splits = self.GenerateExamplesByBeam(pipeline, exec_properties)
+      for name, records in splits.items():
+        share = buckets[name] / total if total else 1.0
+        _ = (records
+             | f'WriteSplit[{name}]' >> WriteShuffledSplit(
+                 artifact_utils.get_split_uri(artifacts, name),
+                 os.path.join(tmp_root, name),
+                 shard_count(round(rows * share))))
+    fileio.rmtree(tmp_root)
+    if payload_format:
+      for artifact in artifacts:
+        examples_utils.set_payload_format(artifact, payload_format)
+    file_format = exec_properties.get(
+        standard_component_specs.OUTPUT_FILE_FORMAT_KEY,
+        example_gen_pb2.FILE_FORMAT_UNSPECIFIED)
+    if file_format:
+      for artifact in artifacts:
+        examples_utils.set_file_format(
+            artifact, write_split.to_file_format_str(file_format))
