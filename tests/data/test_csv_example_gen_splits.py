@@ -48,19 +48,21 @@ def _write_span(root, files=3, rows_per_class=150, label_sorted=False):
   return len(rows)
 
 
-def _properties(root):
+def _properties(root, pattern='span-1/*', custom_config=None):
+  """An ExampleGen's exec properties; the CSV options unless custom_config."""
+  if custom_config is None:
+    custom_config = options_lib.custom_config(
+        options_lib.CsvReadOptions(label=_LABEL))
   return {
       'input_base': str(root),
       'input_config': proto_utils.proto_to_json(example_gen_pb2.Input(splits=[
           example_gen_pb2.Input.Split(name='single_split',
-                                      pattern='span-1/*')])),
+                                      pattern=pattern)])),
       'output_config': proto_utils.proto_to_json(
           example_gen_pb2.Output(split_config=_SPLITS)),
       'output_data_format': example_gen_pb2.FORMAT_TF_EXAMPLE,
       'output_file_format': example_gen_pb2.FORMAT_TFRECORDS_GZIP,
-      'custom_config': proto_utils.proto_to_json(
-          options_lib.custom_config(options_lib.CsvReadOptions(
-              label=_LABEL))),
+      'custom_config': proto_utils.proto_to_json(custom_config),
       'span': 1,
   }
 
@@ -223,19 +225,10 @@ def test_image_example_gen_writes_tfx_splits_shuffled(tmp_path):
   from leantfx.components.image_example_gen import executor as image_executor
   # pylint: enable=g-import-not-at-top
   images = _image_span(tmp_path / 'images')
-  properties = {
-      'input_base': str(tmp_path / 'images'),
-      'input_config': proto_utils.proto_to_json(example_gen_pb2.Input(splits=[
-          example_gen_pb2.Input.Split(name='single_split',
-                                      pattern='span-1/*/*')])),
-      'output_config': proto_utils.proto_to_json(
-          example_gen_pb2.Output(split_config=_SPLITS)),
-      'output_data_format': example_gen_pb2.FORMAT_TF_EXAMPLE,
-      'output_file_format': example_gen_pb2.FORMAT_TFRECORDS_GZIP,
-      'custom_config': proto_utils.proto_to_json(image_component.custom_config(
+  properties = _properties(
+      tmp_path / 'images', 'span-1/*/*', image_component.custom_config(
           decode.ImageSettings(height=8, width=8, channels=1,
-                               label_feature='digit'))),
-  }
+                               label_feature='digit')))
   ours = _examples(str(tmp_path / 'ours'))
   image_executor.Executor().Do({}, {'examples': [ours]}, dict(properties))
   assert ours.get_int_custom_property(
