@@ -57,7 +57,7 @@ FIGURE_NAMES = ('load_s', 'rows_checked', 'rest_max_abs_diff',
                 'grpc_max_abs_diff', 'batch1_max_abs_diff',
                 'latency_p50_ms_batch1', 'latency_p99_ms_batch1',
                 'latency_p50_ms_concurrent', 'latency_p99_ms_concurrent',
-                'requests')
+                'concurrent_clients', 'requests')
 
 
 class CheckError(Exception):
@@ -432,6 +432,7 @@ def _check_one(candidate: Candidate, server: _Server,
   figures['latency_p99_ms_batch1'] = alone['p99']
   figures['latency_p50_ms_concurrent'] = together['p50']
   figures['latency_p99_ms_concurrent'] = together['p99']
+  figures['concurrent_clients'] = settings.concurrent_clients
   figures['requests'] = (2 + settings.latency_requests +
                          settings.concurrent_requests)
   return figures

@@ -19,6 +19,7 @@ error, as in every leantfx executor.
 """
 import json
 import os
+import time
 from typing import Any, Dict, List
 
 from absl import logging
@@ -83,6 +84,7 @@ class Executor(base_executor.BaseExecutor):
       InputDataError: no SavedModel, or no usable eval rows.
     """
     self._log_startup(input_dict, output_dict, exec_properties)
+    started = time.monotonic()
     model = artifact_utils.get_single_instance(input_dict[spec_lib.MODEL_KEY])
     model_blessing = artifact_utils.get_single_instance(
         input_dict[spec_lib.MODEL_BLESSING_KEY])
@@ -123,6 +125,9 @@ class Executor(base_executor.BaseExecutor):
     for name, value in result.figures.items():
       blessing.set_float_custom_property(spec_lib.FIGURE_PREFIX + name,
                                          float(value))
+    # What the check cost this run (the run summary prints it).
+    blessing.set_float_custom_property(spec_lib.SECONDS_PROPERTY,
+                                       time.monotonic() - started)
     if not result.passed:
       logging.error('InfraValidator: %s is not blessed: %s', model.uri,
                     result.reason)

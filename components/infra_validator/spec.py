@@ -36,6 +36,9 @@ REASON_PROPERTY = 'reason'
 # Each figure of leantfx/infra_check.py is a float custom property
 # '<FIGURE_PREFIX><figure>' (infra_latency_p50_ms_batch1, ...).
 FIGURE_PREFIX = 'infra_'
+# Seconds the executor took (reading rows, the offline answers, the copy,
+# the server's start and every request).
+SECONDS_PROPERTY = 'infra_seconds'
 
 
 class InfraValidatorSpec(types.ComponentSpec):
