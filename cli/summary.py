@@ -194,8 +194,12 @@ def serving_inputs_line(inputs: Dict[str, Any],
 
 
 def _failure_line(failure: Dict[str, str]) -> str:
-  """One skipped candidate, or one pick that could not take raw columns."""
+  """One skipped candidate, a pick that could not take raw columns, or one
+  that failed in leantfx serve before its push."""
   candidate = failure['candidate']
+  if failure.get('not_pushed'):
+    return (f"  {failure['not_pushed']}: {candidate} not pushed, it failed "
+            f"in leantfx serve: {failure['error']}")
   if failure.get('pushed_inputs') != 'transformed':
     return (f'  tflite: candidate {candidate} skipped, it failed at '
             f"{failure['stage']}: {failure['error']}")

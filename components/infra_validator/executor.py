@@ -63,14 +63,6 @@ def _serve_args(exec_properties: Dict[str, Any]) -> List[str]:
   return args
 
 
-def feature_names(examples: types.Artifact) -> Dict[str, str]:
-  """{feature key: name as written} that the CSV ExampleGen recorded."""
-  if not examples.has_custom_property(columns.FEATURE_NAMES_PROPERTY):
-    return {}
-  return json.loads(examples.get_string_custom_property(
-      columns.FEATURE_NAMES_PROPERTY))
-
-
 class Executor(base_executor.BaseExecutor):
   """Validates the inputs, then serves, queries and blesses (or not)."""
 
@@ -117,10 +109,9 @@ class Executor(base_executor.BaseExecutor):
     warmup = requests.write_warmup_file(stamped, rows, model_name)
     logging.info('InfraValidator: wrote %s; serving %s in leantfx serve.',
                  warmup, stamped)
+    request_rows = requests.as_written(rows, columns.recorded_names(examples))
     result = infra_check.check(
-        [infra_check.Candidate(
-            model_name, stamped,
-            requests.as_written(rows, feature_names(examples)), expected)],
+        [infra_check.Candidate(model_name, stamped, request_rows, expected)],
         settings)[model_name]
     for name, value in result.figures.items():
       blessing.set_float_custom_property(spec_lib.FIGURE_PREFIX + name,

@@ -470,6 +470,11 @@ class RawPredictor:
           (n for n in runtime_lib.SCORE_OUTPUTS if n in ports),
           sorted(ports)[0])
 
+  @property
+  def output_name(self) -> str:
+    """The score output's name, as the model (and a server of it) names it."""
+    return self._output
+
   def _request_for(self, batch_size):
     """(infer request, {column: input port}, score port) for a batch."""
     compiled = self._models.for_batch(batch_size)
