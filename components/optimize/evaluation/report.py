@@ -253,9 +253,15 @@ def _row(m: VariantMetrics, decision: Optional[GateDecision],
   ]
 
 
-def served_lines(served: Mapping[str, Mapping[str, Any]]) -> List[str]:
-  """One line per pick served by ``leantfx serve`` before its push."""
+def served_lines(served: Mapping[str, Mapping[str, Any]],
+                 seconds: Optional[float] = None) -> List[str]:
+  """One line per pick served by ``leantfx serve`` before its push, and
+  what serving them all cost."""
   lines = []
+  if seconds is not None and any(
+      (o.get('figures') or {}) for o in served.values()):
+    lines.append(f'Serving the picks in one leantfx serve before the push '
+                 f'took {seconds:.1f} s.')
   for runtime, outcome in sorted(served.items()):
     figures = outcome.get('figures') or {}
     if not outcome.get('passed') or 'latency_p50_ms_batch1' not in figures:
@@ -367,7 +373,8 @@ def _summary_lines(record: Mapping[str, Any],
     else:
       lines.append(f'Selected for {runtime}: none ({NO_VARIANT_BLESSED}); '
                    'nothing pushed.')
-  lines += served_lines(record.get('infra_validation') or {})
+  lines += served_lines(record.get('infra_validation') or {},
+                        (record.get('budgets') or {}).get('serve_check_s'))
   for failure in record.get('failures') or ():
     if failure.get('not_pushed'):
       lines.append(f"Not pushed ({failure['not_pushed']}): "
