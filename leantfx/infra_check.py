@@ -348,6 +348,9 @@ def _load_status(rest: serving_client.RestClient, model: str) -> float:
     status = rest.status(model)
   except serving_client.RestError as e:
     raise CheckError(f'the server does not serve it: {e.message}') from None
+  except OSError as e:
+    raise CheckError(f'the server does not answer: {type(e).__name__}: {e}'
+                    ) from None
   for version in status.get('model_version_status', []):
     if version.get('state') == 'AVAILABLE':
       return 0.0

@@ -3,14 +3,15 @@
 ``Do`` validates every input first (a blessed Evaluator verdict, a
 Format-Serving SavedModel, eval examples), then:
 
-  1. copies the SavedModel into the InfraBlessing (``stamped_model/``, TFX's
-     layout) and adds TF Serving's warm-up file of real eval rows to it;
+  1. copies the SavedModel into a local folder and adds TF Serving's
+     warm-up file of real eval rows to it;
   2. serves that copy (the model that will be pushed, warm-up included: a
      failing warm-up record fails the load, as in TF Serving) in ``leantfx
      serve`` and checks it (leantfx/infra_check.py) against the original
      SavedModel's own answers on the same rows;
-  3. marks the InfraBlessing blessed with ``has_model`` = 1, or not blessed
-     with the reason (the copy is removed: nothing to push).
+  3. keeps the copy in the InfraBlessing (``stamped_model/``, TFX's layout)
+     and marks it blessed with ``has_model`` = 1, or marks it not blessed
+     with the reason (no copy: nothing to push).
 
 A model that does not load, answers otherwise or times out is a verdict
 (INFRA_NOT_BLESSED), not an error: the run goes on and the Pusher pushes
@@ -19,6 +20,7 @@ error, as in every leantfx executor.
 """
 import json
 import os
+import tempfile
 import time
 from typing import Any, Dict, List
 
@@ -104,15 +106,21 @@ class Executor(base_executor.BaseExecutor):
     rows = requests.read_rows(eval_files, requests.input_specs(signature),
                               settings.max_rows)
     expected = requests.offline_outputs(signature, rows)
-    stamped = path_utils.stamped_model_path(blessing.uri)
-    io_utils.copy_dir(model_path, stamped)
-    warmup = requests.write_warmup_file(stamped, rows, model_name)
-    logging.info('InfraValidator: wrote %s; serving %s in leantfx serve.',
-                 warmup, stamped)
     request_rows = requests.as_written(rows, columns.recorded_names(examples))
-    result = infra_check.check(
-        [infra_check.Candidate(model_name, stamped, request_rows, expected)],
-        settings)[model_name]
+    # The copy is built and served in a local folder (the server reads local
+    # files; the artifact may be on gs:// on Kubeflow), then kept in the
+    # InfraBlessing only when it passed.
+    with tempfile.TemporaryDirectory(prefix='leantfx-infra-') as scratch:
+      local = os.path.join(scratch, 'stamped_model')
+      io_utils.copy_dir(model_path, local)
+      warmup = requests.write_warmup_file(local, rows, model_name)
+      logging.info('InfraValidator: wrote %s; serving the model in leantfx '
+                   'serve.', warmup)
+      result = infra_check.check(
+          [infra_check.Candidate(model_name, local, request_rows, expected)],
+          settings)[model_name]
+      if result.passed:
+        io_utils.copy_dir(local, path_utils.stamped_model_path(blessing.uri))
     for name, value in result.figures.items():
       blessing.set_float_custom_property(spec_lib.FIGURE_PREFIX + name,
                                          float(value))
@@ -122,7 +130,6 @@ class Executor(base_executor.BaseExecutor):
     if not result.passed:
       logging.error('InfraValidator: %s is not blessed: %s', model.uri,
                     result.reason)
-      fileio.rmtree(stamped)
       _mark(blessing, False, result.reason)
       return
     logging.info('InfraValidator: %s blessed: %s', model.uri, result.figures)
