@@ -61,7 +61,7 @@ def _value(feature: tf.train.Feature, spec: tf.TensorSpec, key: str,
            where: str):
   kind = feature.WhichOneof('kind')
   values = list(getattr(feature, kind).value) if kind else []
-  inner = [d for d in spec.shape.as_list()[1:]]
+  inner = spec.shape.as_list()[1:]
   if spec.dtype == tf.string:
     if inner:
       raise InputDataError(f'{where}: input {key!r} is a string tensor of '
