@@ -49,9 +49,14 @@ def _print_summary(summary, config, seconds: float, log_path: str,
     print(f'  pushed: {summary.pushed_path}{note}')
     for line in summary_lib.serving_graph_lines(summary):
       print(line)
+  elif summary.blessed and summary.infra_blessed is False:
+    print('  pushed: nothing (the model did not pass the InfraValidator: '
+          f'{summary.infra_reason}; the serving directory is unchanged)')
   else:
     print('  pushed: nothing (the model did not pass the Evaluator gate; the '
           'serving directory is unchanged)')
+  for line in summary_lib.infra_lines(summary):
+    print(line)
   for line in summary_lib.summary_lines(summary, config):
     print(line)
   if beam_line:

@@ -377,7 +377,7 @@ def _read_json_file(path: str) -> bytes:
 
 def predict(args: argparse.Namespace) -> int:
   """Sends one predict request (REST or gRPC) and prints the JSON answer."""
-  from leantfx.serving import client  # pylint: disable=g-import-not-at-top
+  from leantfx import serving_client as client  # pylint: disable=g-import-not-at-top
   try:
     body = _read_json_file(args.json_file)
   except OSError as e:
@@ -397,7 +397,7 @@ def predict(args: argparse.Namespace) -> int:
 
 def _predict_grpc(args: argparse.Namespace, body: bytes) -> Optional[int]:
   import grpc  # pylint: disable=g-import-not-at-top
-  from leantfx.serving import client  # pylint: disable=g-import-not-at-top
+  from leantfx import serving_client as client  # pylint: disable=g-import-not-at-top
   from leantfx.serving import json_tensor  # pylint: disable=g-import-not-at-top
   from leantfx.serving import signature as signature_lib  # pylint: disable=g-import-not-at-top
   from leantfx.serving import status  # pylint: disable=g-import-not-at-top

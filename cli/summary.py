@@ -196,8 +196,12 @@ def serving_inputs_line(inputs: Dict[str, Any],
 
 
 def _failure_line(failure: Dict[str, str]) -> str:
-  """One skipped candidate, or one pick that could not take raw columns."""
+  """One skipped candidate, a pick that could not take raw columns, or one
+  that failed in leantfx serve before its push."""
   candidate = failure['candidate']
+  if failure.get('not_pushed'):
+    return (f"  {failure['not_pushed']}: {candidate} not pushed, it failed "
+            f"in leantfx serve: {failure['error']}")
   if failure.get('pushed_inputs') != 'transformed':
     return (f'  tflite: candidate {candidate} skipped, it failed at '
             f"{failure['stage']}: {failure['error']}")
@@ -312,6 +316,24 @@ def serving_graph_lines(summary) -> List[str]:
           f'{graph["ops"]} ops{cost}']
 
 
+def infra_lines(summary) -> List[str]:
+  """The InfraValidator's line: what serving the model cost and measured."""
+  infra = summary.infra
+  if summary.infra_blessed is None or 'seconds' not in infra:
+    return []
+  if not summary.infra_blessed:
+    return [f'  infra validation: failed in {infra["seconds"]:.1f} s']
+  return [
+      f'  infra validation: served by leantfx serve in '
+      f'{infra["seconds"]:.1f} s ({infra["load_s"]:.1f} s to start); '
+      f'{int(infra["rows_checked"])} eval rows answered as offline over REST '
+      f'and gRPC; batch 1 p50 {infra["latency_p50_ms_batch1"]:.2f} ms, p99 '
+      f'{infra["latency_p99_ms_batch1"]:.2f} ms; '
+      f'{int(infra["concurrent_clients"])} clients p50 '
+      f'{infra["latency_p50_ms_concurrent"]:.2f} ms, p99 '
+      f'{infra["latency_p99_ms_concurrent"]:.2f} ms (REST)']
+
+
 def summary_lines(summary, config) -> List[str]:
   """The summary's lines after accuracy, blessing and push."""
   return (_data_lines(summary, config) + _training_lines(summary) +
@@ -365,6 +387,10 @@ def run_record(summary, config) -> Dict[str, Any]:
       'pushed_path': summary.pushed_path if summary.pushed else None,
       'reused_version': summary.reused_version,
       'serving_graph': dict(summary.serving_graph) or None,
+      'infra_validation': None if summary.infra_blessed is None else {
+          'blessed': summary.infra_blessed,
+          'reason': summary.infra_reason,
+          'figures': dict(summary.infra)},
       'training': training_budget(summary),
       'executions': {
           node: {'state': e.state, 'execution_id': e.execution_id}

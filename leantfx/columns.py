@@ -23,6 +23,7 @@ pure function of the header, so the CLI, ExampleGen and the compiled
 Kubeflow pipeline agree on it without passing it around.
 """
 import hashlib
+import json
 import re
 import unicodedata
 from typing import Dict, Sequence
@@ -37,6 +38,18 @@ _HASH_CHARS = 6
 # The Examples artifact's record of {feature key: name as written} for the
 # columns whose key differs (JSON), set by the CSV ExampleGen.
 FEATURE_NAMES_PROPERTY = 'feature_names'
+
+
+def recorded_names(examples) -> Dict[str, str]:
+  """{feature key: name as written} an Examples artifact records.
+
+  Only the columns whose key differs from their name are recorded (by the
+  CSV ExampleGen); {} when none is.
+  """
+  if not examples.has_custom_property(FEATURE_NAMES_PROPERTY):
+    return {}
+  return json.loads(examples.get_string_custom_property(
+      FEATURE_NAMES_PROPERTY))
 
 
 def is_plain(name: str) -> bool:

@@ -6,8 +6,10 @@ Kubeflow compiler resolve paths and Beam arguments, then call it.
 CsvExampleGen (latest span) -> StatisticsGen -> schema (ImportSchemaGen from a
 curated schema, or SchemaGen) -> ExampleValidator -> Transform -> Trainer ->
 Resolver (latest blessed model) -> Evaluator (absolute and change thresholds)
--> Pusher (versioned SavedModel, only when blessed, written atomically and
-never twice for the same model).
+-> for a blessed model: InfraValidator (served by `leantfx serve`, queried
+with eval rows) -> Pusher (versioned SavedModel with its warm-up requests,
+only when infra-blessed, written atomically and never twice for the same
+model), and the ModelOptimizer.
 """
 import hashlib
 import inspect
@@ -18,6 +20,7 @@ from tfx import v1 as tfx
 
 from leantfx import config as config_lib
 from leantfx import splits
+from leantfx.components.infra_validator import component as infra_validator
 from leantfx.components.optimize import component as optimize_component
 from leantfx.components.versioned_pusher import component as versioned_pusher
 from leantfx.models import data_policy as data_policy_module
@@ -246,7 +249,13 @@ def _evaluate_and_push(config: config_lib.PipelineConfig,
                        examples: tfx.types.BaseChannel,
                        model: tfx.types.BaseChannel,
                        nodes: List[tfx.types.BaseNode]) -> tfx.types.BaseChannel:
-  """Adds the baseline resolver, the Evaluator gate and the Pusher.
+  """Adds the baseline resolver, the Evaluator gate, the InfraValidator and
+  the Pusher.
+
+  The InfraValidator and the Pusher run only for a model the Evaluator
+  blessed (the same condition as the ModelOptimizer's); the Pusher pushes
+  only a model the InfraValidator blessed, as the InfraValidator's copy with
+  TF Serving's warm-up requests.
 
   Returns:
     The Evaluator's blessing channel.
@@ -261,15 +270,25 @@ def _evaluate_and_push(config: config_lib.PipelineConfig,
       example_splits=['eval'],
       eval_config=_eval_config(config.dataset, config.evaluation)).with_id(
           'Evaluator')
-  pusher = versioned_pusher.VersionedPusher(
-      model=model,
-      model_blessing=evaluator.outputs['blessing'],
-      push_destination=tfx.proto.PushDestination(
-          filesystem=tfx.proto.PushDestination.Filesystem(
-              base_directory=config.serving_model_dir)),
-      custom_config=retraining.pusher_custom_config(config)).with_id('Pusher')
-  nodes.extend([evaluator, pusher])
-  return evaluator.outputs['blessing']
+  blessing = evaluator.outputs['blessing']
+  nodes.append(evaluator)
+  with tfx.dsl.Cond(blessing.future()[0].custom_property('blessed') == 1):
+    infra = infra_validator.InfraValidator(
+        model=model,
+        model_blessing=blessing,
+        examples=examples,
+        model_name=config.dataset.name).with_id('InfraValidator')
+    pusher = versioned_pusher.VersionedPusher(
+        model=model,
+        model_blessing=blessing,
+        infra_blessing=infra.outputs['blessing'],
+        push_destination=tfx.proto.PushDestination(
+            filesystem=tfx.proto.PushDestination.Filesystem(
+                base_directory=config.serving_model_dir)),
+        custom_config=retraining.pusher_custom_config(config)).with_id(
+            'Pusher')
+  nodes.extend([infra, pusher])
+  return blessing
 
 
 def _optimize(config: config_lib.PipelineConfig, model: tfx.types.BaseChannel,

@@ -10,11 +10,15 @@ from typing import Dict, List, Optional
 from ml_metadata import metadata_store
 from ml_metadata.proto import metadata_store_pb2
 
+from leantfx.components.infra_validator import spec as infra_spec
+
 _STATE_NAMES = {
     v: k.lower()
     for k, v in metadata_store_pb2.Execution.State.items()
 }
 
+
+INFRA_VALIDATOR_NODE = 'InfraValidator'
 
 # TFMA metrics of a two-class label, computed for class id 1.
 BINARY_METRICS = ('auc', 'precision', 'recall')
@@ -48,6 +52,11 @@ class RunSummary:
   # The pushed serving graph: 'ops' and 'call_ms_batch1'/'call_ms_batch32'
   # when the Pusher measured them (a new version), else empty.
   serving_graph: Dict[str, float] = dataclasses.field(default_factory=dict)
+  # The InfraValidator's verdict (None: it did not run), why not, and its
+  # figures ('latency_p50_ms_batch1', ..., 'seconds').
+  infra_blessed: Optional[bool] = None
+  infra_reason: Optional[str] = None
+  infra: Dict[str, float] = dataclasses.field(default_factory=dict)
 
 
 def open_store(metadata_path: str) -> metadata_store.MetadataStore:
@@ -173,6 +182,7 @@ def summarize(metadata_path: str, pipeline_name: str,
         for key, value in properties.items():
           if key.startswith('serving_call_ms_batch'):  # Each batch timed.
             serving_graph[key[len('serving_'):]] = value.double_value
+  infra_blessed, infra_reason, infra = _infra_validation(executions)
   return RunSummary(
       executions=executions,
       accuracy=accuracy,
@@ -183,4 +193,21 @@ def summarize(metadata_path: str, pipeline_name: str,
       reused_version=reused,
       evaluation_uri=evaluation_uri,
       metrics=found,
-      serving_graph=serving_graph)
+      serving_graph=serving_graph,
+      infra_blessed=infra_blessed,
+      infra_reason=infra_reason,
+      infra=infra)
+
+
+def _infra_validation(executions: Dict[str, NodeExecution]):
+  """(blessed or None, reason or None, figures) of the InfraValidator."""
+  node = executions.get(INFRA_VALIDATOR_NODE)
+  if not node or not node.outputs.get(infra_spec.BLESSING_KEY):
+    return None, None, {}
+  blessing = node.outputs[infra_spec.BLESSING_KEY][0]
+  prefix = infra_spec.FIGURE_PREFIX
+  figures = {key[len(prefix):]: value.double_value
+             for key, value in blessing.custom_properties.items()
+             if key.startswith(prefix)}
+  return (bool(_custom_int(blessing, infra_spec.BLESSED_PROPERTY)),
+          _custom_str(blessing, infra_spec.REASON_PROPERTY), figures)

@@ -5,7 +5,8 @@ Public API (imported lazily, so ``leantfx --help`` stays fast):
 * :class:`ModelServer`, :class:`ServerConfig`, :class:`BatchingConfig`,
   :class:`ModelConfig`, :func:`models_from_base_path`,
   :func:`read_model_config_file`: run the server from Python.
-* :class:`RestClient`, :class:`GrpcClient`: thin clients.
+* :class:`RestClient`, :class:`GrpcClient`: thin clients (they live in
+  leantfx/serving_client.py, below the components that query a server too).
 * :func:`write_tf_serving_deploy`, :class:`TfServingDeployConfig`: files for
   the real ``tensorflow/serving``.
 * ``leantfx.serving.cli.add_commands`` / ``serve``: the CLI commands.
@@ -20,9 +21,9 @@ _EXPORTS = {
     'VersionPolicy': 'model_config',
     'models_from_base_path': 'model_config',
     'read_model_config_file': 'model_config',
-    'RestClient': 'client',
-    'RestError': 'client',
-    'GrpcClient': 'client',
+    'RestClient': 'leantfx.serving_client',
+    'RestError': 'leantfx.serving_client',
+    'GrpcClient': 'leantfx.serving_client',
     'TfServingDeployConfig': 'deploy',
     'write_tf_serving_deploy': 'deploy',
     'ServingError': 'status',
@@ -35,4 +36,6 @@ def __getattr__(name):
   module = _EXPORTS.get(name)
   if module is None:
     raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
-  return getattr(importlib.import_module(f'{__name__}.{module}'), name)
+  if '.' not in module:
+    module = f'{__name__}.{module}'
+  return getattr(importlib.import_module(module), name)

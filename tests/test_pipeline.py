@@ -32,7 +32,7 @@ def test_graph_with_curated_schema(tmp_path):
       'CsvExampleGen', 'StatisticsGen', 'ImportSchemaGen', 'ExampleValidator',
       'ValidationGate', 'Augment',
       'Transform', 'Trainer', 'latest_blessed_model_resolver', 'Evaluator',
-      'Pusher'
+      'InfraValidator', 'Pusher'
   }
   assert built.beam_pipeline_args == ['--direct_num_workers=2']
   assert built.enable_cache
@@ -48,6 +48,19 @@ def test_pusher_is_gated_on_the_evaluator_blessing(tmp_path):
   pusher = next(c for c in built.components if c.id == 'Pusher')
   evaluator = next(c for c in built.components if c.id == 'Evaluator')
   assert pusher.inputs['model_blessing'].producer_component_id == evaluator.id
+
+
+def test_pusher_pushes_what_the_infra_validator_blessed(tmp_path):
+  built = pipeline.create_pipeline(_config(tmp_path))
+  by_id = {c.id: c for c in built.components}
+  infra, pusher = by_id['InfraValidator'], by_id['Pusher']
+  assert (pusher.inputs['infra_blessing'].producer_component_id ==
+          'InfraValidator')
+  # The Evaluator's verdict and the raw rows ExampleGen wrote.
+  assert infra.inputs['model_blessing'].producer_component_id == 'Evaluator'
+  assert infra.inputs['examples'].producer_component_id == 'CsvExampleGen'
+  assert infra.inputs['model'].producer_component_id == 'Trainer'
+  assert infra.exec_properties['model_name'] == 'penguins'
 
 
 def _window_in_example_gen(config, window):

@@ -132,3 +132,36 @@ def test_serving_graph_line_lists_every_timed_batch_in_order():
           '  serving graph (raw columns in, Transform included): 5 ops']
   assert summary.serving_graph_lines(types.SimpleNamespace(
       serving_graph={})) == []
+
+
+def _infra_execution(blessed, reason=None, **figures):
+  blessing = _artifact('/out/InfraValidator/blessing/7', blessed=blessed)
+  if reason:
+    blessing.custom_properties['reason'].string_value = reason
+  for name, value in figures.items():
+    blessing.custom_properties[f'infra_{name}'].double_value = value
+  return {'InfraValidator': run_summary.NodeExecution(
+      node_id='InfraValidator', execution_id=7, state='complete',
+      outputs={'blessing': [blessing]})}
+
+
+def test_infra_validation_is_read_from_the_infra_blessing():
+  blessed = run_summary._infra_validation(_infra_execution(  # pylint: disable=protected-access
+      1, seconds=14.25, load_s=9.5, rows_checked=32.0,
+      latency_p50_ms_batch1=2.5, latency_p99_ms_batch1=6.0,
+      latency_p50_ms_concurrent=9.0, latency_p99_ms_concurrent=21.0,
+      concurrent_clients=8.0))
+  assert blessed[:2] == (True, None)
+  lines = summary.infra_lines(types.SimpleNamespace(
+      infra_blessed=True, infra=blessed[2]))
+  assert lines == [
+      '  infra validation: served by leantfx serve in 14.2 s (9.5 s to '
+      'start); 32 eval rows answered as offline over REST and gRPC; batch 1 '
+      'p50 2.50 ms, p99 6.00 ms; 8 clients p50 9.00 ms, p99 21.00 ms (REST)']
+  failed = run_summary._infra_validation(_infra_execution(  # pylint: disable=protected-access
+      0, reason='it did not load: bad graph', seconds=11.0))
+  assert failed[:2] == (False, 'it did not load: bad graph')
+  assert summary.infra_lines(types.SimpleNamespace(
+      infra_blessed=False, infra=failed[2])) == [
+          '  infra validation: failed in 11.0 s']
+  assert run_summary._infra_validation({}) == (None, None, {})  # pylint: disable=protected-access

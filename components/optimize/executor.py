@@ -27,6 +27,7 @@ from tfx.dsl.io import fileio
 from tfx.types import artifact_utils
 from tfx.utils import io_utils
 
+from leantfx import columns
 from leantfx.components.optimize import config as config_lib
 from leantfx.runtimes import push
 from leantfx.components.optimize.export import raw_features
@@ -138,8 +139,12 @@ def _raw_inputs(input_dict: Mapping[str, List[types.Artifact]],
   # Calibration rows as they arrived (spec.CALIBRATION_EXAMPLES_KEY), when
   # the pipeline passes them: Augment's copies are not what is served.
   calibration = input_dict.get(spec.CALIBRATION_EXAMPLES_KEY) or examples
+  names = {}
+  for artifact in examples:
+    names.update(columns.recorded_names(artifact))
   return raw_features.RawInputs(
       tf_transform_output=tf_transform_output, label=label, classes=classes,
+      names=names,
       train=raw_features.sample_rows(
           raw_features.read_raw_split(files(spec.TRAIN_SPLIT, calibration),
                                       tf_transform_output, label,

@@ -13,6 +13,8 @@
   pick        steps/pick.py          per runtime, the policy's choice
   fold        steps/raw_fold.py      each pick exported with the raw columns
                                      folded in
+  serve       steps/serve_check.py   each pick served by leantfx serve and
+                                     queried; one that fails is not pushed
   push        steps/push_picks.py    each pick pushed, with its manifest
   report      steps/reporting.py     the report
 
@@ -20,8 +22,10 @@ The executor (executor.py) checks the inputs and calls ``optimize``.
 """
 import dataclasses
 import os
+import time
 from typing import Any, Dict, List, Optional
 
+from absl import logging
 import tensorflow as tf
 import tf_keras
 
@@ -35,6 +39,7 @@ from leantfx.components.optimize.steps import raw_fold
 from leantfx.components.optimize.steps import reporting
 from leantfx.components.optimize.steps import samples
 from leantfx.components.optimize.steps import scoring
+from leantfx.components.optimize.steps import serve_check
 from leantfx.components.optimize.steps import server_variants
 from leantfx.components.optimize.steps import variants as variants_lib
 from leantfx.runtimes import push
@@ -171,16 +176,27 @@ def optimize(model: tf_keras.Model,
     exports = raw_fold.fold_raw_columns(
         pick_lib.picked_variants(selected, picks), models, raw,
         rows.all_eval, config, failures, pool)
+    started = time.monotonic()
+    served = serve_check.check_picks(
+        pick_lib.picked_variants(selected, picks), exports, raw,
+        raw.names if raw is not None else {}, source_model_uri, failures)
+    budgets['serve_check_s'] = round(time.monotonic() - started, 1)
+    logging.info('ModelOptimizer: served the picks in leantfx serve in '
+                 '%.1f s.', budgets['serve_check_s'])
     target = push_picks.Push(push_base, model_name, source_model_uri,
                              baseline, held_out, quality)
     pushed, serving_inputs = push_picks.push_tflite_pick(
-        selected, exports, target, optimized_model_dir)
+        selected, exports, target, optimized_model_dir, served)
     runtime_pushes, runtime_inputs = push_picks.push_runtime_picks(
-        picks, exports, target)
+        picks, exports, target, served)
     report_paths = reporting.write_report(
         report_dir, baseline, decisions, selected, picks, pushed,
         runtime_pushes, held_out, failures, config, source_model_uri,
-        budgets)
+        budgets, served)
+    # The component's blessing is a pushed TFLite pick: one that failed in
+    # leantfx serve blesses nothing (the report keeps the pick and why).
+    if pushed is None:
+      selected = None
     return Outcome(baseline=baseline, decisions=decisions, selected=selected,
                    pushed=pushed, report_paths=report_paths, failures=failures,
                    runtime_picks=picks, runtime_pushes=runtime_pushes,

@@ -132,10 +132,9 @@ def as_written(rows: List[checks.AnomalyRow],
   (leantfx/columns.py); ExampleGen records the keys it gave columns whose
   names it could not keep, so the report speaks the user's names.
   """
-  if not examples.has_custom_property(columns.FEATURE_NAMES_PROPERTY):
+  names = columns.recorded_names(examples)
+  if not names:
     return rows
-  names = json.loads(examples.get_string_custom_property(
-      columns.FEATURE_NAMES_PROPERTY))
   return [dataclasses.replace(
       row, feature=(f'{names[row.feature]} ({row.feature})'
                     if row.feature in names else row.feature))

@@ -19,6 +19,9 @@ versioned atomic push the TFLite push uses too:
     last one ever pushed there (versioned_push.next_version);
   * does not push a model whose files are identical to the newest pushed
     version: it records that version as the push instead;
+  * with an InfraValidator's blessing (``infra_blessing``), pushes only a
+    model it blessed, and pushes the InfraBlessing's copy of the model,
+    which carries TF Serving's warm-up requests (``GetModelPath``);
   * with ``custom_config['blessed_model_records']`` (a folder), adds a
     record of the pushed model there, from which the next runs take their
     last blessed model where no ML Metadata resolver runs
@@ -39,6 +42,7 @@ from tfx.proto import pusher_pb2
 from tfx.types import artifact_utils
 from tfx.types import standard_component_specs
 from tfx.utils import io_utils
+from tfx.utils import path_utils
 from tfx.utils import proto_utils
 
 from leantfx import versioned_push
@@ -89,8 +93,29 @@ def push_atomically(model_path: str, base_directory: str,
       version=version).path
 
 
+# TFX's InfraBlessing property: the blessing holds the model with its
+# warm-up requests (tfx/components/infra_validator/executor.py).
+INFRA_HAS_MODEL_PROPERTY = 'has_model'
+
+
 class Executor(tfx_pusher_executor.Executor):
   """Pushes a blessed model atomically, once per distinct model."""
+
+  def GetModelPath(self, input_dict: Dict[str, List[types.Artifact]]) -> str:
+    """The InfraBlessing's model when it has one, else the Trainer's.
+
+    TFX's Pusher reads ``model`` first and the InfraBlessing's model only
+    without one; here the InfraBlessing's copy wins, since it is the
+    Trainer's SavedModel plus the warm-up requests the model server replays
+    at load, and the very files the InfraValidator served.
+    """
+    infra = input_dict.get(standard_component_specs.INFRA_BLESSING_KEY)
+    if infra:
+      blessing = artifact_utils.get_single_instance(infra)
+      if (blessing.has_custom_property(INFRA_HAS_MODEL_PROPERTY) and
+          blessing.get_int_custom_property(INFRA_HAS_MODEL_PROPERTY)):
+        return path_utils.stamped_model_path(blessing.uri)
+    return super().GetModelPath(input_dict)
 
   def Do(self, input_dict: Dict[str, List[types.Artifact]],
          output_dict: Dict[str, List[types.Artifact]],
@@ -98,7 +123,8 @@ class Executor(tfx_pusher_executor.Executor):
     """Pushes the model if blessed (see the module docstring).
 
     Args:
-      input_dict: 'model' and 'model_blessing', as for TFX's Pusher.
+      input_dict: 'model', 'model_blessing' and optionally 'infra_blessing',
+        as for TFX's Pusher.
       output_dict: 'pushed_model'.
       exec_properties: 'push_destination' with a filesystem destination.
 

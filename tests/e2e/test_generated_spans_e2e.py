@@ -14,7 +14,7 @@ import os
 import hypothesis
 import pytest
 
-from leantfx.serving import client as client_lib
+from leantfx import serving_client as client_lib
 from leantfx.serving import model_config
 from leantfx.serving import server as server_lib
 from leantfx.serving import server_config

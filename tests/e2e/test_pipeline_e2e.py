@@ -22,12 +22,12 @@ pytestmark = pytest.mark.e2e
 
 # CsvExampleGen, StatisticsGen, ImportSchemaGen, ExampleValidator, the data
 # gate and Augment, Transform, Trainer, the resolvers, Evaluator,
-# Pusher.
+# InfraValidator, Pusher.
 EXPECTED_NODES = {
     'CsvExampleGen', 'StatisticsGen', 'ImportSchemaGen', 'ExampleValidator',
     'ValidationGate', 'Augment',
     'Transform', 'Trainer', 'latest_blessed_model_resolver', 'Evaluator',
-    'Pusher'
+    'InfraValidator', 'Pusher'
 }
 # The accuracy leantfx promises on both bundled datasets.
 MIN_ACCURACY = 0.95
@@ -126,6 +126,14 @@ def test_penguins_first_run_pushes_a_model_at_its_reported_accuracy(
           f'{graph["ops"]} ops; a call costs '
           f'{graph["call_ms_batch1"]:.2f} ms at batch 1') in result.stdout
   _check_pushed_model(summary, datasets.BUNDLED['penguins'])
+  # The InfraValidator served the model in leantfx serve before the push,
+  # and the pushed version carries the warm-up requests it wrote.
+  assert summary.infra_blessed, summary.infra_reason
+  assert summary.infra['rest_max_abs_diff'] <= 1e-4
+  assert summary.infra['grpc_max_abs_diff'] <= 1e-4
+  assert 'infra validation: served by leantfx serve in' in result.stdout
+  assert os.path.isfile(os.path.join(
+      summary.pushed_path, 'assets.extra', 'tf_serving_warmup_requests'))
   # No Beam component built TFX's copy of itself for workers that share this
   # environment (pipeline/beam_staging.py).
   log_path = re.search(r'  log: (\S+)', result.stdout).group(1)

@@ -96,7 +96,7 @@ def test_diabetes_run_pushes_a_regression_at_its_reported_errors(diabetes_run):
 
 def test_served_predict_and_regress_match_the_model(diabetes_run):
   # pylint: disable=g-import-not-at-top
-  from leantfx.serving import client
+  from leantfx import serving_client as client
   from leantfx.serving import model_config
   from leantfx.serving import server as server_lib
   from leantfx.serving import server_config

@@ -19,7 +19,7 @@ from sklearn import datasets as sk_datasets
 
 from leantfx import feature_names
 from leantfx.pipeline import run_summary
-from leantfx.serving import client as client_lib
+from leantfx import serving_client as client_lib
 from leantfx.serving import model_config
 from leantfx.serving import server as server_lib
 from leantfx.serving import server_config

@@ -254,7 +254,7 @@ def _rest_round_trip(base, request, answer):
   """leantfx serve's REST API: a JSON row request with strings and gaps."""
   # pylint: disable=g-import-not-at-top
   import json
-  from leantfx.serving import client
+  from leantfx import serving_client as client
   from leantfx.serving import model_config
   from leantfx.serving import server as server_lib
   from leantfx.serving import server_config

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.unit
 # create_pipeline's components for a bundled dataset with a curated schema.
 COMPONENTS = {'CsvExampleGen', 'StatisticsGen', 'ImportSchemaGen',
               'ExampleValidator', 'Transform', 'Trainer', 'Evaluator',
-              'Pusher'}
+              'InfraValidator', 'Pusher'}
 # The open-source backend's (the default): one task reads the Pusher's
 # records for the Evaluator's baseline and the warm start.
 LAST_BLESSED = 'LastBlessedModel'

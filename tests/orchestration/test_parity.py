@@ -252,8 +252,10 @@ def test_default_digits_compiles_every_component_of_the_local_run(tmp_path):
   _, spec = _kubeflow(tmp_path, [], None)
   nodes = {n.id for n in pipeline_lib.create_pipeline(local).components}
   # ExampleGen, statistics, schema, validator, the gate, Augment, Transform,
-  # Trainer, the baseline resolver, Evaluator, Pusher, ModelOptimizer.
-  assert len(nodes) == 12 and 'ModelOptimizer' in nodes, sorted(nodes)
+  # Trainer, the baseline resolver, Evaluator, InfraValidator, Pusher,
+  # ModelOptimizer.
+  assert len(nodes) == 13 and {'ModelOptimizer', 'InfraValidator'} <= nodes, (
+      sorted(nodes))
   assert set(_compiled_components(spec)) == set(_oss_ids(nodes))
 
 

@@ -71,13 +71,13 @@ def server(model_base):
 
 @pytest.fixture(scope='session')
 def rest(server):
-  from leantfx.serving import client
+  from leantfx import serving_client as client
   return client.RestClient('127.0.0.1', server.rest_port, timeout_s=20.0)
 
 
 @pytest.fixture(scope='session')
 def grpc_client(server):
-  from leantfx.serving import client
+  from leantfx import serving_client as client
   with client.GrpcClient('127.0.0.1', server.grpc_port,
                          timeout_s=20.0) as instance:
     yield instance

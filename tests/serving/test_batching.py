@@ -165,7 +165,7 @@ def test_auto_batching_batches_savedmodels_and_runs_runtimes_at_once(
   # serve's default: a SavedModel's predict calls go through the scheduler,
   # a TFLite model's run at once (Servable.batching_pays).
   import json  # pylint: disable=g-import-not-at-top
-  from leantfx.serving import client
+  from leantfx import serving_client as client
   from leantfx.serving import model_config
   from leantfx.serving import server as server_lib
   from leantfx.serving import server_config

@@ -32,7 +32,7 @@ def _server(model_base, **overrides):
 
 
 def _predict(port):
-  from leantfx.serving import client
+  from leantfx import serving_client as client
   return client.RestClient('127.0.0.1', port, timeout_s=20).request(
       'POST', '/v1/models/digits:predict',
       json.dumps({'instances': [DIGIT]}).encode())
@@ -111,7 +111,7 @@ def test_deadline_while_queued_is_504(model_base):
     code, raw = _predict(server.rest_port)
     assert code == 504, raw
     assert 'timed out waiting for a batch' in json.loads(raw)['error']
-    from leantfx.serving import client
+    from leantfx import serving_client as client
     status = client.RestClient('127.0.0.1', server.rest_port).status('digits')
     assert status['model_version_status'][0]['state'] == 'AVAILABLE'
   finally:

@@ -26,7 +26,7 @@ from tensorflow_serving.apis import prediction_service_pb2_grpc
 from leantfx.components.optimize.export import onnx as onnx_export
 from leantfx.components.optimize.export import openvino as openvino_export
 from leantfx.runtimes import openvino as openvino_runtime
-from leantfx.serving import client as client_lib
+from leantfx import serving_client as client_lib
 from leantfx.serving import feature_names
 from leantfx.serving import model_config
 from leantfx.serving import renamed_inputs

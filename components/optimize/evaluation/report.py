@@ -84,7 +84,8 @@ def write_report(report_dir: str,
                  held_out: Optional[Mapping[str, HeldOut]] = None,
                  quality: quality_lib.Quality = quality_lib.ACCURACY,
                  left_out: Optional[Mapping[str, str]] = None,
-                 budgets: Optional[Mapping[str, Any]] = None
+                 budgets: Optional[Mapping[str, Any]] = None,
+                 served: Optional[Mapping[str, Mapping[str, Any]]] = None
                 ) -> Dict[str, str]:
   """Writes variants.json and the report built from it.
 
@@ -109,6 +110,9 @@ def write_report(report_dir: str,
     budgets: the Trainer's steps the techniques were capped by, the
       samples scored and calibrated on, the train split's caching, and
       each candidate's seconds and steps (flow.optimize).
+    served: per runtime, what serving its pick in ``leantfx serve`` before
+      the push found ({'passed', 'reason', 'figures'}:
+      steps/serve_check.py).
 
   Returns:
     {'variants': path, 'markdown': path, 'html': path, 'plots': [paths]}.
@@ -134,6 +138,7 @@ def write_report(report_dir: str,
       'failures': [dict(f) for f in failures],
       'runtime_picks': {r: dict(p) for r, p in (runtime_picks or {}).items()},
       'budgets': dict(budgets or {}),
+      'infra_validation': {r: dict(v) for r, v in (served or {}).items()},
   }
   with open(os.path.join(report_dir, VARIANTS_FILE), 'w',
             encoding='utf-8') as f:
@@ -248,6 +253,37 @@ def _row(m: VariantMetrics, decision: Optional[GateDecision],
   ]
 
 
+def served_lines(served: Mapping[str, Mapping[str, Any]],
+                 seconds: Optional[float] = None) -> List[str]:
+  """One line per pick served by ``leantfx serve`` before its push, and
+  what serving them all cost."""
+  lines = []
+  if seconds is not None and any(
+      (o.get('figures') or {}) for o in served.values()):
+    lines.append(f'Serving the picks in one leantfx serve before the push '
+                 f'took {seconds:.1f} s.')
+  for runtime, outcome in sorted(served.items()):
+    figures = outcome.get('figures') or {}
+    if not outcome.get('passed') or 'latency_p50_ms_batch1' not in figures:
+      if outcome.get('passed') and outcome.get('reason'):
+        lines.append(f'Served before the push ({runtime}): '
+                     f"{outcome['reason']}.")
+      continue
+    worst = max(figures['rest_max_abs_diff'], figures['grpc_max_abs_diff'],
+                figures['batch1_max_abs_diff'])
+    lines.append(
+        f'Served before the push ({runtime}): leantfx serve answered '
+        f"{int(figures['rows_checked'])} raw eval rows as the pick does "
+        f'offline (max abs difference {worst:.2g}, REST and gRPC); batch 1 '
+        f"p50 {figures['latency_p50_ms_batch1']:.2f} ms, p99 "
+        f"{figures['latency_p99_ms_batch1']:.2f} ms; "
+        f"{int(figures['concurrent_clients'])} clients p50 "
+        f"{figures['latency_p50_ms_concurrent']:.2f} ms, p99 "
+        f"{figures['latency_p99_ms_concurrent']:.2f} ms (REST, the request "
+        'and its JSON included).')
+  return lines
+
+
 def budget_lines(budgets: Mapping[str, Any]) -> List[str]:
   """The report's lines on step budgets, samples and time per candidate."""
   lines = []
@@ -337,7 +373,14 @@ def _summary_lines(record: Mapping[str, Any],
     else:
       lines.append(f'Selected for {runtime}: none ({NO_VARIANT_BLESSED}); '
                    'nothing pushed.')
+  lines += served_lines(record.get('infra_validation') or {},
+                        (record.get('budgets') or {}).get('serve_check_s'))
   for failure in record.get('failures') or ():
+    if failure.get('not_pushed'):
+      lines.append(f"Not pushed ({failure['not_pushed']}): "
+                   f"{failure['candidate']} failed at {failure['stage']} "
+                   f"in leantfx serve: {failure['error']}")
+      continue
     if failure.get('pushed_inputs') == 'transformed':
       lines.append("Pushed taking the transformed features: "
                    f"{failure['candidate']} failed at {failure['stage']}: "

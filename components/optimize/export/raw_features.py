@@ -337,12 +337,15 @@ class RawInputs:
     classes: class names in class-id order; empty for a regression.
     train: raw train rows (read_raw_split), calibrating the int8 modes.
     eval: the whole raw eval split, on which the export is measured.
+    names: {feature key: name as written} of the columns whose key differs
+      (leantfx/columns.py): what a client of the push sends.
   """
   tf_transform_output: Any
   label: str
   classes: Tuple[str, ...]
   train: measure.LabeledData
   eval: measure.LabeledData
+  names: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
 
 class RawParityError(ValueError):

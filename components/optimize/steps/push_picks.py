@@ -5,7 +5,9 @@ push base and copied into the optimized model's Format-TFLite folder. Each
 server runtime's pick goes under a sibling push base (runtime_push_base).
 A pick whose raw-column export succeeded is pushed as that export, with the
 trained SavedModel's feature-names file; otherwise as its transformed-input
-model. The manifest holds the pick's figures (manifest_metrics).
+model. The manifest holds the pick's figures (manifest_metrics) and what serving
+it in ``leantfx serve`` before the push found (steps/serve_check.py,
+``infra_validation``); a pick that failed there is not pushed.
 """
 import dataclasses
 import os
@@ -50,11 +52,20 @@ class Push:
   quality: quality_lib.Quality
 
   def manifest(self, decision: selection.GateDecision,
-               serving_inputs: Dict[str, Any]) -> Dict[str, Any]:
+               serving_inputs: Dict[str, Any],
+               served: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
     metrics = manifest_metrics(decision, self.baseline, self.held_out,
                                self.quality)
     metrics['serving_inputs'] = serving_inputs
+    if served is not None:
+      metrics['infra_validation'] = dict(served)
     return metrics
+
+
+def _refused(runtime: str, served: Optional[Mapping[str, Mapping[str, Any]]]
+            ) -> bool:
+  """Whether serving the pick before its push failed (it is not pushed)."""
+  return bool(served) and runtime in served and not served[runtime]['passed']
 
 
 def technique_chain(variant: measure.VariantMetrics) -> list:
@@ -66,18 +77,22 @@ def technique_chain(variant: measure.VariantMetrics) -> list:
 
 def push_tflite_pick(selected: Optional[selection.GateDecision],
                      exports: Exports, target: Push,
-                     optimized_model_dir: Optional[str]
+                     optimized_model_dir: Optional[str],
+                     served: Optional[Mapping[str, Mapping[str, Any]]] = None
                     ) -> Tuple[Optional[push.PushResult],
                                Optional[Dict[str, Any]]]:
   """Pushes the TFLite pick; (where it went, the inputs it takes).
 
-  (None, None) when nothing was blessed. With ``optimized_model_dir``, the
-  pushed model.tflite and its manifest are copied into
+  (None, None) when nothing was blessed or the pick failed in ``leantfx
+  serve`` (``served``: steps/serve_check.py). With ``optimized_model_dir``,
+  the pushed model.tflite and its manifest are copied into
   <dir>/Format-TFLite/.
   """
   if selected is None:
     logging.warning('ModelOptimizer: %s; nothing pushed.',
                     report.NO_VARIANT_BLESSED)
+    return None, None
+  if _refused(runtimes_lib.TFLITE, served):
     return None, None
   v = selected.variant
   path, serving_inputs = exports[runtimes_lib.TFLITE]
@@ -85,7 +100,8 @@ def push_tflite_pick(selected: Optional[selection.GateDecision],
       path or v.path, target.push_base, target.model_name,
       source_model_uri=target.source_model_uri,
       technique_chain=technique_chain(v), tflite_mode=v.tflite_mode,
-      metrics=target.manifest(selected, serving_inputs),
+      metrics=target.manifest(selected, serving_inputs,
+                              (served or {}).get(runtimes_lib.TFLITE)),
       feature_names_file=(feature_names_file(target.source_model_uri)
                           if path else None))
   logging.info('ModelOptimizer: pushed %s as version %d to %s', v.name,
@@ -101,12 +117,14 @@ def push_tflite_pick(selected: Optional[selection.GateDecision],
 
 
 def push_runtime_picks(picks: Mapping[str, Optional[selection.GateDecision]],
-                       exports: Exports, target: Push
+                       exports: Exports, target: Push,
+                       served: Optional[Mapping[str, Mapping[str, Any]]] = None
                       ) -> Tuple[Dict[str, push.PushResult],
                                  Dict[str, Dict[str, Any]]]:
   """Pushes each server runtime's pick; (runtime -> where, runtime -> inputs).
 
-  A runtime with nothing blessed is logged and left out of both.
+  A runtime with nothing blessed is logged and left out of both; so is a
+  pick that failed in ``leantfx serve`` (``served``).
   """
   runtime_pushes = {}
   runtime_inputs = {}
@@ -114,6 +132,8 @@ def push_runtime_picks(picks: Mapping[str, Optional[selection.GateDecision]],
     if pick is None:
       logging.warning('ModelOptimizer: %s: %s; nothing pushed.', runtime,
                       report.NO_VARIANT_BLESSED)
+      continue
+    if _refused(runtime, served):
       continue
     v = pick.variant
     source_dir = (v.path if os.path.isdir(v.path) else
@@ -125,7 +145,7 @@ def push_runtime_picks(picks: Mapping[str, Optional[selection.GateDecision]],
         runtime_push_base(target.push_base, runtime), target.model_name,
         source_model_uri=target.source_model_uri,
         technique_chain=technique_chain(v), mode=v.tflite_mode,
-        metrics=target.manifest(pick, inputs),
+        metrics=target.manifest(pick, inputs, (served or {}).get(runtime)),
         feature_names_file=(feature_names_file(target.source_model_uri)
                             if raw_dir else None))
     logging.info('ModelOptimizer: pushed %s as version %d to %s', v.name,

@@ -19,7 +19,9 @@ def write_report(report_dir: str, baseline: measure.VariantMetrics,
                  failures: List[Dict[str, str]],
                  config: config_lib.OptimizationConfig,
                  source_model_uri: str,
-                 budgets: Dict[str, Any]) -> Dict[str, Any]:
+                 budgets: Dict[str, Any],
+                 served: Optional[Mapping[str, Mapping[str, Any]]] = None
+                ) -> Dict[str, Any]:
   """Writes the report into ``report_dir``; the files report.write_report
   wrote."""
   quality = config.quality
@@ -35,4 +37,4 @@ def write_report(report_dir: str, baseline: measure.VariantMetrics,
       held_out=held_out, quality=quality,
       left_out=(config_lib.REGRESSION_LEFT_OUT
                 if quality.task == quality_lib.REGRESSION else None),
-      budgets=budgets)
+      budgets=budgets, served=served)

@@ -10,6 +10,10 @@ They work the same against ``leantfx serve`` and ``tensorflow_model_server``:
     result = grpc_client.predict(
         'digits', {k: np.array([v], np.float32) for k, v in row.items()})
     result.outputs['probabilities'], result.version
+
+They live below the components (which check a candidate in a real server
+before pushing it) and the server's own CLI; ``leantfx.serving`` re-exports
+them.
 """
 import dataclasses
 import json

@@ -1,0 +1,1 @@
+"""InfraValidator: the trained SavedModel served by ``leantfx serve`` before it is pushed."""
