@@ -156,5 +156,8 @@ def write_warmup_file(saved_model_dir: str, rows: Mapping[str, np.ndarray],
         request.inputs[key].CopyFrom(tf.make_tensor_proto(value[i:i + 1]))
       log = prediction_log_pb2.PredictionLog(
           predict_log=prediction_log_pb2.PredictLog(request=request))
-      writer.write(log.SerializeToString())
+      # Deterministic: the inputs are a map, whose order Python protobuf
+      # does not fix otherwise; the same rows give the same file, so the
+      # Pusher sees an unchanged model as unchanged (its digest).
+      writer.write(log.SerializeToString(deterministic=True))
   return path

@@ -209,3 +209,33 @@ def test_read_rows_refuses_a_column_of_the_wrong_kind(tmp_path):
             value=[b'old']))})).SerializeToString())
   with pytest.raises(InputDataError, match="column 'age' holds strings"):
     requests.read_rows([path], {'age': tf.TensorSpec([None], tf.float32)}, 4)
+
+
+_WRITE_WARMUP = '''
+import sys
+import numpy as np
+from leantfx.components.infra_validator import requests
+rows = {name: np.array([1.5, 2.5, np.nan], dtype=np.float32)
+        for name in ('a', 'b', 'c', 'd', 'e', 'f')}
+rows['g'] = np.array([b'x', b'', b'z'], dtype=object)
+requests.write_warmup_file(sys.argv[1], rows, 'm')
+'''
+
+
+@pytest.mark.unit
+def test_the_same_rows_give_the_same_warmup_file_in_any_process(tmp_path):
+  # The Pusher pushes a model again only when its files changed (their
+  # digest): a warm-up file whose map order changed with the process made
+  # every rerun push a new version of the same model.
+  # pylint: disable=g-import-not-at-top
+  import subprocess
+  import sys
+  # pylint: enable=g-import-not-at-top
+  written = []
+  for seed in ('1', '2', '3'):
+    folder = tmp_path / seed
+    subprocess.run([sys.executable, '-c', _WRITE_WARMUP, str(folder)],
+                   check=True, env=dict(os.environ, PYTHONHASHSEED=seed),
+                   capture_output=True, timeout=120)
+    written.append((folder / requests.WARMUP_FILE).read_bytes())
+  assert written[0] and written[0] == written[1] == written[2]
