@@ -139,8 +139,10 @@ def _raw_inputs(input_dict: Mapping[str, List[types.Artifact]],
   # Calibration rows as they arrived (spec.CALIBRATION_EXAMPLES_KEY), when
   # the pipeline passes them: Augment's copies are not what is served.
   calibration = input_dict.get(spec.CALIBRATION_EXAMPLES_KEY) or examples
+  # The CSV ExampleGen records the names as written on its Examples; the
+  # Transform may have read Augment's copies, which do not carry them.
   names = {}
-  for artifact in examples:
+  for artifact in list(calibration) + list(examples):
     names.update(columns.recorded_names(artifact))
   return raw_features.RawInputs(
       tf_transform_output=tf_transform_output, label=label, classes=classes,
