@@ -6,10 +6,10 @@ Kubeflow compiler resolve paths and Beam arguments, then call it.
 CsvExampleGen (latest span) -> StatisticsGen -> schema (ImportSchemaGen from a
 curated schema, or SchemaGen) -> ExampleValidator -> Transform -> Trainer ->
 Resolver (latest blessed model) -> Evaluator (absolute and change thresholds)
--> for a blessed model: InfraValidator (served by `leantfx serve`, queried
-with eval rows) -> Pusher (versioned SavedModel with its warm-up requests,
-only when infra-blessed, written atomically and never twice for the same
-model), and the ModelOptimizer.
+-> InfraValidator (a blessed model served by `leantfx serve`, queried with
+eval rows) -> Pusher (versioned SavedModel with its warm-up requests, only
+when both blessed it, written atomically and never twice for the same
+model), and for a blessed model the ModelOptimizer.
 """
 import hashlib
 import inspect
@@ -252,10 +252,9 @@ def _evaluate_and_push(config: config_lib.PipelineConfig,
   """Adds the baseline resolver, the Evaluator gate, the InfraValidator and
   the Pusher.
 
-  The InfraValidator and the Pusher run only for a model the Evaluator
-  blessed (the same condition as the ModelOptimizer's); the Pusher pushes
-  only a model the InfraValidator blessed, as the InfraValidator's copy with
-  TF Serving's warm-up requests.
+  The InfraValidator serves only a model the Evaluator blessed; the Pusher
+  pushes only a model both blessed, as the InfraValidator's copy with TF
+  Serving's warm-up requests.
 
   Returns:
     The Evaluator's blessing channel.
@@ -271,23 +270,25 @@ def _evaluate_and_push(config: config_lib.PipelineConfig,
       eval_config=_eval_config(config.dataset, config.evaluation)).with_id(
           'Evaluator')
   blessing = evaluator.outputs['blessing']
-  nodes.append(evaluator)
-  with tfx.dsl.Cond(blessing.future()[0].custom_property('blessed') == 1):
-    infra = infra_validator.InfraValidator(
-        model=model,
-        model_blessing=blessing,
-        examples=examples,
-        model_name=config.dataset.name).with_id('InfraValidator')
-    pusher = versioned_pusher.VersionedPusher(
-        model=model,
-        model_blessing=blessing,
-        infra_blessing=infra.outputs['blessing'],
-        push_destination=tfx.proto.PushDestination(
-            filesystem=tfx.proto.PushDestination.Filesystem(
-                base_directory=config.serving_model_dir)),
-        custom_config=retraining.pusher_custom_config(config)).with_id(
-            'Pusher')
-  nodes.extend([infra, pusher])
+  # Both run on every run, as TFX's do, and read the Evaluator's blessing:
+  # the InfraValidator serves only a blessed model (an unblessed one gets a
+  # not-blessed InfraBlessing at once) and the Pusher pushes only what both
+  # blessed. Outside a condition, so that a compiled Kubeflow run resolves
+  # the Pusher's inputs whatever the Evaluator decided.
+  infra = infra_validator.InfraValidator(
+      model=model,
+      model_blessing=blessing,
+      examples=examples,
+      model_name=config.dataset.name).with_id('InfraValidator')
+  pusher = versioned_pusher.VersionedPusher(
+      model=model,
+      model_blessing=blessing,
+      infra_blessing=infra.outputs['blessing'],
+      push_destination=tfx.proto.PushDestination(
+          filesystem=tfx.proto.PushDestination.Filesystem(
+              base_directory=config.serving_model_dir)),
+      custom_config=retraining.pusher_custom_config(config)).with_id('Pusher')
+  nodes.extend([evaluator, infra, pusher])
   return blessing
 
 
