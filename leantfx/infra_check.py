@@ -25,6 +25,7 @@ which the server maps to the model's input keys with the version's
 feature_names.json); the caller computes the offline outputs from the same
 rows.
 """
+import base64
 import concurrent.futures
 import dataclasses
 import json
@@ -165,7 +166,11 @@ def _take(arrays: Mapping[str, np.ndarray], index) -> Dict[str, np.ndarray]:
 def _json_value(value):
   """A request value as TF Serving's JSON takes it."""
   if isinstance(value, (bytes, np.bytes_)):
-    return value.decode('utf-8')
+    try:
+      return bytes(value).decode('utf-8')
+    except UnicodeDecodeError:
+      # Binary (an encoded image): TF Serving's JSON carries it as base64.
+      return {'b64': base64.b64encode(bytes(value)).decode('ascii')}
   if isinstance(value, np.generic):
     value = value.item()
   if isinstance(value, float) and math.isnan(value):
@@ -199,7 +204,8 @@ def _difference(name: str, got: Any, expected: np.ndarray) -> float:
   """
   expected = np.asarray(expected)
   if expected.dtype.kind in 'USO':
-    decode = lambda x: x.decode('utf-8') if isinstance(x, bytes) else str(x)
+    decode = lambda x: bytes(x) if isinstance(x, bytes) else (
+        str(x).encode('utf-8'))
     got_list = [decode(x) for x in np.asarray(got, dtype=object).reshape(-1)]
     want = [decode(x) for x in expected.reshape(-1)]
     if len(got_list) != len(want):

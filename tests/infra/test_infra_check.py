@@ -120,3 +120,17 @@ def test_refuses_unusable_candidates_before_starting_anything(tmp_path):
                                              {}, {})])
   with pytest.raises(ValueError, match='must be >= 1'):
     infra_check.Settings(max_rows=0)
+
+
+@pytest.mark.unit
+def test_binary_values_go_over_rest_as_base64_and_text_as_text():
+  # pylint: disable=g-import-not-at-top
+  import base64
+  # pylint: enable=g-import-not-at-top
+  png = b'\x89PNG\r\n\x1a\n\x00'
+  inputs = infra_check._rest_inputs({
+      'image': np.array([png], dtype=object),
+      'island': np.array([b'Dream'], dtype=object),
+      'x': np.array([1.5], dtype=np.float32)})
+  assert inputs == {'image': [{'b64': base64.b64encode(png).decode('ascii')}],
+                    'island': ['Dream'], 'x': [1.5]}
