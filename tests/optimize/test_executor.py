@@ -347,10 +347,12 @@ def test_component_takes_the_raw_examples_with_their_label():
   raw = types.Channel(type=standard_artifacts.Examples)
   component = component_lib.ModelOptimizer(
       **channels, examples=raw, raw_label='species',
-      classes=('Adelie', 'Chinstrap', 'Gentoo'))
+      classes=('Adelie', 'Chinstrap', 'Gentoo'),
+      serve_args=('--batching', 'off'))
   assert component.inputs['examples'] is raw
   assert json.loads(component.exec_properties['raw_serving']) == {
-      'label': 'species', 'classes': ['Adelie', 'Chinstrap', 'Gentoo']}
+      'label': 'species', 'classes': ['Adelie', 'Chinstrap', 'Gentoo'],
+      'serve_args': ['--batching', 'off']}
   # Without them the push takes the transformed features, as before.
   plain = component_lib.ModelOptimizer(**channels)
   assert 'examples' not in plain.inputs
