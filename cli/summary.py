@@ -212,6 +212,17 @@ def _failure_line(failure: Dict[str, str]) -> str:
           f"{failure['error']}")
 
 
+def slice_rejection_lines(rejections) -> List[str]:
+  """One line per variant the optimizer's gate rejected on a slice.
+
+  Args:
+    rejections: {variant: [its slice lines]}, as the ModelOptimizer records
+      them (executor.SLICE_REJECTIONS_PROPERTY).
+  """
+  return [f'  rejected on a slice: {name} ({"; ".join(lines)})'
+          for name, lines in sorted(rejections.items())]
+
+
 def _optimization_lines(summary, config) -> List[str]:
   """The run summary's lines about optimization (empty when it was off)."""
   if config.optimization is None:
@@ -254,6 +265,9 @@ def _optimization_lines(summary, config) -> List[str]:
   skipped = _custom(optimized, 'skipped_candidates') if optimized else None
   for failure in json.loads(skipped) if skipped else ():
     lines.append(_failure_line(failure))
+  rejected = _custom(optimized, 'slice_rejections') if optimized else None
+  lines.extend(slice_rejection_lines(json.loads(rejected) if rejected
+                                     else {}))
   if report is not None:
     lines.append(f"  report: {os.path.join(report.uri, 'report.html')}")
   return lines
