@@ -281,6 +281,28 @@ REGRESSION_METRICS = (('mean_absolute_error', 'MAE'),
                       ('r2_score', 'R^2'))
 
 
+def slice_lines(summary, config) -> List[str]:
+  """Each slice's example count and figure, and the slices the gate failed."""
+  if not config.evaluation.slices or not summary.slices:
+    return []
+  evaluation = config.evaluation
+  name, label = (('root_mean_squared_error', 'RMSE')
+                 if config.dataset.is_regression else
+                 ('sparse_categorical_accuracy', 'accuracy'))
+  lines = []
+  for slice_name, metrics in sorted(summary.slices.items()):
+    count = int(metrics.get('example_count', 0))
+    value = metrics.get(name)
+    judged = ('' if count >= evaluation.min_slice_size else
+              f' (below {evaluation.min_slice_size}: not gated)')
+    lines.append(f'  slice {slice_name}: {count} examples'
+                 + (f', {label} {value:.4f}' if value is not None else '')
+                 + judged)
+  lines.extend(f'  not blessed on slice {failure}'
+               for failure in summary.slice_failures)
+  return lines
+
+
 def metric_lines(summary, config) -> List[str]:
   """The Evaluator's figures and gate: accuracy, or a regression's errors."""
   count = (f', {summary.example_count} examples'
