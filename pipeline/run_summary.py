@@ -5,6 +5,7 @@ figures: the Evaluator's accuracy, whether the model was blessed, and where
 the Pusher put it.
 """
 import dataclasses
+import os
 from typing import Dict, List, Optional, Tuple
 
 from ml_metadata import metadata_store
