@@ -546,17 +546,20 @@ def _numeric_slice_values(slices, data: dataset_lib.ResolvedData
                          ) -> Dict[str, int]:
   """{feature key: distinct values in the span} of numeric slice columns.
 
-  Counted in the CSV span the command read (run: the data root; compile:
-  the sample data). TFRecord spans are not counted here: their numeric
-  slice columns are taken as they are.
+  Counted in the span the command read (run: the data root; compile: the
+  sample data): a CSV span's files, or a TFRecord span's examples.
   """
   spec = data.spec
   numeric = sorted({k for s in slices for k in s
                     if k in spec.numeric_features})
   profile = data.profile
-  if not numeric or data.data_format != 'csv' or not hasattr(
-      profile, 'files'):
+  if not numeric:
     return {}
+  if data.data_format == 'tfrecord':
+    files = sorted(os.path.join(profile.span_dir, name)
+                   for name in os.listdir(profile.span_dir)
+                   if os.path.isfile(os.path.join(profile.span_dir, name)))
+    return slicing.count_tfrecord_values(files, numeric)
   header = list(profile.columns)
   names = {spec.original_name(k): k for k in numeric}
   counts = slicing.count_csv_values(profile.files, header, list(names))

@@ -12,7 +12,7 @@ A slice column must be a feature column of the data (not the label, not an
 image), and a numeric column must hold few distinct values: slicing on a
 continuous column makes a slice per value, each too small to judge. The
 values are counted in the span the command reads (``run``: the data root;
-``compile``: the sample data), before anything runs.
+``compile``: the sample data; CSV or TFRecord), before anything runs.
 """
 from typing import Iterable, List, Mapping, Optional, Sequence, Tuple
 
@@ -149,6 +149,29 @@ def count_csv_values(files: Sequence[str], header: Sequence[str],
           continue
         values.update(v for v in batch.column(header.index(column))
                       .to_pylist() if v is not None)
+      if all(len(v) > most for v in seen.values()):
+        return {c: len(v) for c, v in seen.items()}
+  return {c: len(v) for c, v in seen.items()}
+
+
+def count_tfrecord_values(files: Sequence[str], columns: Sequence[str],
+                          most: int = MAX_NUMERIC_SLICE_VALUES) -> dict:
+  """{feature: distinct values} in TFRecord files of tf.Examples, stopping
+  past most (as count_csv_values). A file ending .gz is read as gzip."""
+  # Lazy: TensorFlow is only needed when a TFRecord span is sliced by a
+  # numeric feature.
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  seen = {c: set() for c in columns}
+  for path in files:
+    compression = 'GZIP' if path.endswith('.gz') else ''
+    for record in tf.data.TFRecordDataset(
+        path, compression_type=compression).as_numpy_iterator():
+      feature = tf.train.Example.FromString(record).features.feature
+      for column in columns:
+        if column in feature and len(seen[column]) <= most:
+          values = feature[column]
+          seen[column].update(values.float_list.value or
+                              values.int64_list.value)
       if all(len(v) > most for v in seen.values()):
         return {c: len(v) for c, v in seen.items()}
   return {c: len(v) for c, v in seen.items()}

@@ -134,6 +134,22 @@ def test_bad_slices_exit_2_before_anything_runs(tmp_path, cli, flags,
   assert not os.path.exists(tmp_path / 'p.yaml')
 
 
+def test_a_tfrecord_span_counts_its_numeric_slice_values_too(tmp_path, cli):
+  root = str(tmp_path / 'data')
+  datasets.prepare('penguins', root, 1, 'tfrecord')
+  out = str(tmp_path / 'out')
+  result = cli(['run', '--dataset', 'penguins', '--format', 'tfrecord',
+                '--data-root', root, '--output', out, '--slice-by',
+                'body_mass_g'])
+  assert result.returncode == 2, (result.returncode, result.stderr)
+  assert "'body_mass_g' is a numeric column with more than 50" in (
+      result.stderr)
+  # A categorical feature of the same span is fine.
+  config = _build(tmp_path, ['--dataset', 'penguins', '--format', 'tfrecord',
+                             '--slice-by', 'island'], root)
+  assert config.evaluation.slices == (('island',),)
+
+
 def test_regression_slices_gate_rmse_and_refuse_accuracy_terms(tmp_path):
   config = _build(tmp_path, ['--dataset', 'diabetes', '--slice-by', 'sex',
                              '--max-slice-rmse-increase', '0.3'])
