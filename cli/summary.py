@@ -408,7 +408,8 @@ def run_record(summary, config) -> Dict[str, Any]:
   Returns:
     status, task, rows ({'read': rows in the files, 'used': rows in the
     splits}, or None before the gate ran), metrics (every overall TFMA metric
-    of the candidate), accuracy, example_count, blessed, pushed_path,
+    of the candidate), slices (with --slice-by: each slice's metrics and the
+    failed per-slice checks), accuracy, example_count, blessed, pushed_path,
     reused_version,
     per-node execution states and ids, and the TFLite push when there was one.
   """
@@ -417,6 +418,9 @@ def run_record(summary, config) -> Dict[str, Any]:
       'task': config.dataset.task,
       'rows': rows_record(summary),
       'metrics': dict(summary.metrics),
+      'slices': ({'metrics': dict(summary.slices),
+                  'failures': list(summary.slice_failures)}
+                 if config.evaluation.slices else None),
       'accuracy': summary.accuracy,
       'example_count': summary.example_count,
       'blessed': summary.blessed,

@@ -188,7 +188,7 @@ def test_optimizer_pushes_a_tflite_regression_within_its_rmse_budget(
 
 
 def test_the_evaluator_and_the_optimizer_report_every_sex(diabetes_run):
-  result, summary, _, _ = diabetes_run
+  result, summary, facts, _ = diabetes_run
   assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
   # The Evaluator: both values of sex, with counts that add up to the
   # split, each with its RMSE and the per-slice gate's figure.
@@ -201,6 +201,8 @@ def test_the_evaluator_and_the_optimizer_report_every_sex(diabetes_run):
         metrics['root_mean_squared_error'], rel=1e-4), name
     count = int(metrics['example_count'])
     assert f'slice {name}: {count} examples, RMSE ' in result.stdout
+  # The run record keeps them (--run-record).
+  assert facts['slices'] == {'metrics': summary.slices, 'failures': []}
   # The ModelOptimizer: the gate had the slice, and every variant's worst
   # slice is one of them, with its selection-split count.
   report_uri = summary.executions['ModelOptimizer'].outputs['report'][0].uri
