@@ -314,3 +314,13 @@ def test_slice_gate_metrics_are_plain_figures_from_the_minimum_size_on():
   rmse = slice_metrics.SliceGateRmse(min_slice_size=10)
   assert _slice_metric(rmse, targets, predictions, splits=2) == (
       pytest.approx(np.sqrt(12.5)))
+
+
+def test_watch_refuses_a_bad_slice_before_it_polls(tmp_path, cli):
+  (tmp_path / 'data').mkdir()
+  result = cli(['watch', '--data-root', str(tmp_path / 'data'), '--output',
+                str(tmp_path / 'out'), '--slice-by', 'island,',
+                '--min-slice-accuracy', '0.8'])
+  assert result.returncode == 2, (result.returncode, result.stderr)
+  assert "--slice-by 'island,' has an empty column name" in result.stderr
+  assert 'Traceback' not in result.stderr
