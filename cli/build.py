@@ -17,6 +17,7 @@ from typing import Any, Dict, List, Optional, Tuple, Union
 
 from leantfx import config as config_lib
 from leantfx import sizing
+from leantfx import slicing
 from leantfx.cli import argtypes
 from leantfx.cli import dataset as dataset_lib
 from leantfx.cli import options
@@ -457,7 +458,11 @@ def build_pipeline_config(args: argparse.Namespace, target: Target) -> Built:
   spec = data.spec
   if args.noisy_rows:
     spec = dataclasses.replace(spec, noisy_rows=args.noisy_rows)
+  evaluation = evaluation_config(args, data)
   optimization = optimization_config(args, spec.task)
+  if optimization is not None and evaluation.slices:
+    optimization = dataclasses.replace(
+        optimization, slices=slice_gate(evaluation, spec))
   notes = []
   if args.min_auc is not None and len(spec.classes) != 2:
     raise ConfigError(
@@ -505,7 +510,7 @@ def build_pipeline_config(args: argparse.Namespace, target: Target) -> Built:
       pipeline_name=f'leantfx-{spec.name}',
       dataset=spec,
       training=training_config(args, spec.name),
-      evaluation=evaluation_config(args),
+      evaluation=evaluation,
       beam_pipeline_args=tuple(beam_args(args, rows)),
       enable_cache=not args.no_cache,
       orchestration=config_lib.OrchestrationConfig(
@@ -534,13 +539,98 @@ def build_pipeline_config(args: argparse.Namespace, target: Target) -> Built:
   return Built(config, data, tuple(notes), choice)
 
 
-def evaluation_config(args: argparse.Namespace) -> config_lib.EvaluationConfig:
-  """The Evaluator's gate of the options."""
+def evaluation_config(args: argparse.Namespace,
+                      data: Optional[dataset_lib.ResolvedData] = None
+                     ) -> config_lib.EvaluationConfig:
+  """The Evaluator's gate of the options.
+
+  Args:
+    args: the options.
+    data: the data, which the --slice-by columns are resolved against (to
+      the feature keys of the raw Examples); None checks the flags' form
+      alone (watch start-up).
+
+  Raises:
+    ConfigError: a bad value, a --slice-by column the data lacks (or a
+      numeric one of too many values), or a slice threshold of the other
+      task.
+  """
+  if data is None:
+    slices = slicing.parse_flags(args.slice_by)
+  else:
+    slices = slicing.resolve(args.slice_by, data.spec)
+    slicing.check_numeric_values(slices, data.spec,
+                                 _numeric_slice_values(slices, data))
+  defaults = options.pipeline_defaults()
+  given = [d for d in _SLICE_THRESHOLDS if getattr(args, d) != defaults[d]]
+  if given and not slices:
+    raise ConfigError(
+        f'{_flags(given)} gate(s) slices, and no --slice-by names any. Add '
+        f'--slice-by COLUMN, or drop {_flags(given)}.')
+  if data is not None:
+    spec = data.spec
+    other = [d for d in given if d in _OTHER_TASK_SLICE_THRESHOLDS[spec.task]]
+    if other:
+      raise ConfigError(
+          f'{_flags(other)} gate(s) a '
+          f'{"classifier" if spec.is_regression else "regression"}, and '
+          f'this run is a {spec.task} on '
+          f'{spec.original_name(spec.label)!r}. Drop {_flags(other)}.')
   return config_lib.EvaluationConfig(
       min_accuracy=args.min_accuracy,
       max_accuracy_drop=args.max_accuracy_drop,
       min_auc=args.min_auc, min_r2=args.min_r2, max_rmse=args.max_rmse,
-      max_rmse_increase=args.max_rmse_increase)
+      max_rmse_increase=args.max_rmse_increase,
+      slices=slices, min_slice_size=args.min_slice_size,
+      min_slice_accuracy=args.min_slice_accuracy,
+      max_slice_accuracy_drop=args.max_slice_accuracy_drop,
+      max_slice_rmse_increase=args.max_slice_rmse_increase)
+
+
+_SLICE_THRESHOLDS = ('min_slice_size', 'min_slice_accuracy',
+                     'max_slice_accuracy_drop', 'max_slice_rmse_increase')
+# The slice thresholds a run of each task refuses (they gate the other one).
+_OTHER_TASK_SLICE_THRESHOLDS = {
+    'classification': ('max_slice_rmse_increase',),
+    'regression': ('min_slice_accuracy', 'max_slice_accuracy_drop'),
+}
+
+
+def _flags(dests) -> str:
+  return ', '.join('--' + d.replace('_', '-') for d in dests)
+
+
+def _numeric_slice_values(slices, data: dataset_lib.ResolvedData
+                         ) -> Dict[str, int]:
+  """{feature key: distinct values in the span} of numeric slice columns.
+
+  Counted in the span the command read (run: the data root; compile: the
+  sample data): a CSV span's files, or a TFRecord span's examples.
+  """
+  spec = data.spec
+  numeric = sorted({k for s in slices for k in s
+                    if k in spec.numeric_features})
+  profile = data.profile
+  if not numeric:
+    return {}
+  if data.data_format == 'tfrecord':
+    files = sorted(os.path.join(profile.span_dir, name)
+                   for name in os.listdir(profile.span_dir)
+                   if os.path.isfile(os.path.join(profile.span_dir, name)))
+    return slicing.count_tfrecord_values(files, numeric)
+  header = list(profile.columns)
+  names = {spec.original_name(k): k for k in numeric}
+  counts = slicing.count_csv_values(profile.files, header, list(names))
+  return {names[name]: count for name, count in counts.items()}
+
+
+def slice_gate(evaluation: config_lib.EvaluationConfig,
+               spec: config_lib.DatasetSpec) -> selection.SliceGate:
+  """The ModelOptimizer's per-slice gate: the Evaluator's slices."""
+  return selection.SliceGate(
+      columns=evaluation.slices,
+      names=tuple(slicing.names_as_written(evaluation.slices, spec)),
+      min_slice_size=evaluation.min_slice_size)
 
 
 def preflight_local_trainer(training: config_lib.TrainingConfig) -> None:

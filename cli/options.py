@@ -17,6 +17,7 @@ from typing import Any, Dict, List, Sequence
 from leantfx import config as config_lib
 from leantfx import datasets
 from leantfx import sizing
+from leantfx import slicing
 from leantfx import task as task_lib
 from leantfx.cli import argtypes
 from leantfx.runtimes import registry as runtimes
@@ -205,6 +206,12 @@ def add_pipeline_options(parser: argparse.ArgumentParser,
            default=evaluation.max_rmse_increase, metavar='FRACTION',
            help='regression: how much higher (relative) RMSE may be than the '
            f'last blessed model\'s (default {evaluation.max_rmse_increase})')
+
+  _add_slices(rec.group(
+      'slices',
+      'Report and gate the model on slices of the eval split: the Evaluator '
+      'per slice, and the ModelOptimizer rejects a variant that loses more '
+      'than its budget (plus a sampling allowance) on any slice.'))
 
   opt = rec.group(
       'model optimization (TFLite)',
@@ -418,6 +425,33 @@ def _add_training(group: _Group) -> None:
   group.add('--tuner-epochs', type=argtypes.whole_number,
             default=defaults.tuner_epochs,
             help="epochs per trial (Hyperband's max_epochs)")
+
+
+def _add_slices(group: _Group) -> None:
+  """The slicing flags: which slices, and the Evaluator's per-slice gate."""
+  evaluation = config_lib.EvaluationConfig()
+  group.add('--slice-by', action='append', default=[], metavar='COLUMN',
+            help='report and gate every value of COLUMN, as written in the '
+            'data (repeatable; COLUMN,COLUMN: every pair of values, a '
+            'cross). A numeric column may hold at most '
+            f'{slicing.MAX_NUMERIC_SLICE_VALUES} distinct values')
+  group.add('--min-slice-size', type=argtypes.positive_int,
+            default=evaluation.min_slice_size, metavar='N',
+            help='a slice of fewer eval examples is reported, not gated '
+            f'(default {evaluation.min_slice_size})')
+  group.add('--min-slice-accuracy', type=argtypes.fraction,
+            default=evaluation.min_slice_accuracy,
+            help='bless only when every slice\'s eval accuracy is at or '
+            'above this (default: not bounded)')
+  group.add('--max-slice-accuracy-drop', type=argtypes.fraction,
+            default=evaluation.max_slice_accuracy_drop,
+            help='how far below the last blessed model\'s a slice\'s '
+            f'accuracy may fall (default {evaluation.max_slice_accuracy_drop})')
+  group.add('--max-slice-rmse-increase', type=argtypes.non_negative_float,
+            default=evaluation.max_slice_rmse_increase, metavar='FRACTION',
+            help='regression: how much higher (relative) a slice\'s RMSE '
+            'may be than the last blessed model\'s (default '
+            f'{evaluation.max_slice_rmse_increase})')
 
 
 def pipeline_defaults() -> Dict[str, Any]:

@@ -37,6 +37,8 @@ def _print_summary(summary, config, seconds: float, log_path: str,
         f'{cached} from cache)')
   for line in summary_lib.metric_lines(summary, config):
     print(line)
+  for line in summary_lib.slice_lines(summary, config):
+    print(line)
   blessed = {True: 'yes', False: 'no', None: 'unknown'}[summary.blessed]
   print(f'  blessed: {blessed}')
   pusher = summary.executions.get('Pusher')

@@ -212,6 +212,17 @@ def _failure_line(failure: Dict[str, str]) -> str:
           f"{failure['error']}")
 
 
+def slice_rejection_lines(rejections) -> List[str]:
+  """One line per variant the optimizer's gate rejected on a slice.
+
+  Args:
+    rejections: {variant: [its slice lines]}, as the ModelOptimizer records
+      them (executor.SLICE_REJECTIONS_PROPERTY).
+  """
+  return [f'  rejected on a slice: {name} ({"; ".join(lines)})'
+          for name, lines in sorted(rejections.items())]
+
+
 def _optimization_lines(summary, config) -> List[str]:
   """The run summary's lines about optimization (empty when it was off)."""
   if config.optimization is None:
@@ -254,6 +265,9 @@ def _optimization_lines(summary, config) -> List[str]:
   skipped = _custom(optimized, 'skipped_candidates') if optimized else None
   for failure in json.loads(skipped) if skipped else ():
     lines.append(_failure_line(failure))
+  rejected = _custom(optimized, 'slice_rejections') if optimized else None
+  lines.extend(slice_rejection_lines(json.loads(rejected) if rejected
+                                     else {}))
   if report is not None:
     lines.append(f"  report: {os.path.join(report.uri, 'report.html')}")
   return lines
@@ -265,6 +279,28 @@ def _optimization_lines(summary, config) -> List[str]:
 REGRESSION_METRICS = (('mean_absolute_error', 'MAE'),
                       ('root_mean_squared_error', 'RMSE'),
                       ('r2_score', 'R^2'))
+
+
+def slice_lines(summary, config) -> List[str]:
+  """Each slice's example count and figure, and the slices the gate failed."""
+  if not config.evaluation.slices or not summary.slices:
+    return []
+  evaluation = config.evaluation
+  name, label = (('root_mean_squared_error', 'RMSE')
+                 if config.dataset.is_regression else
+                 ('sparse_categorical_accuracy', 'accuracy'))
+  lines = []
+  for slice_name, metrics in sorted(summary.slices.items()):
+    count = int(metrics.get('example_count', 0))
+    value = metrics.get(name)
+    judged = ('' if count >= evaluation.min_slice_size else
+              f' (below {evaluation.min_slice_size}: not gated)')
+    lines.append(f'  slice {slice_name}: {count} examples'
+                 + (f', {label} {value:.4f}' if value is not None else '')
+                 + judged)
+  lines.extend(f'  not blessed on slice {failure}'
+               for failure in summary.slice_failures)
+  return lines
 
 
 def metric_lines(summary, config) -> List[str]:
@@ -372,7 +408,8 @@ def run_record(summary, config) -> Dict[str, Any]:
   Returns:
     status, task, rows ({'read': rows in the files, 'used': rows in the
     splits}, or None before the gate ran), metrics (every overall TFMA metric
-    of the candidate), accuracy, example_count, blessed, pushed_path,
+    of the candidate), slices (with --slice-by: each slice's metrics and the
+    failed per-slice checks), accuracy, example_count, blessed, pushed_path,
     reused_version,
     per-node execution states and ids, and the TFLite push when there was one.
   """
@@ -381,6 +418,9 @@ def run_record(summary, config) -> Dict[str, Any]:
       'task': config.dataset.task,
       'rows': rows_record(summary),
       'metrics': dict(summary.metrics),
+      'slices': ({'metrics': dict(summary.slices),
+                  'failures': list(summary.slice_failures)}
+                 if config.evaluation.slices else None),
       'accuracy': summary.accuracy,
       'example_count': summary.example_count,
       'blessed': summary.blessed,

@@ -323,6 +323,35 @@ def _check_training_extensions(t: 'TrainingConfig') -> None:
            f'got {t.tuner_steps} and {t.tuner_epochs}.')
 
 
+# The fewest eval examples a slice needs to be gated (the Evaluator's
+# per-slice thresholds, the ModelOptimizer's per-slice budget); a smaller
+# slice is reported with its count only. At 10 examples one example is 0.1
+# of the slice's accuracy, about one binomial standard error of an accuracy
+# near 0.9 (sqrt(0.9 * 0.1 / 10) = 0.095): below that a slice's figure says
+# little about the model (docs/training.md, "Slices").
+DEFAULT_MIN_SLICE_SIZE = 10
+
+
+def check_slices(slices) -> Tuple[Tuple[str, ...], ...]:
+  """Slicing specs as a tuple of tuples of distinct, non-empty names.
+
+  Raises:
+    ConfigError: an empty spec, an empty name, a name twice in one spec, or
+      the same spec twice.
+  """
+  result = []
+  for spec in slices or ():
+    spec = (spec,) if isinstance(spec, str) else tuple(spec)
+    _check(bool(spec) and all(isinstance(c, str) and c for c in spec),
+           f'A slice is one or more column names, got {spec!r}.')
+    _check(len(set(spec)) == len(spec),
+           f'The slice {",".join(spec)!r} names a column twice.')
+    _check(spec not in result,
+           f'The slice {",".join(spec)!r} is given twice.')
+    result.append(spec)
+  return tuple(result)
+
+
 @dataclasses.dataclass(frozen=True)
 class EvaluationConfig:
   """The Evaluator's gate.
@@ -343,6 +372,16 @@ class EvaluationConfig:
       (None: no bound).
     max_rmse_increase: regression: how much higher, as a fraction, RMSE may
       be than the last blessed model's (ignored on the first run).
+    slices: the slicing specs, each a tuple of feature keys of the raw
+      Examples (one key: a slice per value; several: a cross); () reports
+      and gates the whole eval split only.
+    min_slice_size: a slice of fewer eval examples is reported, not gated.
+    min_slice_accuracy: classification: lower bound on the accuracy of each
+      slice (None: not bounded).
+    max_slice_accuracy_drop: classification: how much lower than the last
+      blessed model's a slice's accuracy may be.
+    max_slice_rmse_increase: regression: how much higher, as a fraction, a
+      slice's RMSE may be than the last blessed model's.
   """
   min_accuracy: float = 0.9
   max_accuracy_drop: float = 0.01
@@ -350,8 +389,27 @@ class EvaluationConfig:
   min_r2: float = 0.0
   max_rmse: Optional[float] = None
   max_rmse_increase: float = 0.05
+  slices: Tuple[Tuple[str, ...], ...] = ()
+  min_slice_size: int = DEFAULT_MIN_SLICE_SIZE
+  min_slice_accuracy: Optional[float] = None
+  max_slice_accuracy_drop: float = 0.1
+  max_slice_rmse_increase: float = 0.2
 
   def __post_init__(self):
+    object.__setattr__(self, 'slices', check_slices(self.slices))
+    _check(isinstance(self.min_slice_size, int) and self.min_slice_size >= 1,
+           f'min_slice_size must be a whole number >= 1, got '
+           f'{self.min_slice_size!r}.')
+    _check(self.min_slice_accuracy is None or
+           0.0 <= self.min_slice_accuracy <= 1.0,
+           f'min_slice_accuracy must be in [0, 1], got '
+           f'{self.min_slice_accuracy}.')
+    _check(0.0 <= self.max_slice_accuracy_drop <= 1.0,
+           f'max_slice_accuracy_drop must be in [0, 1], got '
+           f'{self.max_slice_accuracy_drop}.')
+    _check(self.max_slice_rmse_increase >= 0,
+           f'max_slice_rmse_increase must be >= 0, got '
+           f'{self.max_slice_rmse_increase}.')
     _check(0.0 <= self.min_accuracy <= 1.0,
            f'min_accuracy must be in [0, 1], got {self.min_accuracy}.')
     _check(0.0 <= self.max_accuracy_drop <= 1.0,

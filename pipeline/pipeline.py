@@ -13,6 +13,7 @@ model), and for a blessed model the ModelOptimizer.
 """
 import hashlib
 import inspect
+import json
 from typing import List, Tuple
 
 import tensorflow_model_analysis as tfma
@@ -31,6 +32,7 @@ from leantfx.models.training import stages as training_stages
 from leantfx.pipeline import data_stages
 from leantfx.pipeline import regression_metrics
 from leantfx.pipeline import retraining
+from leantfx.pipeline import slice_metrics
 
 PREPROCESSING_FN = 'leantfx.models.preprocessing.preprocessing_fn'
 RUN_FN = 'leantfx.models.model.run_fn'
@@ -58,12 +60,76 @@ def _code_fingerprint(modules=_CODE_MODULES) -> str:
   return digest.hexdigest()[:16]
 
 
+def _slicing_specs(evaluation: config_lib.EvaluationConfig
+                  ) -> List[tfma.SlicingSpec]:
+  """The overall slice, then one spec per --slice-by (a cross: several keys)."""
+  return [tfma.SlicingSpec()] + [
+      tfma.SlicingSpec(feature_keys=list(keys)) for keys in evaluation.slices]
+
+
+def _overall(threshold: tfma.MetricThreshold,
+             evaluation: config_lib.EvaluationConfig) -> dict:
+  """A MetricConfig's thresholds for the whole eval split only.
+
+  TFMA applies a MetricConfig's ``threshold`` to every slice it computes;
+  with slices, the overall gate goes to the overall slice (the empty
+  SlicingSpec) as a per-slice threshold instead.
+  """
+  if threshold is None:
+    return {}
+  if not evaluation.slices:
+    return dict(threshold=threshold)
+  return dict(per_slice_thresholds=[tfma.PerSliceMetricThreshold(
+      slicing_specs=[tfma.SlicingSpec()], threshold=threshold)])
+
+
+def _slice_gate_metric(regression: bool,
+                       evaluation: config_lib.EvaluationConfig
+                      ) -> List[tfma.MetricConfig]:
+  """The per-slice gate: slice_metrics' accuracy or RMSE on every slice.
+
+  Classification: accuracy >= min_slice_accuracy (when set) and at most
+  max_slice_accuracy_drop below the last blessed model's. Regression: RMSE
+  at most max_slice_rmse_increase (relative) above the last blessed
+  model's. Slices below min_slice_size are not judged
+  (pipeline/slice_metrics.py).
+  """
+  if not evaluation.slices:
+    return []
+  if regression:
+    class_name = slice_metrics.SliceGateRmse.__name__
+    threshold = tfma.MetricThreshold(
+        change_threshold=tfma.GenericChangeThreshold(
+            direction=tfma.MetricDirection.LOWER_IS_BETTER,
+            relative={'value': evaluation.max_slice_rmse_increase + 1e-10}))
+  else:
+    class_name = slice_metrics.SliceGateAccuracy.__name__
+    value = None
+    if evaluation.min_slice_accuracy is not None:
+      value = tfma.GenericValueThreshold(
+          lower_bound={'value': evaluation.min_slice_accuracy})
+    threshold = tfma.MetricThreshold(
+        value_threshold=value,
+        # Ignored while no model has been blessed yet.
+        change_threshold=tfma.GenericChangeThreshold(
+            direction=tfma.MetricDirection.HIGHER_IS_BETTER,
+            absolute={'value': -evaluation.max_slice_accuracy_drop - 1e-10}))
+  return [tfma.MetricConfig(
+      class_name=class_name, module=slice_metrics.__name__,
+      config=json.dumps({'min_slice_size': evaluation.min_slice_size}),
+      per_slice_thresholds=[tfma.PerSliceMetricThreshold(
+          slicing_specs=_slicing_specs(evaluation)[1:],
+          threshold=threshold)])]
+
+
 def _regression_eval_config(
     evaluation: config_lib.EvaluationConfig) -> tfma.EvalConfig:
-  """MAE, MSE, RMSE and R² on the eval split.
+  """MAE, MSE, RMSE and R² on the eval split (and on every slice).
 
   Gates: R² >= min_r2 and, when given, RMSE <= max_rmse; against the last
   blessed model, RMSE may rise by at most max_rmse_increase (relative).
+  With slices, these gate the whole split and each slice's RMSE may rise
+  by at most max_slice_rmse_increase (_slice_gate_metric).
   """
   upper = ({} if evaluation.max_rmse is None else
            dict(upper_bound={'value': evaluation.max_rmse}))
@@ -75,7 +141,7 @@ def _regression_eval_config(
               prediction_key='predictions',
               preprocessing_function_names=['transform_features'])
       ],
-      slicing_specs=[tfma.SlicingSpec()],
+      slicing_specs=_slicing_specs(evaluation),
       metrics_specs=[
           tfma.MetricsSpec(metrics=[
               tfma.MetricConfig(class_name='ExampleCount'),
@@ -83,22 +149,23 @@ def _regression_eval_config(
               tfma.MetricConfig(class_name='MeanSquaredError'),
               tfma.MetricConfig(
                   class_name='RootMeanSquaredError',
-                  threshold=tfma.MetricThreshold(
+                  **_overall(tfma.MetricThreshold(
                       value_threshold=tfma.GenericValueThreshold(**upper)
                       if upper else None,
                       # Ignored while no model has been blessed yet.
                       change_threshold=tfma.GenericChangeThreshold(
                           direction=tfma.MetricDirection.LOWER_IS_BETTER,
                           relative={'value': evaluation.max_rmse_increase +
-                                             1e-10}))),
+                                             1e-10})), evaluation)),
               tfma.MetricConfig(
                   class_name=regression_metrics.CoefficientOfDetermination.
                   __name__,
                   module=regression_metrics.__name__,
-                  threshold=tfma.MetricThreshold(
+                  **_overall(tfma.MetricThreshold(
                       value_threshold=tfma.GenericValueThreshold(
-                          lower_bound={'value': evaluation.min_r2}))),
-          ])
+                          lower_bound={'value': evaluation.min_r2})),
+                             evaluation)),
+          ] + _slice_gate_metric(True, evaluation))
       ])
 
 
@@ -122,7 +189,8 @@ def _eval_config(spec: config_lib.DatasetSpec,
               lower_bound={'value': evaluation.min_auc}))
     metrics_specs.append(tfma.MetricsSpec(
         metrics=[
-            tfma.MetricConfig(class_name='AUC', threshold=auc_threshold),
+            tfma.MetricConfig(class_name='AUC',
+                              **_overall(auc_threshold, evaluation)),
             tfma.MetricConfig(class_name='Precision'),
             tfma.MetricConfig(class_name='Recall'),
         ],
@@ -134,21 +202,21 @@ def _eval_config(spec: config_lib.DatasetSpec,
               label_key=features.LABEL_KEY,
               preprocessing_function_names=['transform_features'])
       ],
-      slicing_specs=[tfma.SlicingSpec()],
+      slicing_specs=_slicing_specs(evaluation),
       metrics_specs=[
           tfma.MetricsSpec(metrics=[
               tfma.MetricConfig(class_name='ExampleCount'),
               tfma.MetricConfig(
                   class_name='SparseCategoricalAccuracy',
-                  threshold=tfma.MetricThreshold(
+                  **_overall(tfma.MetricThreshold(
                       value_threshold=tfma.GenericValueThreshold(
                           lower_bound={'value': evaluation.min_accuracy}),
                       # Ignored while no model has been blessed yet.
                       change_threshold=tfma.GenericChangeThreshold(
                           direction=tfma.MetricDirection.HIGHER_IS_BETTER,
                           absolute={'value': -evaluation.max_accuracy_drop -
-                                             1e-10}))),
-          ])
+                                             1e-10})), evaluation)),
+          ] + _slice_gate_metric(False, evaluation))
       ] + metrics_specs)
 
 

@@ -5,7 +5,8 @@ figures: the Evaluator's accuracy, whether the model was blessed, and where
 the Pusher put it.
 """
 import dataclasses
-from typing import Dict, List, Optional
+import os
+from typing import Dict, List, Optional, Tuple
 
 from ml_metadata import metadata_store
 from ml_metadata.proto import metadata_store_pb2
@@ -57,6 +58,12 @@ class RunSummary:
   infra_blessed: Optional[bool] = None
   infra_reason: Optional[str] = None
   infra: Dict[str, float] = dataclasses.field(default_factory=dict)
+  # With --slice-by: each slice's metrics by TFMA name ('example_count'
+  # among them), by slice name ('island=Biscoe'), and the Evaluator's
+  # failed per-slice thresholds, one line each.
+  slices: Dict[str, Dict[str, float]] = dataclasses.field(
+      default_factory=dict)
+  slice_failures: Tuple[str, ...] = ()
 
 
 def open_store(metadata_path: str) -> metadata_store.MetadataStore:
@@ -127,6 +134,61 @@ def node_executions(store: metadata_store.MetadataStore, pipeline_name: str,
   return result
 
 
+def _slice_value(single) -> str:
+  """A TFMA SingleSliceKey's value as text (3.0 as '3')."""
+  kind = single.WhichOneof('kind')
+  value = getattr(single, kind)
+  if isinstance(value, bytes):
+    return value.decode('utf-8', errors='replace')
+  if isinstance(value, float) and value.is_integer():
+    return str(int(value))
+  return str(value)
+
+
+def slice_name(slice_key) -> str:
+  """A TFMA SliceKey proto as reports write it: island=Biscoe,sex=MALE."""
+  return ','.join(f'{single.column}={_slice_value(single)}'
+                  for single in slice_key.single_slice_keys)
+
+
+def evaluation_slices(evaluation_uri: str
+                     ) -> Tuple[Dict[str, Dict[str, float]], Tuple[str, ...]]:
+  """The candidate's metrics per slice, and the failed per-slice checks.
+
+  Returns:
+    ({slice name: {TFMA metric name: value}}, one line per per-slice
+    threshold TFMA found failed, e.g. 'island=Dream: slice_gate_accuracy
+    0.7143').
+  """
+  import tensorflow_model_analysis as tfma  # pylint: disable=g-import-not-at-top
+  slices = {}
+  for metrics in tfma.load_metrics(evaluation_uri):
+    if not metrics.slice_key.single_slice_keys:
+      continue
+    found = slices.setdefault(slice_name(metrics.slice_key), {})
+    for entry in metrics.metric_keys_and_values:
+      key = entry.key
+      if (key.is_diff or key.model_name not in ('', 'candidate') or
+          key.sub_key.ByteSize()):
+        continue
+      if entry.value.HasField('double_value'):
+        found[key.name] = entry.value.double_value.value
+  failures = []
+  try:
+    result = tfma.load_validation_result(evaluation_uri)
+  except Exception:  # pylint: disable=broad-except
+    result = None  # No validation ran (no thresholds): nothing failed.
+  for per_slice in (result.metric_validations_per_slice if result else ()):
+    if not per_slice.slice_key.single_slice_keys:
+      continue
+    for failure in per_slice.failures:
+      what = failure.metric_key.name + (
+          ' change' if failure.metric_key.is_diff else '')
+      failures.append(f'{slice_name(per_slice.slice_key)}: {what} '
+                      f'{failure.metric_value.double_value.value:.4f}')
+  return slices, tuple(failures)
+
+
 def evaluation_metrics(evaluation_uri: str) -> Dict[str, float]:
   """The candidate's overall metrics (by TFMA name) from TFMA's output."""
   import tensorflow_model_analysis as tfma  # pylint: disable=g-import-not-at-top
@@ -155,6 +217,7 @@ def summarize(metadata_path: str, pipeline_name: str,
   executions = node_executions(store, pipeline_name, since_ms)
   accuracy = example_count = blessed = evaluation_uri = None
   found = {}
+  slices, slice_failures = {}, ()
   evaluator = executions.get('Evaluator')
   if evaluator:
     blessing = evaluator.outputs.get('blessing', [])
@@ -164,6 +227,7 @@ def summarize(metadata_path: str, pipeline_name: str,
     if evaluation:
       evaluation_uri = evaluation[0].uri
       found = evaluation_metrics(evaluation_uri)
+      slices, slice_failures = evaluation_slices(evaluation_uri)
       accuracy = found.get('sparse_categorical_accuracy')
       if 'example_count' in found:
         example_count = int(found['example_count'])
@@ -196,7 +260,9 @@ def summarize(metadata_path: str, pipeline_name: str,
       serving_graph=serving_graph,
       infra_blessed=infra_blessed,
       infra_reason=infra_reason,
-      infra=infra)
+      infra=infra,
+      slices=slices,
+      slice_failures=slice_failures)
 
 
 def _infra_validation(executions: Dict[str, NodeExecution]):

@@ -165,3 +165,36 @@ def test_infra_validation_is_read_from_the_infra_blessing():
       infra_blessed=False, infra=failed[2])) == [
           '  infra validation: failed in 11.0 s']
   assert run_summary._infra_validation({}) == (None, None, {})  # pylint: disable=protected-access
+
+
+def test_slice_lines_give_each_slice_its_count_and_name_failures():
+  config = types.SimpleNamespace(
+      dataset=types.SimpleNamespace(is_regression=False),
+      evaluation=types.SimpleNamespace(slices=(('island',),),
+                                       min_slice_size=10))
+  found = types.SimpleNamespace(
+      slices={'island=Torgersen': {'example_count': 9.0,
+                                   'sparse_categorical_accuracy': 0.5},
+              'island=Dream': {'example_count': 22.0,
+                               'sparse_categorical_accuracy': 0.7}},
+      slice_failures=('island=Dream: slice_gate_accuracy 0.7000',))
+  assert summary.slice_lines(found, config) == [
+      '  slice island=Dream: 22 examples, accuracy 0.7000',
+      '  slice island=Torgersen: 9 examples, accuracy 0.5000 (below 10: '
+      'not gated)',
+      '  not blessed on slice island=Dream: slice_gate_accuracy 0.7000']
+  unsliced = types.SimpleNamespace(
+      dataset=config.dataset,
+      evaluation=types.SimpleNamespace(slices=(), min_slice_size=10))
+  assert summary.slice_lines(found, unsliced) == []
+
+
+def test_a_variant_rejected_on_a_slice_is_named():
+  rejected = {'qat/int8': ['slice island=Biscoe: accuracy drop 0.579 > '
+                           '0.01 + 0.098 allowance (n=19)']}
+  lines = summary._optimization_lines(_summary(_artifact(
+      '/out/m', blessed=1, selected_variant='low_rank/int8',
+      pushed_destination='/out/tflite/digits/7',
+      slice_rejections=json.dumps(rejected))), CONFIG)
+  assert ('  rejected on a slice: qat/int8 (slice island=Biscoe: accuracy '
+          'drop 0.579 > 0.01 + 0.098 allowance (n=19))') in lines

@@ -372,6 +372,9 @@ class OptimizationConfig:
       budget.max_rmse_increase; the trained model in every TFLite mode,
       regression_candidates(), and in the server runtimes asked for). The
       pipeline config's task, never guessed from the model.
+    slices: the per-slice term of the gate (selection.SliceGate: the
+      Evaluator's slices, gated at the budget plus a sampling allowance);
+      no columns: the gate looks at the whole selection split only.
   """
   candidates: Optional[Tuple[Candidate, ...]] = None
   budget: Budget = Budget(max_accuracy_drop=0.01)
@@ -384,6 +387,7 @@ class OptimizationConfig:
   calibration_samples: int = tflite_export.DEFAULT_CALIBRATION_SAMPLES
   runtimes: Optional[Tuple[str, ...]] = (runtimes_lib.TFLITE,)
   task: str = quality_lib.CLASSIFICATION
+  slices: selection.SliceGate = selection.SliceGate()
 
   def __post_init__(self):
     quality_lib.for_task(self.task)
@@ -416,6 +420,8 @@ class OptimizationConfig:
       self._check_regression()
     if not isinstance(self.budget, Budget):
       raise ConfigError('OptimizationConfig.budget must be a Budget.')
+    if not isinstance(self.slices, selection.SliceGate):
+      raise ConfigError('OptimizationConfig.slices must be a SliceGate.')
     if self.policy not in POLICIES:
       raise ConfigError(f'Unknown selection policy {self.policy!r}; use one '
                         f'of {POLICIES}.')
@@ -464,6 +470,7 @@ class OptimizationConfig:
         'calibration_samples': self.calibration_samples,
         'runtimes': (None if self.runtimes is None else
                      list(self.runtimes)),
+        'slices': self.slices.to_dict(),
     }
 
   @classmethod
@@ -478,6 +485,8 @@ class OptimizationConfig:
           Candidate.from_dict(c) for c in kwargs['candidates'])
     if 'budget' in kwargs:
       kwargs['budget'] = Budget.from_dict(kwargs['budget'])
+    if 'slices' in kwargs:
+      kwargs['slices'] = selection.SliceGate.from_dict(kwargs['slices'])
     return cls(**kwargs)
 
   def to_json(self) -> str:

@@ -48,6 +48,7 @@ from leantfx.components.optimize.inputs import model_input_names
 from leantfx.components.optimize.inputs import SHUFFLE_BUFFER
 from leantfx.components.optimize.inputs import split_files
 from leantfx.components.optimize.inputs import transformed_feature_spec
+from leantfx.components.optimize.steps import slice_rows
 
 BLESSED_FILE = 'BLESSED'
 NOT_BLESSED_FILE = 'NOT_BLESSED'
@@ -58,6 +59,10 @@ SKIPPED_CANDIDATES_PROPERTY = 'skipped_candidates'
 # JSON {candidate: {'techniques_s', 'tflite_s', 'train_steps'}} on the
 # optimized model (the run summary's line).
 CANDIDATE_TIMES_PROPERTY = 'candidate_times'
+
+# JSON {variant: [the slices it lost too much on]} on the optimized model,
+# set when the gate has slices (the run summary's line).
+SLICE_REJECTIONS_PROPERTY = 'slice_rejections'
 
 # JSON of selection.Fastest on the optimized model (the run summary's line).
 FASTEST_PROPERTY = 'fastest_variant'
@@ -163,6 +168,32 @@ def _raw_inputs(input_dict: Mapping[str, List[types.Artifact]],
           limit=SCORING_MAX_EXAMPLES))
 
 
+def _sliced_eval(input_dict: Mapping[str, List[types.Artifact]],
+                 transform_graph_uri: str, feature_spec: Mapping[str, Any],
+                 config: config_lib.OptimizationConfig
+                ) -> Optional[slice_rows.SlicedEval]:
+  """The eval rows with their slices (None: no slices configured).
+
+  Raises:
+    ConfigError: slices configured without the raw Examples input.
+    InputDataError: the raw eval rows cannot be read, or lack a slice
+      column.
+  """
+  if not config.slices.columns:
+    return None
+  examples = input_dict.get(spec.EXAMPLES_KEY) or []
+  if not examples:
+    raise ConfigError(
+        f'ModelOptimizer gates on slices ({config.slices.names}) but has no '
+        f'{spec.EXAMPLES_KEY!r} input: pass the raw Examples the Transform '
+        'read, which hold the slice columns.')
+  files = [f for artifact in examples
+           for f in split_files(artifact, spec.EVAL_SPLIT, 'raw examples')]
+  return slice_rows.read_sliced_eval(
+      files, tft.TFTransformOutput(transform_graph_uri), feature_spec,
+      features.LABEL_KEY, config.slices, limit=SCORING_MAX_EXAMPLES)
+
+
 def _tie_to_trainer(config: config_lib.OptimizationConfig,
                     model_artifact: types.Artifact
                    ) -> Tuple[config_lib.OptimizationConfig, Dict[str, Any]]:
@@ -251,11 +282,14 @@ class Executor(base_executor.BaseExecutor):
       fileio.makedirs(optimized_model.uri)
       raw = _raw_inputs(input_dict, exec_properties, transform_graph.uri,
                         config)
+      sliced = _sliced_eval(input_dict, transform_graph.uri, feature_spec,
+                            config)
       outcome = optimize(model, model_dir, model_artifact.uri, train_ds,
                          eval_ds, config, report_dir, push_base, model_name,
                          optimized_model_dir=optimized_model.uri, raw=raw,
                          budgets=budgets,
-                         serve_args=_serve_args(exec_properties))
+                         serve_args=_serve_args(exec_properties),
+                         sliced=sliced)
       if report_dir != report_artifact.uri:
         io_utils.copy_dir(report_dir, report_artifact.uri)
 
@@ -277,6 +311,11 @@ class Executor(base_executor.BaseExecutor):
     optimized_model.set_string_custom_property(
         CANDIDATE_TIMES_PROPERTY,
         json.dumps(outcome.budgets.get('candidates') or {}))
+    rejections = {d.variant.name: list(d.slice_rejections)
+                  for d in outcome.decisions if d.slice_rejections}
+    if config.slices.columns:
+      optimized_model.set_string_custom_property(
+          SLICE_REJECTIONS_PROPERTY, json.dumps(rejections))
     if outcome.fastest is not None:
       optimized_model.set_string_custom_property(
           FASTEST_PROPERTY, json.dumps(outcome.fastest.to_dict()))

@@ -9,7 +9,8 @@
                                      (steps/server_variants.py); then every
                                      variant timed together
                                      (steps/interleaved_timing.py)
-  gate        evaluation/selection.py  each variant blessed or refused
+  gate        evaluation/selection.py  each variant blessed or refused,
+                                     overall and on every slice
   pick        steps/pick.py          per runtime, the policy's choice
   fold        steps/raw_fold.py      each pick exported with the raw columns
                                      folded in
@@ -41,6 +42,7 @@ from leantfx.components.optimize.steps import reporting
 from leantfx.components.optimize.steps import samples
 from leantfx.components.optimize.steps import scoring
 from leantfx.components.optimize.steps import serve_check
+from leantfx.components.optimize.steps import slice_rows
 from leantfx.components.optimize.steps import server_variants
 from leantfx.components.optimize.steps import variants as variants_lib
 from leantfx.runtimes import push
@@ -108,7 +110,8 @@ def optimize(model: tf_keras.Model,
              optimized_model_dir: Optional[str] = None,
              raw: Optional[raw_features.RawInputs] = None,
              budgets: Optional[Dict[str, Any]] = None,
-             serve_args: Sequence[str] = ()) -> Outcome:
+             serve_args: Sequence[str] = (),
+             sliced: Optional[slice_rows.SlicedEval] = None) -> Outcome:
   """Builds, measures, gates and selects variants; pushes and reports.
 
   Args:
@@ -137,12 +140,15 @@ def optimize(model: tf_keras.Model,
       candidate's time and steps are added, and the report shows it.
     serve_args: the deployment's ``leantfx serve`` options; the picks are
       served with them before their push (steps/serve_check.py).
+    sliced: with config.slices, the eval rows with their slices
+      (steps/slice_rows.py), scored instead of eval_ds's; the gate then
+      bounds each variant's drop on every slice too.
 
   Returns:
     The Outcome; nothing is pushed when no variant is blessed.
   """
   budgets = dict(budgets or {})
-  rows = samples.rows(train_ds, eval_ds, config, raw, budgets)
+  rows = samples.rows(train_ds, eval_ds, config, raw, budgets, sliced)
   timings: Dict[str, Dict[str, Any]] = {}
   budgets['candidates'] = timings
   quality = config.quality
@@ -171,7 +177,9 @@ def optimize(model: tf_keras.Model,
               for f in failures) +
           '. Fix or remove these candidates, or run with --no-optimize.')
     decisions = selection.gate(baseline, variants, config.budget, quality,
-                               labels=rows.selection.labels)
+                               labels=rows.selection.labels,
+                               slices=rows.selection_slices,
+                               slice_gate=config.slices)
     selected, picks = pick_lib.pick_per_runtime(decisions, config,
                                                 server_runtimes)
     held_out = selection.held_out(

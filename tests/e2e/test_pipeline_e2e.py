@@ -33,6 +33,10 @@ EXPECTED_NODES = {
 }
 # The accuracy leantfx promises on both bundled datasets.
 MIN_ACCURACY = 0.95
+# Every penguins run of this module is sliced by island, so that the
+# Evaluator's per-slice metrics and gate run in a real pipeline (and the
+# reruns stay cache hits: the same options each time).
+PENGUINS = ('--dataset', 'penguins', '--slice-by', 'island')
 # BeamDagRunner's workers shard Transform's output differently, so the
 # Trainer reads the same examples in another order and its weights differ
 # (by up to 0.17 in one kernel when measured; the accuracies were equal).
@@ -91,7 +95,7 @@ def penguins_first_run(penguins_output):
   Later tests re-run the pipeline into the same output; the first run's
   artifacts stay on disk, so the Beam comparison below reads them from here.
   """
-  result = run_cli(['run', '--dataset', 'penguins', '--output',
+  result = run_cli(['run', *PENGUINS, '--output',
                     penguins_output, '--bulk-score',
                     '--serve-args=--batching off'])
   summary = run_summary.summarize(
@@ -129,6 +133,20 @@ def test_penguins_first_run_pushes_a_model_at_its_reported_accuracy(
           f'{graph["ops"]} ops; a call costs '
           f'{graph["call_ms_batch1"]:.2f} ms at batch 1') in result.stdout
   _check_pushed_model(summary, datasets.BUNDLED['penguins'])
+  # Every island is a slice of the Evaluator's, with its count (they add
+  # up to the eval split), its accuracy and the per-slice gate's figure;
+  # an island of at least the minimum size reads its accuracy there.
+  assert set(summary.slices) == {'island=Biscoe', 'island=Dream',
+                                 'island=Torgersen'}, summary.slices
+  counts = {n: int(m['example_count']) for n, m in summary.slices.items()}
+  assert sum(counts.values()) == summary.example_count, counts
+  for name, metrics in summary.slices.items():
+    accuracy = metrics['sparse_categorical_accuracy']
+    assert (f'slice {name}: {counts[name]} examples, accuracy '
+            f'{accuracy:.4f}') in result.stdout
+    if counts[name] >= 10:  # the default --min-slice-size
+      assert metrics['slice_gate_accuracy'] == pytest.approx(accuracy)
+  assert summary.slice_failures == ()
   # The InfraValidator served the model in leantfx serve before the push,
   # and the pushed version carries the warm-up requests it wrote.
   assert summary.infra_blessed, summary.infra_reason
@@ -184,7 +202,7 @@ def test_penguins_reruns_are_served_from_cache(penguins_output):
   # the Trainer is a cache hit. The Evaluator's inputs did change: the first
   # run's model is now the blessed baseline, so it evaluates again, and the
   # Pusher, seeing the very same model, writes no new version.
-  result = run_cli(['run', '--dataset', 'penguins', '--output',
+  result = run_cli(['run', *PENGUINS, '--output',
                     penguins_output])
   assert result.returncode == 0, result.stdout + result.stderr
   states, summary = _states(penguins_output, 'leantfx-penguins')
@@ -200,7 +218,7 @@ def test_penguins_reruns_are_served_from_cache(penguins_output):
   store = run_summary.open_store(
       os.path.join(penguins_output, 'metadata.sqlite'))
   executions_before = len(store.get_executions())
-  result = run_cli(['run', '--dataset', 'penguins', '--output',
+  result = run_cli(['run', *PENGUINS, '--output',
                     penguins_output])
   assert result.returncode == 0, result.stdout + result.stderr
   assert len(store.get_executions()) - executions_before == len(
@@ -219,7 +237,7 @@ def test_worse_model_on_same_data_is_not_pushed(penguins_output):
   before = pushed.versions(serving_dir)
   # Two optimizer steps leave the MLP far below the blessed model; the
   # absolute gate is opened so only the comparison with the baseline decides.
-  result = run_cli(['run', '--dataset', 'penguins', '--output',
+  result = run_cli(['run', *PENGUINS, '--output',
                     penguins_output, '--train-steps', '2', '--epochs', '1',
                     '--min-accuracy', '0'])
   assert result.returncode == 4, result.stdout + result.stderr
@@ -231,7 +249,7 @@ def test_model_failing_the_threshold_is_not_pushed(penguins_output):
   """The absolute gate blocks a push (the data stages are cache hits)."""
   serving_dir = os.path.join(penguins_output, 'serving', 'penguins')
   before = pushed.versions(serving_dir)
-  result = run_cli(['run', '--dataset', 'penguins', '--output',
+  result = run_cli(['run', *PENGUINS, '--output',
                     penguins_output, '--train-steps', '3', '--epochs', '1',
                     '--min-accuracy', '0.999', '--max-accuracy-drop', '1'])
   assert result.returncode == 4, result.stdout + result.stderr
@@ -328,7 +346,7 @@ def test_beam_dag_runner_with_two_worker_processes(tmp_path,
   local_result, local = penguins_first_run
   assert local_result.returncode == 0, local_result.stdout
   output = str(tmp_path)
-  result = run_cli(['run', '--dataset', 'penguins', '--output', output,
+  result = run_cli(['run', *PENGUINS, '--output', output,
                     '--runner', 'beam', '--beam-mode', 'multi_processing',
                     '--beam-workers', '2'])
   assert result.returncode == 0, result.stdout + result.stderr

@@ -7,7 +7,9 @@ and RMSE on the eval split, the pushed TFLite model must answer in target
 units within the optimizer's RMSE budget of them, and the in-process server
 must answer REST :predict (serving_default) and :regress (the 'regression'
 signature, tf.Examples) with the model's own predictions, example by example,
-and gRPC Regress likewise.
+and gRPC Regress likewise. The run is sliced by sex (--slice-by sex): the
+Evaluator reports each sex's figures and count, and the optimizer gates and
+reports each variant on them.
 """
 import glob
 import json
@@ -40,7 +42,8 @@ def diabetes_run(tmp_path_factory):
   record = os.path.join(output, 'record.json')
   result = run_cli(['run', '--dataset', 'diabetes', '--output', output,
                     '--train-steps', TRAIN_STEPS, '--run-record', record,
-                    '--tflite-latency-runs', '20'], optimize=True)
+                    '--tflite-latency-runs', '20', '--slice-by', 'sex'],
+                   optimize=True)
   summary = run_summary.summarize(
       os.path.join(output, 'metadata.sqlite'), 'leantfx-diabetes')
   with open(record, encoding='utf-8') as f:
@@ -182,3 +185,37 @@ def test_optimizer_pushes_a_tflite_regression_within_its_rmse_budget(
   evaluator_rmse = summary.metrics['root_mean_squared_error']
   assert evaluator_rmse * 0.9 < rmse < evaluator_rmse * 1.1, (
       rmse, evaluator_rmse)
+
+
+def test_the_evaluator_and_the_optimizer_report_every_sex(diabetes_run):
+  result, summary, facts, _ = diabetes_run
+  assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+  # The Evaluator: both values of sex, with counts that add up to the
+  # split, each with its RMSE and the per-slice gate's figure.
+  assert set(summary.slices) == {'sex=1', 'sex=2'}, summary.slices
+  counts = [int(m['example_count']) for m in summary.slices.values()]
+  assert sum(counts) == summary.example_count and min(counts) >= 10, counts
+  for name, metrics in summary.slices.items():
+    assert metrics['root_mean_squared_error'] > 0, name
+    assert metrics['slice_gate_rmse'] == pytest.approx(
+        metrics['root_mean_squared_error'], rel=1e-4), name
+    count = int(metrics['example_count'])
+    assert f'slice {name}: {count} examples, RMSE ' in result.stdout
+  # The run record keeps them (--run-record).
+  assert facts['slices'] == {'metrics': summary.slices, 'failures': []}
+  # The ModelOptimizer: the gate had the slice, and every variant's worst
+  # slice is one of them, with its selection-split count.
+  report_uri = summary.executions['ModelOptimizer'].outputs['report'][0].uri
+  with open(os.path.join(report_uri, 'variants.json'),
+            encoding='utf-8') as f:
+    record = json.load(f)
+  assert record['slices']['columns'] == [['sex']]
+  selection_rows = record['baseline']['num_examples']
+  for decision in record['decisions']:
+    worst = decision['worst_slice']
+    assert worst['slice'] in ('sex=1', 'sex=2'), decision['variant']['name']
+    assert 10 <= worst['count'] < selection_rows
+    assert worst['rmse_increase'] == pytest.approx(
+        (worst['rmse'] - worst['baseline']) / worst['baseline'])
+  with open(os.path.join(report_uri, 'report.md'), encoding='utf-8') as f:
+    assert '| worst slice |' in f.read()

@@ -72,6 +72,12 @@ MATRIX = {
         '--dataset', 'penguins', '--train-steps', '777'], None),
     # A regression: the task travels in the dataset of custom_config, and in the
     # ModelOptimizer's config with its RMSE budget, on both runners.
+    # Slices: the Evaluator's slicing specs and per-slice thresholds, and
+    # the ModelOptimizer's per-slice gate, compiled as run builds them.
+    'penguins sliced by island and island x sex': lambda tmp: ([
+        '--dataset', 'penguins', '--slice-by', 'island', '--slice-by',
+        'island,sex', '--min-slice-accuracy', '0.6', '--min-slice-size',
+        '12'], None),
     'the diabetes regression': lambda tmp: ([
         '--dataset', 'diabetes', '--regression-loss', 'huber', '--min-r2',
         '0.2', '--max-rmse-increase', '0.1', '--tflite-max-rmse-increase',
@@ -240,6 +246,19 @@ def test_run_and_compile_build_the_same_pipeline(tmp_path, case):
   for field in ('train_steps', 'train_passes', 'min_train_steps'):
     assert trainer_config['training'][field] == _canonical(
         getattr(local.training, field), paths), field
+  if local.evaluation.slices:
+    # Not only equal: the compiled Evaluator and ModelOptimizer do slice.
+    eval_config = _canonical(compiled['Evaluator']['eval_config'], paths)
+    assert [s.get('feature_keys', []) for s in
+            eval_config['slicing_specs']] == [
+                []] + [list(k) for k in local.evaluation.slices]
+    gated = [m for spec in eval_config['metrics_specs']
+             for m in spec['metrics'] if m.get('per_slice_thresholds')]
+    assert any(m['class_name'].startswith('SliceGate') for m in gated)
+    optimizer = _canonical(compiled['ModelOptimizer']['optimization_config'],
+                           paths)
+    assert optimizer['slices']['columns'] == [
+        list(k) for k in local.evaluation.slices]
   if local.optimization is not None:
     condition = spec['root']['dag']['tasks']['ModelOptimizer'][
         'triggerPolicy']['condition']

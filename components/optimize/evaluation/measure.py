@@ -141,6 +141,8 @@ class VariantMetrics:
     mae: regression: mean absolute error in the target's units.
     class_ids: classification: the predicted class of each example, in
       order (the gate compares them with the baseline's).
+    predictions: regression: the prediction of each example, in order
+      (the gate's per-slice term scores each slice from them).
   """
   name: str
   technique: str
@@ -163,6 +165,7 @@ class VariantMetrics:
   rmse: Optional[float] = None
   mae: Optional[float] = None
   class_ids: Optional[List[int]] = None
+  predictions: Optional[List[float]] = None
 
   def to_dict(self) -> Dict[str, Any]:
     return dataclasses.asdict(self)
@@ -451,11 +454,16 @@ def score_fields(quality: quality_lib.Quality, predictions: np.ndarray,
   """The quality fields of a VariantMetrics (accuracy None in a regression).
 
   A classifier's also hold its predicted class of every example
-  (class_ids), for the gate's agreement with the baseline.
+  (class_ids), for the gate's agreement with the baseline; a regression's
+  its prediction of every example (predictions), for the gate's per-slice
+  term.
   """
   fields = {'accuracy': None, **quality.scores(predictions, labels)}
   if quality.task == quality_lib.CLASSIFICATION:
     fields['class_ids'] = np.argmax(predictions, axis=-1).reshape(-1).tolist()
+  else:
+    fields['predictions'] = np.asarray(
+        predictions, np.float64).reshape(-1).tolist()
   return fields
 
 

@@ -45,6 +45,7 @@ from leantfx.components.optimize.evaluation.selection import GateDecision
 from leantfx.components.optimize.evaluation.selection import HeldOut
 from leantfx.components.optimize.evaluation.selection import POLICY_DESCRIPTIONS
 from leantfx.components.optimize.evaluation.selection import POLICY_SIZE
+from leantfx.components.optimize.evaluation.selection import SliceGate
 from leantfx.errors import ConfigError
 
 VARIANTS_FILE = 'variants.json'
@@ -57,16 +58,31 @@ TRAINING_CURVES = 'training_curves.png'
 NO_VARIANT_BLESSED = 'no variant blessed'
 
 
-def _columns(quality: quality_lib.Quality) -> Tuple[str, ...]:
+def _columns(quality: quality_lib.Quality,
+             sliced: bool = False) -> Tuple[str, ...]:
   drop = ('drop vs baseline' if quality.higher_is_better else
           'increase vs baseline')
   report_drop = 'report drop' if quality.higher_is_better else (
       'report increase')
   return (('variant', 'technique chain', 'tflite mode', 'runtime') +
-          quality.fields + (drop, 'size (B)', 'gzipped (B)', 'p50 (ms)',
-                            'p99 (ms)', 'params', 'sparsity', 'blessed',
-                            'reasons', 'selected') +
+          quality.fields + (drop,) + (('worst slice',) if sliced else ()) +
+          ('size (B)', 'gzipped (B)', 'p50 (ms)', 'p99 (ms)', 'params',
+           'sparsity', 'blessed', 'reasons', 'selected') +
           tuple(f'report {f}' for f in quality.fields) + (report_drop,))
+
+
+def worst_slice_cell(worst: Optional[Mapping[str, Any]],
+                     quality: quality_lib.Quality) -> str:
+  """The worst slice as the table shows it: slice, count, metric, change.
+
+  E.g. 'island=Dream (n=12): accuracy 0.75, -0.25 vs float' (the change
+  is the variant's metric minus the float model's on that slice).
+  """
+  if not worst:
+    return '-'
+  value = worst[quality.name]
+  return (f"{worst['slice']} (n={worst['count']}): {quality.name} "
+          f"{_fmt(value)}, {value - worst['baseline']:+.4g} vs float")
 
 
 def write_report(report_dir: str,
@@ -85,7 +101,8 @@ def write_report(report_dir: str,
                  quality: quality_lib.Quality = quality_lib.ACCURACY,
                  left_out: Optional[Mapping[str, str]] = None,
                  budgets: Optional[Mapping[str, Any]] = None,
-                 served: Optional[Mapping[str, Mapping[str, Any]]] = None
+                 served: Optional[Mapping[str, Mapping[str, Any]]] = None,
+                 slices: Optional[SliceGate] = None
                 ) -> Dict[str, str]:
   """Writes variants.json and the report built from it.
 
@@ -113,6 +130,8 @@ def write_report(report_dir: str,
     served: per runtime, what serving its pick in ``leantfx serve`` before
       the push found ({'passed', 'reason', 'figures'}:
       steps/serve_check.py).
+    slices: the gate's per-slice term, when it had one (the table then
+      shows each variant's worst slice).
 
   Returns:
     {'variants': path, 'markdown': path, 'html': path, 'plots': [paths]}.
@@ -127,6 +146,7 @@ def write_report(report_dir: str,
       'metric': quality.name,
       'left_out': dict(left_out or {}),
       'budget': budget.to_dict(),
+      'slices': slices.to_dict() if slices is not None else None,
       'policy': policy,
       'policy_size': POLICY_SIZE.get(policy),
       'policy_description': POLICY_DESCRIPTIONS.get(policy),
@@ -187,7 +207,7 @@ def regenerate(report_dir: str) -> Dict[str, Any]:
   plots = _plot_all(report_dir, baseline, decisions, quality,
                     {name for name in picks if name})
   rows = _rows(baseline, decisions, picks, record.get('held_out') or {},
-               quality)
+               quality, sliced=_sliced(record))
   md_path = os.path.join(report_dir, REPORT_MD)
   with open(md_path, 'w', encoding='utf-8') as f:
     f.write(_markdown(record, rows, plots, quality))
@@ -199,6 +219,11 @@ def regenerate(report_dir: str) -> Dict[str, Any]:
 
 
 # ------------------------------------------------------------------ table ---
+
+
+def _sliced(record: Mapping[str, Any]) -> bool:
+  """Whether the record's gate had slices (its table has a worst slice)."""
+  return bool((record.get('slices') or {}).get('columns'))
 
 
 def _fmt(value, digits=4) -> str:
@@ -216,12 +241,14 @@ def _fmt(value, digits=4) -> str:
 def _rows(baseline: VariantMetrics, decisions: Sequence[GateDecision],
           selected: Sequence[Optional[str]],
           held_out: Mapping[str, Mapping[str, Any]],
-          quality: quality_lib.Quality) -> List[List[str]]:
+          quality: quality_lib.Quality,
+          sliced: bool = False) -> List[List[str]]:
   """Table rows; `selected` names the pick of each runtime."""
-  rows = [_row(baseline, None, False, quality) + _held_out_cells(
+  rows = [_row(baseline, None, False, quality, sliced) + _held_out_cells(
       held_out.get(baseline.name), True, quality)]
   for d in decisions:
-    rows.append(_row(d.variant, d, d.variant.name in selected, quality)
+    rows.append(_row(d.variant, d, d.variant.name in selected, quality,
+                     sliced)
                 + _held_out_cells(held_out.get(d.variant.name), False,
                                   quality))
   return rows
@@ -238,12 +265,18 @@ def _held_out_cells(values: Optional[Mapping[str, Any]],
 
 
 def _row(m: VariantMetrics, decision: Optional[GateDecision],
-         selected: bool, quality: quality_lib.Quality) -> List[str]:
+         selected: bool, quality: quality_lib.Quality,
+         sliced: bool = False) -> List[str]:
+  worst = []
+  if sliced:
+    worst = ['(reference)' if decision is None else
+             worst_slice_cell(decision.worst_slice, quality)]
   return [
       m.name, m.technique, m.tflite_mode or '-', m.runtime,
       *[_fmt(getattr(m, f)) for f in quality.fields],
       ('(reference)' if decision is None else
        f'{decision.drop(quality):+.4f}'),
+      *worst,
       _fmt(m.size_bytes), _fmt(m.gzipped_bytes),
       _fmt(m.latency_p50_ms, 3), _fmt(m.latency_p99_ms, 3), _fmt(m.params),
       _fmt(m.sparsity, 3),
@@ -344,6 +377,13 @@ def _summary_lines(record: Mapping[str, Any],
     terms.append(f"size <= {budget['max_size_bytes']} B")
   if budget.get('max_p99_ms') is not None:
     terms.append(f"p99 <= {budget['max_p99_ms']} ms")
+  slices = record.get('slices') or {}
+  if slices.get('columns'):
+    terms.append(
+        f"on every slice of {', '.join(','.join(n) for n in slices['names'])}"
+        f" with at least {slices['min_slice_size']} examples: {quality.label}"
+        f" <= {budget[quality.budget_field]} + {slices['allowance_se']:g} "
+        "standard errors of the float model's figure on the slice")
   description = record.get('policy_description')
   lines = [
       f"Source model: {record.get('source_model_uri') or '-'}",
@@ -408,7 +448,7 @@ def _summary_lines(record: Mapping[str, Any],
 
 
 def _markdown(record, rows, plots, quality) -> str:
-  columns = _columns(quality)
+  columns = _columns(quality, _sliced(record))
   out = [f"# {record['title']}", '']
   out += [f'- {line}' for line in _summary_lines(record, quality)]
   out += ['', '| ' + ' | '.join(columns) + ' |',
@@ -423,7 +463,7 @@ def _markdown(record, rows, plots, quality) -> str:
 
 def _html(record, rows, plots, quality) -> str:
   esc = html.escape
-  columns = _columns(quality)
+  columns = _columns(quality, _sliced(record))
   blessed_at, selected_at = columns.index('blessed'), columns.index('selected')
   reasons_at = columns.index('reasons') + 1  # CSS nth-child counts from 1
   head = ''.join(f'<th>{esc(c)}</th>' for c in columns)

@@ -32,6 +32,7 @@ from leantfx.components.optimize.evaluation import quality as quality_lib
 from leantfx.components.optimize.evaluation import measure
 from leantfx.components.optimize.evaluation.measure import LabeledData
 from leantfx.components.optimize.evaluation.measure import VariantMetrics
+from leantfx import config as leantfx_config
 from leantfx.errors import ConfigError
 
 SMALLEST = 'smallest'
@@ -58,6 +59,14 @@ POLICY_DESCRIPTIONS = {
 }
 # Half the eval set selects, the other half reports (see split_eval).
 DEFAULT_SELECTION_FRACTION = 0.5
+# The per-slice gate's sampling allowance, in standard errors of the
+# baseline's metric on the slice (SliceGate): a variant no worse than the
+# baseline on a slice exceeds them there by chance about 2.3% of the time
+# (one-sided, normal approximation); with the
+# default budget of 0.01 a variant still may not lose 2 of a 12-example
+# slice the baseline gets right (0.167 > 0.01 + 0.148; docs/optimize.md,
+# "Slices").
+DEFAULT_SLICE_ALLOWANCE_SE = 2.0
 # The permutation behind the split is fixed, so the same eval set always
 # splits the same way (runs compare, a report can be re-derived).
 _SPLIT_SEED = 0
@@ -114,6 +123,97 @@ class Budget:
 
 
 @dataclasses.dataclass(frozen=True)
+class SliceGate:
+  """The gate's per-slice term: the budget on every slice, plus an allowance.
+
+  A variant within the budget overall may still lose more on one slice (an
+  island, a sex) than the budget allows, and the overall figure averages
+  that away. Each slice of at least ``min_slice_size`` selection-split
+  examples is gated on its own: the variant's drop there may be at most the
+  budget plus ``allowance_se`` standard errors of the baseline's metric on
+  that slice (``slice_allowance``), so that a small slice's sampling noise
+  alone does not reject a variant.
+
+  Attributes:
+    columns: the slicing specs, each a tuple of feature keys of the raw
+      eval examples (one key: a slice per value; several: a cross).
+    names: the same specs in the column names as written (what reports
+      say).
+    min_slice_size: the fewest selection-split examples of a gated slice.
+    allowance_se: the allowance in standard errors.
+  """
+  columns: Tuple[Tuple[str, ...], ...] = ()
+  names: Tuple[Tuple[str, ...], ...] = ()
+  min_slice_size: int = leantfx_config.DEFAULT_MIN_SLICE_SIZE
+  allowance_se: float = DEFAULT_SLICE_ALLOWANCE_SE
+
+  def __post_init__(self):
+    object.__setattr__(self, 'columns',
+                       leantfx_config.check_slices(self.columns))
+    object.__setattr__(self, 'names', tuple(tuple(n) for n in self.names)
+                       or self.columns)
+    if len(self.names) != len(self.columns) or any(
+        len(n) != len(c) for n, c in zip(self.names, self.columns)):
+      raise ConfigError(
+          f'SliceGate.names {self.names} must name the columns of '
+          f'{self.columns}, one name per column.')
+    if isinstance(self.min_slice_size, bool) or not isinstance(
+        self.min_slice_size, int) or self.min_slice_size < 1:
+      raise ConfigError('SliceGate.min_slice_size must be a whole number >= '
+                        f'1, got {self.min_slice_size!r}.')
+    if not (isinstance(self.allowance_se, (int, float)) and
+            0 <= self.allowance_se < math.inf):
+      raise ConfigError('SliceGate.allowance_se must be a number >= 0, got '
+                        f'{self.allowance_se!r}.')
+
+  def to_dict(self) -> Dict[str, Any]:
+    return {'columns': [list(c) for c in self.columns],
+            'names': [list(n) for n in self.names],
+            'min_slice_size': self.min_slice_size,
+            'allowance_se': self.allowance_se}
+
+  @classmethod
+  def from_dict(cls, values: Mapping[str, Any]) -> 'SliceGate':
+    _reject_unknown(cls, values)
+    values = dict(values)
+    for key in ('columns', 'names'):
+      if key in values:
+        values[key] = tuple(tuple(v) for v in values[key])
+    return cls(**values)
+
+
+def slice_allowance(quality: quality_lib.Quality, baseline: np.ndarray,
+                    labels: np.ndarray, allowance_se: float) -> float:
+  """The sampling allowance of a slice: ``allowance_se`` standard errors.
+
+  Classification: the binomial standard error of the baseline's accuracy
+  on the slice's n examples, sqrt(p (1 - p) / n), with p = (right + 1) /
+  (n + 2) (a slice the baseline gets all right still has an error bar).
+  Regression: the delta-method standard error of the baseline's RMSE,
+  relative like the budget: sd(e^2) / (2 mean(e^2) sqrt(n)) for its errors
+  e (0 when it is exact).
+
+  Args:
+    quality: the metric.
+    baseline: the baseline's class ids (classification) or predictions
+      (regression) on the slice's examples.
+    labels: their labels.
+    allowance_se: the number of standard errors.
+  """
+  n = len(labels)
+  if quality.higher_is_better:
+    right = float(np.sum(np.asarray(baseline) == np.asarray(labels)))
+    p = (right + 1.0) / (n + 2.0)
+    return float(allowance_se * math.sqrt(p * (1.0 - p) / n))
+  squared = (np.asarray(baseline, np.float64).reshape(-1) -
+             np.asarray(labels, np.float64).reshape(-1)) ** 2
+  mean = float(np.mean(squared))
+  if mean == 0:
+    return 0.0
+  return float(allowance_se * np.std(squared) / (2.0 * mean * math.sqrt(n)))
+
+
+@dataclasses.dataclass(frozen=True)
 class GateDecision:
   """The verdict on one variant.
 
@@ -130,6 +230,12 @@ class GateDecision:
     lost: classification: the fraction of examples the baseline classifies
       right and the variant wrong, its negative flips (None without the
       labels or class_ids); the gate's second accuracy term.
+    worst_slice: with a SliceGate, the gated slice where the variant came
+      closest to (or went furthest past) its slice bound: {'slice',
+      'count', the metric, 'baseline', the drop, 'allowance', 'bound'}
+      (None: no slices, or none large enough to gate).
+    slice_rejections: the slices the variant lost too much on, one line
+      each (they are among the reasons too).
   """
   variant: VariantMetrics
   blessed: bool
@@ -138,6 +244,8 @@ class GateDecision:
   rmse_increase: Optional[float] = None
   agreement: Optional[float] = None
   lost: Optional[float] = None
+  worst_slice: Optional[Dict[str, Any]] = None
+  slice_rejections: Tuple[str, ...] = ()
 
   def to_dict(self) -> Dict[str, Any]:
     return {
@@ -148,6 +256,8 @@ class GateDecision:
         'rmse_increase': self.rmse_increase,
         'agreement': self.agreement,
         'lost': self.lost,
+        'worst_slice': self.worst_slice,
+        'slice_rejections': list(self.slice_rejections),
     }
 
   @classmethod
@@ -162,7 +272,9 @@ class GateDecision:
         accuracy_drop=number('accuracy_drop'),
         rmse_increase=number('rmse_increase'),
         agreement=number('agreement'),
-        lost=number('lost'))
+        lost=number('lost'),
+        worst_slice=values.get('worst_slice'),
+        slice_rejections=tuple(values.get('slice_rejections') or ()))
 
   def drop(self, quality: quality_lib.Quality) -> float:
     """The variant's drop in the quality's metric (positive is worse)."""
@@ -176,7 +288,9 @@ def _finite(value) -> bool:
 def gate(baseline: VariantMetrics, variants: Sequence[VariantMetrics],
          budget: Budget,
          quality: quality_lib.Quality = quality_lib.ACCURACY,
-         labels: Optional[Sequence[int]] = None
+         labels: Optional[Sequence[int]] = None,
+         slices: Optional[Mapping[str, np.ndarray]] = None,
+         slice_gate: Optional[SliceGate] = None
         ) -> List[GateDecision]:
   """Blesses the variants within the budget.
 
@@ -186,15 +300,19 @@ def gate(baseline: VariantMetrics, variants: Sequence[VariantMetrics],
     budget: the limits.
     quality: the metric and its drop's bound (accuracy and
       ``max_accuracy_drop``; RMSE and ``max_rmse_increase``).
-    labels: a classifier's true class of each example the variants were
-      scored on, in their class_ids' order: with them the gate also bounds
-      the examples a variant loses (see ``_lost``).
+    labels: the true class (or target) of each example the variants were
+      scored on, in their class_ids' (predictions') order: with them the
+      gate also bounds the examples a classifier loses (see ``_lost``).
+    slices: {slicing spec name: each scored example's slice name}
+      (slice_keys), for the per-slice term; needs labels and slice_gate.
+    slice_gate: the per-slice term's size floor and allowance.
 
   Returns:
     One GateDecision per variant, in the order given.
 
   Raises:
     ConfigError: the baseline's metric is not a number.
+    ValueError: slices without labels, or not one slice per scored example.
   """
   reference = quality.value(baseline)
   if not _finite(reference):
@@ -213,6 +331,19 @@ def gate(baseline: VariantMetrics, variants: Sequence[VariantMetrics],
       reasons.append(f'{quality.label} {drop:.3f} > {bound}')
     else:
       reasons.append(f'{quality.label} {drop:.3f} <= {bound}')
+    worst, rejections = None, ()
+    if slices:
+      worst, rejections = _slice_term(baseline, variant, labels, slices,
+                                      slice_gate or SliceGate(), bound,
+                                      quality)
+      if rejections:
+        blessed = False
+        reasons.extend(rejections)
+      elif worst is not None:
+        reasons.append(
+            f"worst slice {worst['slice']}: {quality.label} "
+            f"{worst[quality.drop_name]:.3f} <= {bound} + "
+            f"{worst['allowance']:.3f} allowance (n={worst['count']})")
     agreement = _agreement(baseline, variant)
     lost = _lost(baseline, variant, labels)
     if lost is not None:
@@ -240,9 +371,85 @@ def gate(baseline: VariantMetrics, variants: Sequence[VariantMetrics],
         reasons.append(f'p99 latency {p99:.3f} ms <= {budget.max_p99_ms} ms')
     decisions.append(
         GateDecision(variant=variant, blessed=blessed, reasons=tuple(reasons),
-                     agreement=agreement, lost=lost,
+                     agreement=agreement, lost=lost, worst_slice=worst,
+                     slice_rejections=tuple(rejections),
                      **{quality.drop_name: float(drop)}))
   return decisions
+
+
+def _per_example(record: VariantMetrics,
+                 quality: quality_lib.Quality) -> Optional[np.ndarray]:
+  """A variant's class id (or prediction) of every scored example."""
+  values = (record.class_ids if quality.higher_is_better else
+            record.predictions)
+  return None if values is None else np.asarray(values)
+
+
+def _slice_term(baseline: VariantMetrics, variant: VariantMetrics,
+                labels, slices: Mapping[str, np.ndarray],
+                slice_gate: SliceGate, bound: float,
+                quality: quality_lib.Quality
+               ) -> Tuple[Optional[Dict[str, Any]], List[str]]:
+  """The worst gated slice and the lines of the slices past their bound.
+
+  A variant without per-example results (figures recorded without them)
+  fails the term: it cannot be shown to keep every slice.
+  """
+  if labels is None:
+    raise ValueError('gate() got slices without labels: the per-slice term '
+                     'scores each slice against its labels.')
+  truth = np.asarray(labels).reshape(-1)
+  reference = _per_example(baseline, quality)
+  values = _per_example(variant, quality)
+  if reference is None or values is None or len(values) != len(truth) or (
+      len(reference) != len(truth)):
+    return None, [f'per-slice {quality.label} unknown: {variant.name!r} '
+                  'has no per-example results on the scored examples']
+  worst, rejections = None, []
+  for spec, keys in slices.items():
+    keys = np.asarray(keys)
+    if len(keys) != len(truth):
+      raise ValueError(
+          f'gate() got {len(keys)} slice keys of {spec!r} for {len(truth)} '
+          'scored examples; pass the slices of the split the variants were '
+          'measured on.')
+    for name in sorted({k for k in keys.tolist() if k is not None}):
+      rows = keys == name
+      count = int(np.sum(rows))
+      if count < slice_gate.min_slice_size:
+        continue
+      before = quality.value(quality.scores(
+          _as_scores(reference[rows], quality), truth[rows]))
+      after = quality.value(quality.scores(
+          _as_scores(values[rows], quality), truth[rows]))
+      drop = quality.drop(before, after)
+      allowance = slice_allowance(quality, reference[rows], truth[rows],
+                                  slice_gate.allowance_se)
+      record = {'slice': name, 'count': count, quality.name: after,
+                'baseline': before, quality.drop_name: drop,
+                'allowance': allowance, 'bound': bound + allowance}
+      if worst is None or (drop - record['bound'] >
+                           worst[quality.drop_name] - worst['bound']):
+        worst = record
+      if drop > bound + allowance + 1e-9:
+        rejections.append(
+            f'slice {name}: {quality.label} {drop:.3f} > {bound} + '
+            f'{allowance:.3f} allowance (n={count})')
+  return worst, rejections
+
+
+def _as_scores(values: np.ndarray, quality: quality_lib.Quality) -> np.ndarray:
+  """Per-example results in the form Quality.scores takes.
+
+  A classifier's class ids become one-hot scores (argmax gives them back);
+  a regression's predictions are scores already.
+  """
+  if not quality.higher_is_better:
+    return values
+  ids = values.astype(np.int64).reshape(-1)
+  scores = np.zeros((len(ids), int(ids.max(initial=0)) + 1))
+  scores[np.arange(len(ids)), ids] = 1.0
+  return scores
 
 
 def _comparable(baseline: VariantMetrics, variant: VariantMetrics) -> bool:
@@ -373,16 +580,7 @@ def split_eval(data: LabeledData,
         'The selection fraction must be a number strictly between 0 and 1 '
         '(the rest of the eval set is the report split), got '
         f'{selection_fraction!r}.')
-  n = len(data)
-  cut = int(round(selection_fraction * n))
-  if cut < 1 or cut >= n:
-    raise ConfigError(
-        f'The eval split has {n} example(s): too few to hold out a report '
-        f'split with selection fraction {selection_fraction} (each split '
-        'needs at least one). Give the eval split more examples.')
-  order = np.random.default_rng(_SPLIT_SEED).permutation(n)
-  selecting = np.sort(order[:cut])
-  reporting = np.sort(order[cut:])
+  selecting, reporting = _split_indices(len(data), selection_fraction)
 
   def subset(indices):
     return LabeledData({k: np.asarray(v)[indices]
@@ -390,6 +588,41 @@ def split_eval(data: LabeledData,
                        np.asarray(data.labels)[indices])
 
   return subset(selecting), subset(reporting)
+
+
+def _split_indices(n: int, selection_fraction: float
+                  ) -> Tuple[np.ndarray, np.ndarray]:
+  """The example indices of the selection and the report split (sorted)."""
+  cut = int(round(selection_fraction * n))
+  if cut < 1 or cut >= n:
+    raise ConfigError(
+        f'The eval split has {n} example(s): too few to hold out a report '
+        f'split with selection fraction {selection_fraction} (each split '
+        'needs at least one). Give the eval split more examples.')
+  order = np.random.default_rng(_SPLIT_SEED).permutation(n)
+  return np.sort(order[:cut]), np.sort(order[cut:])
+
+
+def split_slices(slices: Mapping[str, np.ndarray],
+                 selection_fraction: float = DEFAULT_SELECTION_FRACTION
+                ) -> Tuple[Dict[str, np.ndarray], Dict[str, np.ndarray]]:
+  """The slice keys of split_eval's selection and report splits.
+
+  Args:
+    slices: {spec name: every eval example's slice name}, in the order of
+      the eval set given to split_eval.
+    selection_fraction: as given to split_eval.
+
+  Returns:
+    (selection's slice keys, report's), each example where split_eval puts
+    it.
+  """
+  if not slices:
+    return {}, {}
+  n = len(next(iter(slices.values())))
+  selecting, reporting = _split_indices(n, selection_fraction)
+  return ({k: np.asarray(v)[selecting] for k, v in slices.items()},
+          {k: np.asarray(v)[reporting] for k, v in slices.items()})
 
 
 @dataclasses.dataclass(frozen=True)

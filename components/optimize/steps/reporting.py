@@ -37,4 +37,5 @@ def write_report(report_dir: str, baseline: measure.VariantMetrics,
       held_out=held_out, quality=quality,
       left_out=(config_lib.REGRESSION_LEFT_OUT
                 if quality.task == quality_lib.REGRESSION else None),
-      budgets=budgets, served=served)
+      budgets=budgets, served=served,
+      slices=config.slices if config.slices.columns else None)
