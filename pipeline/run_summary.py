@@ -10,6 +10,7 @@ from typing import Dict, List, Optional
 from ml_metadata import metadata_store
 from ml_metadata.proto import metadata_store_pb2
 
+from leantfx import evaluation_results
 from leantfx.components.infra_validator import spec as infra_spec
 
 _STATE_NAMES = {
@@ -19,9 +20,6 @@ _STATE_NAMES = {
 
 
 INFRA_VALIDATOR_NODE = 'InfraValidator'
-
-# TFMA metrics of a two-class label, computed for class id 1.
-BINARY_METRICS = ('auc', 'precision', 'recall')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -129,23 +127,8 @@ def node_executions(store: metadata_store.MetadataStore, pipeline_name: str,
 
 def evaluation_metrics(evaluation_uri: str) -> Dict[str, float]:
   """The candidate's overall metrics (by TFMA name) from TFMA's output."""
-  import tensorflow_model_analysis as tfma  # pylint: disable=g-import-not-at-top
-  found = {}
-  for metrics in tfma.load_metrics(evaluation_uri):
-    if metrics.slice_key.single_slice_keys:
-      continue  # Only the overall slice.
-    for entry in metrics.metric_keys_and_values:
-      key = entry.key
-      if key.is_diff or key.model_name not in ('', 'candidate'):
-        continue
-      if key.sub_key.ByteSize():
-        # Per-class values are left out, but for the binary metrics of a
-        # two-class label (class id 1: see pipeline._eval_config).
-        if key.name not in BINARY_METRICS:
-          continue
-      if entry.value.HasField('double_value'):
-        found[key.name] = entry.value.double_value.value
-  return found
+  return evaluation_results.metrics_by_slice(evaluation_uri).get(
+      evaluation_results.OVERALL, {})
 
 
 def summarize(metadata_path: str, pipeline_name: str,
@@ -205,9 +188,6 @@ def _infra_validation(executions: Dict[str, NodeExecution]):
   if not node or not node.outputs.get(infra_spec.BLESSING_KEY):
     return None, None, {}
   blessing = node.outputs[infra_spec.BLESSING_KEY][0]
-  prefix = infra_spec.FIGURE_PREFIX
-  figures = {key[len(prefix):]: value.double_value
-             for key, value in blessing.custom_properties.items()
-             if key.startswith(prefix)}
   return (bool(_custom_int(blessing, infra_spec.BLESSED_PROPERTY)),
-          _custom_str(blessing, infra_spec.REASON_PROPERTY), figures)
+          _custom_str(blessing, infra_spec.REASON_PROPERTY),
+          infra_spec.recorded_figures(blessing))
