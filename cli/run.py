@@ -21,6 +21,7 @@ from leantfx import stopping
 from leantfx.cli import console
 from leantfx.cli import options
 from leantfx.cli import summary as summary_lib
+from leantfx.components.model_card import spec as card_spec
 from leantfx.errors import LeantfxError
 
 DEFAULT_OUTPUT = 'leantfx-output'
@@ -47,6 +48,9 @@ def _print_summary(summary, config, seconds: float, log_path: str,
     elif summary.reused_version:
       note = ' (already the newest version there: not pushed again)'
     print(f'  pushed: {summary.pushed_path}{note}')
+    if summary.model_card_dir:
+      print(f'  model card: '
+            f'{os.path.join(summary.model_card_dir, card_spec.HTML_FILE)}')
     for line in summary_lib.serving_graph_lines(summary):
       print(line)
   elif summary.blessed and summary.infra_blessed is False:

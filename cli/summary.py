@@ -373,7 +373,7 @@ def run_record(summary, config) -> Dict[str, Any]:
     status, task, rows ({'read': rows in the files, 'used': rows in the
     splits}, or None before the gate ran), metrics (every overall TFMA metric
     of the candidate), accuracy, example_count, blessed, pushed_path,
-    reused_version,
+    reused_version, model_card (the pushed version's card folder),
     per-node execution states and ids, and the TFLite push when there was one.
   """
   record: Dict[str, Any] = {
@@ -392,6 +392,7 @@ def run_record(summary, config) -> Dict[str, Any]:
           'reason': summary.infra_reason,
           'figures': dict(summary.infra)},
       'training': training_budget(summary),
+      'model_card': summary.model_card_dir,
       'executions': {
           node: {'state': e.state, 'execution_id': e.execution_id}
           for node, e in sorted(summary.executions.items())

@@ -12,6 +12,7 @@ from ml_metadata.proto import metadata_store_pb2
 
 from leantfx import evaluation_results
 from leantfx.components.infra_validator import spec as infra_spec
+from leantfx.components.model_card import spec as card_spec
 
 _STATE_NAMES = {
     v: k.lower()
@@ -20,6 +21,7 @@ _STATE_NAMES = {
 
 
 INFRA_VALIDATOR_NODE = 'InfraValidator'
+MODEL_CARD_NODE = 'ModelCardGenerator'
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,6 +57,8 @@ class RunSummary:
   infra_blessed: Optional[bool] = None
   infra_reason: Optional[str] = None
   infra: Dict[str, float] = dataclasses.field(default_factory=dict)
+  # The folder of the pushed version's model card (None: none written).
+  model_card_dir: Optional[str] = None
 
 
 def open_store(metadata_path: str) -> metadata_store.MetadataStore:
@@ -166,6 +170,11 @@ def summarize(metadata_path: str, pipeline_name: str,
           if key.startswith('serving_call_ms_batch'):  # Each batch timed.
             serving_graph[key[len('serving_'):]] = value.double_value
   infra_blessed, infra_reason, infra = _infra_validation(executions)
+  model_card_dir = None
+  card = executions.get(MODEL_CARD_NODE)
+  if card and card.outputs.get(card_spec.MODEL_CARD_KEY):
+    model_card_dir = _custom_str(card.outputs[card_spec.MODEL_CARD_KEY][0],
+                                 card_spec.CARD_PATH_PROPERTY) or None
   return RunSummary(
       executions=executions,
       accuracy=accuracy,
@@ -179,7 +188,8 @@ def summarize(metadata_path: str, pipeline_name: str,
       serving_graph=serving_graph,
       infra_blessed=infra_blessed,
       infra_reason=infra_reason,
-      infra=infra)
+      infra=infra,
+      model_card_dir=model_card_dir)
 
 
 def _infra_validation(executions: Dict[str, NodeExecution]):

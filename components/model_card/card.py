@@ -24,6 +24,7 @@ their performance_metrics entries):
 import dataclasses
 import json
 import os
+import pathlib
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from leantfx import compute_cost
@@ -71,6 +72,13 @@ class Card:
   sections: Sequence[Section]
 
 
+def _uri(path: str) -> str:
+  """A path as a URI (the schema's references are URIs): gs://... stays."""
+  if '://' in path:
+    return path
+  return pathlib.Path(os.path.abspath(path)).as_uri()
+
+
 def _fmt(value: Any) -> str:
   if value is None:
     return '-'
@@ -116,8 +124,10 @@ def _data_section(facts, figures: _Figures, datasets: List[Dict[str, str]]
     paragraphs.append('Validation: no ValidationGate ran.')
   else:
     verdict = 'passed' if validation['passed'] else 'did not pass'
-    drift = (f"drift checked against span {validation['drift_baseline_span']}"
-             if validation.get('drift_baseline_span') is not None else
+    baseline = validation.get('drift_baseline_span')
+    # The gate records -1 when no earlier span had passed.
+    drift = (f'drift checked against span {baseline}'
+             if baseline is not None and baseline >= 0 else
              'no earlier span to check drift against')
     paragraphs.append(
         f"Validation of span {validation['span']}: {verdict} "
@@ -129,15 +139,18 @@ def _data_section(facts, figures: _Figures, datasets: List[Dict[str, str]]
     if validation['anomalies']:
       paragraphs.append('Anomalies: ' + '; '.join(validation['anomalies']) +
                         '.')
-    span = validation['span'] if span is None else span
+    # The gate's span: StatisticsGen's artifact may not carry one.
+    span = validation['span'] if validation['span'] is not None else span
   rows = []
   for split, summary in data['splits'].items():
     missing = summary['with_missing']
     missing_text = (', '.join(f'{k} ({v})' for k, v in sorted(
         missing.items())) if missing else 'none')
+    empty = summary.get('with_empty_values') or []
+    empty_text = ', '.join(sorted(empty)) if empty else 'none'
     rows.append([split, _fmt(summary['rows']), _fmt(summary['features']),
                  _fmt(summary['numeric']), _fmt(summary['categorical']),
-                 missing_text])
+                 missing_text, empty_text])
     figures.add(data_subject(split), 'rows', summary['rows'])
     figures.add(data_subject(split), 'features', summary['features'])
     datasets.append({
@@ -145,12 +158,13 @@ def _data_section(facts, figures: _Figures, datasets: List[Dict[str, str]]
         'description': (
             f"{summary['rows']} rows, {summary['features']} features "
             f"({summary['numeric']} numeric, {summary['categorical']} "
-            f"categorical); features with missing values: {missing_text}. "
+            f"categorical); features missing from rows: {missing_text}; "
+            f"features with an empty value in some rows: {empty_text}. "
             'Statistics by StatisticsGen (TFDV).')})
   return Section(
       f'Data (span {_fmt(span)})', paragraphs,
       ('split', 'rows', 'features', 'numeric', 'categorical',
-       'missing values (rows)'), rows)
+       'missing (rows)', 'empty in some rows'), rows)
 
 
 def _training_section(facts, figures: _Figures, config) -> Section:
@@ -408,7 +422,7 @@ def build(facts: Mapping[str, Any]) -> Card:
                       'diff': ('the version already pushed'
                                if model.get('reused_version') else
                                'a new version')},
-          'references': [{'reference': model['destination']}],
+          'references': [{'reference': _uri(model['destination'])}],
       },
       'model_parameters': {
           'model_architecture': architecture,

@@ -90,7 +90,8 @@ def gather_facts(input_dict: Dict[str, List[types.Artifact]],
       },
       'dataset': dataset,
       'data': {
-          'span': (int(statistics.span) if statistics.has_property('span')
+          'span': (int(statistics.span) if statistics.has_property('span') and
+                   statistics.span > 0
                    else None),
           'splits': facts_lib.split_statistics(statistics),
           'validation': facts_lib.validation(report),

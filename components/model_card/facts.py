@@ -68,7 +68,8 @@ def split_statistics(statistics: types.Artifact) -> Dict[str, Dict[str, Any]]:
 
   Returns:
     split -> {'rows', 'features', 'numeric', 'categorical',
-    'with_missing': {feature: missing rows}}.
+    'with_missing': {feature: rows without it}, 'with_empty_values':
+    [features with no value in some rows]}.
   """
   summary = {}
   for split in artifact_utils.decode_split_names(statistics.split_names):
@@ -79,7 +80,7 @@ def split_statistics(statistics: types.Artifact) -> Dict[str, Dict[str, Any]]:
     if not stats.datasets:
       continue
     dataset = stats.datasets[0]
-    missing = {}
+    missing, empty = {}, []
     numeric = categorical = 0
     for feature in dataset.features:
       name = '.'.join(feature.path.step) or feature.name
@@ -88,12 +89,17 @@ def split_statistics(statistics: types.Artifact) -> Dict[str, Dict[str, Any]]:
       else:
         categorical += 1
       common = _common_stats(feature)
-      if common is not None and common.num_missing:
+      if common is None:
+        continue
+      if common.num_missing:
         missing[name] = int(common.num_missing)
+      if common.num_non_missing and not common.min_num_values:
+        # An empty CSV cell is an empty value list, not a missing feature.
+        empty.append(name)
     summary[split] = {'rows': int(dataset.num_examples),
                       'features': len(dataset.features),
                       'numeric': numeric, 'categorical': categorical,
-                      'with_missing': missing}
+                      'with_missing': missing, 'with_empty_values': empty}
   return summary
 
 
