@@ -21,7 +21,6 @@ from leantfx import stopping
 from leantfx.cli import console
 from leantfx.cli import options
 from leantfx.cli import summary as summary_lib
-from leantfx.components.model_card import spec as card_spec
 from leantfx.errors import LeantfxError
 
 DEFAULT_OUTPUT = 'leantfx-output'
@@ -49,8 +48,7 @@ def _print_summary(summary, config, seconds: float, log_path: str,
       note = ' (already the newest version there: not pushed again)'
     print(f'  pushed: {summary.pushed_path}{note}')
     if summary.model_card_dir:
-      print(f'  model card: '
-            f'{os.path.join(summary.model_card_dir, card_spec.HTML_FILE)}')
+      print(f'  model card: {summary.model_card_page()}')
     for line in summary_lib.serving_graph_lines(summary):
       print(line)
   elif summary.blessed and summary.infra_blessed is False:

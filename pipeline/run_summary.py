@@ -5,6 +5,7 @@ figures: the Evaluator's accuracy, whether the model was blessed, and where
 the Pusher put it.
 """
 import dataclasses
+import os
 from typing import Dict, List, Optional
 
 from ml_metadata import metadata_store
@@ -59,6 +60,12 @@ class RunSummary:
   infra: Dict[str, float] = dataclasses.field(default_factory=dict)
   # The folder of the pushed version's model card (None: none written).
   model_card_dir: Optional[str] = None
+
+  def model_card_page(self) -> Optional[str]:
+    """The model card's HTML page, or None."""
+    if not self.model_card_dir:
+      return None
+    return os.path.join(self.model_card_dir, card_spec.HTML_FILE)
 
 
 def open_store(metadata_path: str) -> metadata_store.MetadataStore:

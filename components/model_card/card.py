@@ -35,6 +35,14 @@ SCHEMA_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)),
 SCHEMA_VERSION = '0.0.2'
 INFRA_SUBJECT = 'InfraValidator'
 TRAINING_SUBJECT = 'training'
+DOCUMENTATION = (
+    'Built by leantfx\'s ModelCardGenerator from the run\'s artifacts in ML '
+    'Metadata. Each figure of quantitative_analysis.performance_metrics '
+    'names in its slice what it was measured on: an evaluation slice by '
+    'TFMA\'s name (Overall, feature:value), "data: <split> split", '
+    '"training", "InfraValidator" (the pushed SavedModel served by leantfx '
+    'serve) or "<runtime> pick" (the ModelOptimizer\'s pushed pick for that '
+    'runtime). model_card.md and model_card.html show the same figures.')
 # The InfraValidator's figures the card reports (leantfx/infra_check.py).
 INFRA_FIGURES = ('latency_p50_ms_batch1', 'latency_p99_ms_batch1',
                  'latency_p50_ms_concurrent', 'latency_p99_ms_concurrent',
@@ -414,9 +422,7 @@ def build(facts: Mapping[str, Any]) -> Card:
       'model_details': {
           'name': model['name'],
           'overview': overview,
-          'documentation': ' '.join(
-              p for s in sections[1:] for p in s.paragraphs
-              if s.title.startswith(('Training', 'Serving', 'Runtime'))),
+          'documentation': DOCUMENTATION,
           'version': {'name': str(model['version']),
                       'date': model['date'],
                       'diff': ('the version already pushed'
