@@ -266,6 +266,12 @@ def _infra_section(facts, figures: _Figures, config) -> Section:
     figures.add(INFRA_SUBJECT, 'cores_needed', cost.cores_needed)
     figures.add(INFRA_SUBJECT, 'cost_per_million_predictions',
                 cost.cost_per_million)
+    paragraphs.append(
+        f'For {cost.target_qps:g} predictions/s: {cost.cores_needed} cores '
+        f'at {_fmt(cost.per_core_rps)} predictions/s per core (p99 '
+        f"{_fmt(f.get('latency_p99_ms_concurrent'))} ms)" +
+        ('' if cost.cost_per_million is None else
+         f', {_fmt(cost.cost_per_million)} per million predictions') + '.')
   return Section('Serving (InfraValidator)', paragraphs)
 
 
