@@ -23,6 +23,7 @@ their performance_metrics entries):
 """
 import dataclasses
 import json
+import math
 import os
 import pathlib
 from typing import Any, Dict, List, Mapping, Optional, Sequence
@@ -106,7 +107,10 @@ class _Figures:
     self.entries: List[Dict[str, Any]] = []
 
   def add(self, subject: str, kind: str, value: Any) -> None:
-    if value is None or isinstance(value, bool):
+    # JSON has no NaN or infinity (an undefined AUC): such a figure is left
+    # out of the JSON; the Markdown and HTML tables show it as TFMA gave it.
+    if (value is None or isinstance(value, bool) or
+        not math.isfinite(float(value))):
       return
     self.entries.append({'type': kind, 'value': float(value),
                          'slice': subject})

@@ -120,7 +120,8 @@ def write_card(card: card_lib.Card, directory: str) -> Dict[str, str]:
   fileio.makedirs(directory)
   return {
       spec_lib.JSON_FILE: _write(directory, spec_lib.JSON_FILE,
-                                 json.dumps(card.json, indent=2) + '\n'),
+                                 json.dumps(card.json, indent=2,
+                                            allow_nan=False) + '\n'),
       spec_lib.MARKDOWN_FILE: _write(directory, spec_lib.MARKDOWN_FILE,
                                      render.markdown(card)),
       spec_lib.HTML_FILE: _write(directory, spec_lib.HTML_FILE,

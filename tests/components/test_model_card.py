@@ -175,7 +175,9 @@ def _run_fixture(tmp_path):
       ('', ''): {'sparse_categorical_accuracy': 0.984848,
                  'example_count': 66.0},
       ('island', 'Dream'): {'sparse_categorical_accuracy': 0.96,
-                            'example_count': 25.0}})
+                            'example_count': 25.0,
+                            # TFMA's value of a metric undefined on a slice.
+                            'auc': float('nan')}})
   blessing = _artifact(standard_artifacts.ModelBlessing,
                        f'{root}/Evaluator/blessing/10', blessed=1)
   infra = _artifact(standard_artifacts.InfraBlessing,
@@ -267,6 +269,8 @@ def test_the_card_s_figures_are_the_run_record_s(run):
   assert summary.accuracy == pytest.approx(0.984848)
   assert figure('Overall', 'example_count') == summary.example_count == 66
   assert figure('island:Dream', 'sparse_categorical_accuracy') == 0.96
+  # JSON has no NaN: the undefined figure is left out of it.
+  assert figure('island:Dream', 'auc') is None
   # The InfraValidator's, every one the record holds.
   for name, value in INFRA.items():
     assert figure(card_lib.INFRA_SUBJECT, name) == summary.infra[name], name
