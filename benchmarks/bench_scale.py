@@ -190,7 +190,7 @@ def examplegen(data_root: str, work: str, beam_args: List[str]):
   return seconds, rss
 
 
-def _stage_seconds(metadata_path: str) -> Dict[str, float]:
+def stage_seconds(metadata_path: str) -> Dict[str, float]:
   """{node: seconds} of the run's executions, from ML Metadata."""
   # pylint: disable=g-import-not-at-top
   from leantfx.pipeline import run_summary
@@ -331,7 +331,7 @@ def leantfx_run(data_root: str, output: str,
   workers = sorted(rss.children_mb.values(), reverse=True)
   return {
       'seconds': seconds,
-      'stages': _stage_seconds(metadata),
+      'stages': stage_seconds(metadata),
       'stage_rss_mb': _stage_peaks(metadata, rss.samples),
       'accuracy': record.get('accuracy'),
       'examples_uri': _examples_uri(metadata),

@@ -76,6 +76,55 @@ def feed(input_types: Mapping[str, type], values: Mapping[str, np.ndarray],
   return out
 
 
+# Answers to the same rows may differ this much (in any float output)
+# between batch sizes, repeats and thread counts before an int8 file is
+# called batch-dependent: an int8 kernel's rounding moves an output by a
+# quantum (1/255 of a uint8 range); the defect this catches moved
+# probabilities by 0.4-0.99.
+BATCH_INVARIANCE_TOLERANCE = 0.02
+# The batch the check runs (ONNX Runtime 1.23.2's int8 MatMul answered
+# wrongly from batch 32 up, never at 1-16, on this machine's Xeon with
+# AVX-512 VNNI and AMX).
+INVARIANCE_BATCH = 64
+
+
+def batch_dependence(path: str,
+                     samples: Sequence[Mapping[str, np.ndarray]]) -> float:
+  """How far one file's answers to the same rows move with how it is run.
+
+  The rows (batch-1 feeds as ONNX Runtime takes them, tiled to
+  INVARIANCE_BATCH) are run as one batch three times and one at a time, on
+  one intra-op thread and on two; the result is the largest absolute gap
+  between any two of those answers, over every float output. A sound file
+  answers 0 (or a rounding quantum): a row's answer depends on that row
+  alone. Measured on a MobileNetV2's static int8 file (ONNX Runtime 1.23.2,
+  every graph optimization): repeats of one batch of 64 digits rows gave
+  probabilities up to 0.998 apart; the same file run with its QDQ pairs
+  left unfused gave none.
+  """
+  if not samples:
+    return 0.0
+  rows = [samples[i % len(samples)] for i in range(INVARIANCE_BATCH)]
+  batch = {name: np.concatenate([np.asarray(r[name]) for r in rows])
+           for name in rows[0]}
+  answers = []
+  for threads in (1, 2):
+    session = open_session(path, threads)
+    floats = [o.name for o in session.get_outputs()
+              if o.type in ('tensor(float)', 'tensor(double)')]
+    if not floats:
+      return 0.0
+    for _ in range(3):
+      answers.append(session.run(floats, batch))
+    singles = [session.run(floats, dict(r)) for r in rows]
+    answers.append([np.concatenate([s[k] for s in singles])
+                    for k in range(len(floats))])
+  first = answers[0]
+  return max(float(np.max(np.abs(np.asarray(a, np.float64) -
+                                 np.asarray(b, np.float64))))
+             for answer in answers[1:] for a, b in zip(answer, first))
+
+
 class ONNXPredictor:
   """Runs model.onnx in ONNX Runtime: a variant, or a raw-feature export.
 

@@ -8,6 +8,7 @@ pairs, which ONNX Runtime fuses into integer kernels), weights per channel,
 calibrated on train-split examples. The file is ``model.onnx``, the layout
 Triton's and OpenVINO Model Server's model repositories read.
 """
+import logging
 import os
 import tempfile
 from typing import Any, Dict, List, Mapping, Optional, Sequence
@@ -27,6 +28,11 @@ MODEL_FILE = onnx_runtime.RUNTIME.model_file
 # The float32 file an int8 export quantizes, in an Exporter's cache.
 _FLOAT32_CACHE_KEY = 'onnx_float32'
 OPSET = 17
+# The ops an int8 export leaves in float32 when their int8 kernels answer
+# differently with the batch size or thread count (quantize_int8).
+_FLOAT_FALLBACK_OPS = ('MatMul', 'Gemm')
+# The model property that says so, in the file itself.
+INT8_FLOAT_OPS_PROP = 'leantfx_int8_float_ops'
 
 
 def convert_saved_model(saved_model_dir: str, output_path: str) -> str:
@@ -59,34 +65,76 @@ def quantize_int8(float_path: str, output_path: str,
   ``exclude``: node names to leave in float (a raw-feature model's folded
   Transform: preprocessing_node_names).
 
+  The file must answer a row the same whatever it is batched with and
+  however many threads run it (onnx_runtime.batch_dependence, on the
+  calibration rows). When it does not, the MatMul and Gemm nodes are left
+  in float32 and the file is checked again; the model property
+  INT8_FLOAT_OPS_PROP then says so and why.
+
   Raises:
-    ConfigError: `samples` is empty.
+    ConfigError: `samples` is empty, or the file is still batch-dependent
+      with its MatMuls in float32 (nothing is left at output_path).
   """
   tflite_export.require_calibration_samples(samples, 'ONNX', INT8)
   import onnx  # pylint: disable=g-import-not-at-top
   from onnxruntime import quantization  # pylint: disable=g-import-not-at-top
-  names = [i.name for i in onnx.load(float_path, load_external_data=False
-                                    ).graph.input]
+  float_model = onnx.load(float_path, load_external_data=False)
+  names = [i.name for i in float_model.graph.input]
+  feeds = [{n: s[n] for n in names} for s in samples]
 
   class Reader(quantization.CalibrationDataReader):
     """Yields the batch-1 calibration feature dicts, then None."""
 
     def __init__(self):
       super().__init__()
-      self._samples = iter([{n: s[n] for n in names} for s in samples])
+      self._samples = iter(feeds)
 
     def get_next(self):
       return next(self._samples, None)
 
-  reader = Reader()
-  quantization.quantize_static(
-      float_path, output_path, reader,
-      quant_format=quantization.QuantFormat.QDQ,
-      per_channel=True,
-      activation_type=quantization.QuantType.QUInt8,
-      weight_type=quantization.QuantType.QInt8,
-      nodes_to_exclude=list(exclude) or None)
-  return output_path
+  def quantize(excluded: Sequence[str]) -> float:
+    quantization.quantize_static(
+        float_path, output_path, Reader(),
+        quant_format=quantization.QuantFormat.QDQ,
+        per_channel=True,
+        activation_type=quantization.QuantType.QUInt8,
+        weight_type=quantization.QuantType.QInt8,
+        nodes_to_exclude=list(excluded) or None)
+    return onnx_runtime.batch_dependence(output_path, feeds)
+
+  tolerance = onnx_runtime.BATCH_INVARIANCE_TOLERANCE
+  gap = quantize(exclude)
+  if gap <= tolerance:
+    return output_path
+  # A file whose answers move with the batch size or the thread count would
+  # score one way here and answer another way in a server. Seen with ONNX
+  # Runtime's fused int8 MatMul (docs/optimize.md): its MatMuls and Gemms
+  # stay float, the rest int8, when that makes the file sound.
+  matmuls = [n.name for n in float_model.graph.node
+             if n.op_type in _FLOAT_FALLBACK_OPS and n.name
+             and n.name not in exclude]
+  left = quantize(list(exclude) + matmuls) if matmuls else gap
+  if matmuls and left <= tolerance:
+    note = (f'{", ".join(_FLOAT_FALLBACK_OPS)} left in float32: their int8 '
+            f'answered up to {gap:.3f} apart with the batch size or thread '
+            f'count (ONNX Runtime {_ort_version()})')
+    quantized = onnx.load(output_path)
+    onnx.helper.set_model_props(quantized, {INT8_FLOAT_OPS_PROP: note})
+    onnx.save(quantized, output_path)
+    logging.warning('ONNX int8 %s: %s.', output_path, note)
+    return output_path
+  os.remove(output_path)
+  raise ConfigError(
+      f'ONNX Runtime {_ort_version()} answers the int8 model differently '
+      f'with the batch size or thread count (up to {left:.3f} in an output '
+      f'for the same rows, tolerance {tolerance}), also with its MatMul and '
+      'Gemm nodes left in float32; the int8 ONNX file is not built. Ship '
+      'the ONNX float32 file, or OpenVINO or TFLite int8.')
+
+
+def _ort_version() -> str:
+  import onnxruntime  # pylint: disable=g-import-not-at-top
+  return onnxruntime.__version__
 
 
 def export_onnx(model,
