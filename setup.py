@@ -37,7 +37,9 @@ setuptools.setup(
     python_requires='>=3.10,<3.11',
     packages=_PACKAGES,
     package_dir=_PACKAGE_DIR,
-    package_data={'leantfx.schemas': ['*/*.pbtxt']},
+    package_data={'leantfx.schemas': ['*/*.pbtxt'],
+                  # The JSON schema of the model cards (tests check them).
+                  'leantfx.components.model_card': ['*.schema.json']},
     # Every Python process of the environment imports leantfx first (which
     # sets TF_USE_LEGACY_KERAS before TensorFlow loads), however it starts:
     # console script, `python -m`, a Beam SDK worker, a KFP executor.

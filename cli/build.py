@@ -12,6 +12,7 @@ names it; nothing is dropped silently.
 import argparse
 import dataclasses
 import os
+import posixpath
 import re
 from typing import Any, Dict, List, Optional, Tuple, Union
 
@@ -46,6 +47,8 @@ _OTHER_TASK_BUDGET = {
 }
 # A cluster reaches object stores and mounted volumes, never this machine's
 # relative paths.
+# OUTPUT/model_cards/<model>/<version>/: each push's model card.
+MODEL_CARDS_DIR = 'model_cards'
 _URI_RE = re.compile(r'^[a-z][a-z0-9+.-]*://\S+$')
 
 
@@ -306,6 +309,7 @@ def check_option_values(args: argparse.Namespace) -> None:
   augment_config(args, None)
   optimization_config(args, dataset_lib.known_task(args))
   evaluation_config(args)
+  model_card_config(args)
   config_lib.ValidationConfig(allow_anomalies=allowed_kinds(
       args.allow_anomalies))
   config_lib.OrchestrationConfig(span=getattr(args, 'span', None),
@@ -475,6 +479,10 @@ def build_pipeline_config(args: argparse.Namespace, target: Target) -> Built:
         pipeline_root=target.pipeline_root,
         data_root=target.data_root,
         serving_model_dir=f'{target.serving_dir}/{spec.name}',
+        # A sibling of the serving folder, as OUTPUT/model_cards locally.
+        model_card_base=posixpath.join(
+            posixpath.dirname(target.serving_dir.rstrip('/')),
+            MODEL_CARDS_DIR),
         metadata_path=None,
         tflite_push_base=target.tflite_dir if optimization else None)
     check_cluster_beam_args(beam_args(args))
@@ -497,6 +505,7 @@ def build_pipeline_config(args: argparse.Namespace, target: Target) -> Built:
         pipeline_root=os.path.join(output, 'tfx'),
         data_root=data.data_root,
         serving_model_dir=os.path.join(output, 'serving', spec.name),
+        model_card_base=os.path.join(output, MODEL_CARDS_DIR),
         metadata_path=os.path.join(output, 'metadata.sqlite'),
         tflite_push_base=(os.path.join(output, runtimes.TFLITE)
                           if optimization else None))
@@ -529,6 +538,7 @@ def build_pipeline_config(args: argparse.Namespace, target: Target) -> Built:
       class_weights=args.class_weights,
       serve_args=serve_options,
       optimization=optimization,
+      model_card=model_card_config(args),
       **paths)
   if on_cluster:
     config = compiler.kubeflow_pipeline_config(config, target.pipeline_root,
@@ -537,6 +547,13 @@ def build_pipeline_config(args: argparse.Namespace, target: Target) -> Built:
   if choice is not None:
     notes.append(f'  {choice.line()}')
   return Built(config, data, tuple(notes), choice)
+
+
+def model_card_config(args: argparse.Namespace
+                     ) -> config_lib.ModelCardConfig:
+  """What the model card prices, of the options."""
+  return config_lib.ModelCardConfig(target_qps=args.target_qps,
+                                    core_hour_price=args.core_hour_price)
 
 
 def evaluation_config(args: argparse.Namespace,

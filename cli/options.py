@@ -265,6 +265,20 @@ def add_pipeline_options(parser: argparse.ArgumentParser,
           'default) or none (the baseline alone: a large model whose '
           'fine-tuning techniques would take longer than its training)')
 
+  card = rec.group(
+      'model card',
+      'Each push gets a model card (OUTPUT/model_cards/NAME/VERSION/'
+      'model_card.{json,md,html}): data, training, evaluation, serving '
+      'figures, cost and limitations.')
+  card.add('--target-qps', type=argtypes.positive_float, metavar='N',
+           help='predictions per second the deployment must serve: the card '
+           'gives the cores each pushed model needs for it, from its '
+           'measured served throughput (default: not sized)')
+  card.add('--core-hour-price', type=argtypes.non_negative_float,
+           metavar='PRICE', help='price of one core-hour (needs '
+           '--target-qps): the card prices a million predictions and the '
+           'run\'s training')
+
   retrain = rec.group('continuous retraining')
   if pin_span:
     retrain.add('--span', type=argtypes.positive_int, metavar='N',

@@ -49,6 +49,8 @@ def _print_summary(summary, config, seconds: float, log_path: str,
     elif summary.reused_version:
       note = ' (already the newest version there: not pushed again)'
     print(f'  pushed: {summary.pushed_path}{note}')
+    if summary.model_card_dir:
+      print(f'  model card: {summary.model_card_page()}')
     for line in summary_lib.serving_graph_lines(summary):
       print(line)
   elif summary.blessed and summary.infra_blessed is False:

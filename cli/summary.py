@@ -410,7 +410,7 @@ def run_record(summary, config) -> Dict[str, Any]:
     splits}, or None before the gate ran), metrics (every overall TFMA metric
     of the candidate), slices (with --slice-by: each slice's metrics and the
     failed per-slice checks), accuracy, example_count, blessed, pushed_path,
-    reused_version,
+    reused_version, model_card (the pushed version's card folder),
     per-node execution states and ids, and the TFLite push when there was one.
   """
   record: Dict[str, Any] = {
@@ -432,6 +432,7 @@ def run_record(summary, config) -> Dict[str, Any]:
           'reason': summary.infra_reason,
           'figures': dict(summary.infra)},
       'training': training_budget(summary),
+      'model_card': summary.model_card_dir,
       'executions': {
           node: {'state': e.state, 'execution_id': e.execution_id}
           for node, e in sorted(summary.executions.items())

@@ -353,6 +353,36 @@ def check_slices(slices) -> Tuple[Tuple[str, ...], ...]:
 
 
 @dataclasses.dataclass(frozen=True)
+class ModelCardConfig:
+  """What the model card of each push prices (leantfx/compute_cost.py).
+
+  Attributes:
+    target_qps: the predictions per second the deployment must serve; the
+      card then says how many cores each pushed model needs for it, from its
+      measured served throughput. None: the card says no target was given.
+    core_hour_price: the price of one core for one hour (any currency);
+      with target_qps, the card prices a million predictions and the run's
+      training. None: no prices.
+  """
+  target_qps: Optional[float] = None
+  core_hour_price: Optional[float] = None
+
+  def __post_init__(self):
+    if self.target_qps is not None:
+      _check(self.target_qps > 0 and self.target_qps != float('inf'),
+             f'--target-qps must be a number of predictions per second > 0, '
+             f'got {self.target_qps}.')
+    if self.core_hour_price is not None:
+      _check(0 <= self.core_hour_price < float('inf'),
+             f'--core-hour-price must be a price >= 0, got '
+             f'{self.core_hour_price}.')
+      _check(self.target_qps is not None,
+             '--core-hour-price prices the cores a load needs, and no load '
+             'was given: pass --target-qps N (predictions per second) too, '
+             'or drop --core-hour-price.')
+
+
+@dataclasses.dataclass(frozen=True)
 class EvaluationConfig:
   """The Evaluator's gate.
 
@@ -638,6 +668,10 @@ class PipelineConfig:
     serve_args: the ``leantfx serve`` options the deployment runs with
       (``--workers 2``, ``--batching off``): the InfraValidator and the
       ModelOptimizer's serve check serve each candidate with them.
+    model_card_base: where each push's model card goes
+      (<base>/<model name>/<version>/model_card.{json,md,html}); None: no
+      ModelCardGenerator.
+    model_card: what the model card prices.
   """
   pipeline_name: str
   pipeline_root: str
@@ -660,6 +694,8 @@ class PipelineConfig:
   # optimization; TFLite versions go to tflite_push_base/<model name>/.
   optimization: Optional[Any] = None
   tflite_push_base: Optional[str] = None
+  model_card_base: Optional[str] = None
+  model_card: ModelCardConfig = ModelCardConfig()
 
   def __post_init__(self):
     _check(self.class_weights in CLASS_WEIGHT_MODES,

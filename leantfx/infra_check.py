@@ -45,6 +45,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence
 import numpy as np
 
 from leantfx import serving_client
+from leantfx import sizing
 
 # The loopback interface only: a check opens no port to the network.
 HOST = '127.0.0.1'
@@ -58,7 +59,8 @@ FIGURE_NAMES = ('load_s', 'rows_checked', 'rest_max_abs_diff',
                 'grpc_max_abs_diff', 'batch1_max_abs_diff',
                 'latency_p50_ms_batch1', 'latency_p99_ms_batch1',
                 'latency_p50_ms_concurrent', 'latency_p99_ms_concurrent',
-                'concurrent_clients', 'requests')
+                'concurrent_clients', 'throughput_rps_concurrent',
+                'cpu_cores', 'requests')
 
 
 class CheckError(Exception):
@@ -432,7 +434,9 @@ def _check_one(candidate: Candidate, server: _Server,
   with concurrent.futures.ThreadPoolExecutor(
       settings.concurrent_clients,
       thread_name_prefix='leantfx-infra-check') as pool:
+    started = time.perf_counter()
     results = list(pool.map(timed, range(settings.concurrent_requests)))
+    concurrent_s = time.perf_counter() - started
   worst = max([worst] + [diff for _, diff in results])
   figures['batch1_max_abs_diff'] = worst
   alone = _percentiles(sequential)
@@ -442,6 +446,12 @@ def _check_one(candidate: Candidate, server: _Server,
   figures['latency_p50_ms_concurrent'] = together['p50']
   figures['latency_p99_ms_concurrent'] = together['p99']
   figures['concurrent_clients'] = settings.concurrent_clients
+  # The served throughput: batch-1 requests answered per second with every
+  # client sending, on the cores this machine gives the server and its
+  # clients alike (the model card's cores for a target load).
+  figures['throughput_rps_concurrent'] = (settings.concurrent_requests /
+                                          concurrent_s)
+  figures['cpu_cores'] = sizing.machine_cores()
   figures['requests'] = (2 + settings.latency_requests +
                          settings.concurrent_requests)
   return figures

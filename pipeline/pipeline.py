@@ -9,7 +9,8 @@ Resolver (latest blessed model) -> Evaluator (absolute and change thresholds)
 -> InfraValidator (a blessed model served by `leantfx serve`, queried with
 eval rows) -> Pusher (versioned SavedModel with its warm-up requests, only
 when both blessed it, written atomically and never twice for the same
-model), and for a blessed model the ModelOptimizer.
+model), and for a blessed model the ModelOptimizer; for a pushed model the
+ModelCardGenerator (its model card, from the run's artifacts).
 """
 import hashlib
 import inspect
@@ -22,6 +23,7 @@ from tfx import v1 as tfx
 from leantfx import config as config_lib
 from leantfx import splits
 from leantfx.components.infra_validator import component as infra_validator
+from leantfx.components.model_card import component as model_card
 from leantfx.components.optimize import component as optimize_component
 from leantfx.components.versioned_pusher import component as versioned_pusher
 from leantfx.models import data_policy as data_policy_module
@@ -393,6 +395,56 @@ def _optimize(config: config_lib.PipelineConfig, model: tfx.types.BaseChannel,
   nodes.append(optimizer)
 
 
+def _slice_names(eval_config: tfma.EvalConfig) -> List[str]:
+  """The configured slices, named as TFMA names their results' slices."""
+  names = []
+  for spec in eval_config.slicing_specs:
+    keys = list(spec.feature_keys) + [
+        f'{k}:{v}' for k, v in sorted(spec.feature_values.items())]
+    names.append('_X_'.join(keys) if keys else 'Overall')
+  return names
+
+
+def _model_card(config: config_lib.PipelineConfig,
+                nodes: List[tfx.types.BaseNode]) -> None:
+  """Adds the ModelCardGenerator, run only for a model the Pusher pushed.
+
+  It reads the run's artifacts: the statistics and the validation gate's
+  report, the Trainer's model, the Evaluator's output, the InfraValidator's
+  blessing, the push, and the ModelOptimizer's report when it runs (a push
+  implies the Evaluator blessed, the optimizer's own condition).
+  """
+  if not config.model_card_base:
+    return
+  by_id = {node.id: node for node in nodes}
+  pushed = by_id['Pusher'].outputs['pushed_model']
+  optimizer = by_id.get(optimize_component.ModelOptimizer.__name__)
+  gate = by_id.get(data_stages.GATE_ID)
+  dataset = config.dataset
+  architecture = config.training.architecture
+  with tfx.dsl.Cond(pushed.future()[0].custom_property('pushed') == 1):
+    generator = model_card.ModelCardGenerator(
+        statistics=by_id['StatisticsGen'].outputs['statistics'],
+        validation_report=gate.outputs['report'] if gate else None,
+        model=by_id['Trainer'].outputs['model'],
+        evaluation=by_id['Evaluator'].outputs['evaluation'],
+        model_blessing=by_id['Evaluator'].outputs['blessing'],
+        infra_blessing=by_id['InfraValidator'].outputs['blessing'],
+        pushed_model=pushed,
+        optimized_model=(optimizer.outputs['optimized_model']
+                         if optimizer else None),
+        optimization_report=optimizer.outputs['report'] if optimizer else None,
+        model_name=dataset.name,
+        card_base=config.model_card_base,
+        dataset={'name': dataset.name, 'label': dataset.label,
+                 'task': dataset.task, 'classes': list(dataset.classes),
+                 'model_kind': (dataset.model if architecture == 'auto' else
+                                architecture)},
+        card_config=config.model_card,
+        slicing=_slice_names(_eval_config(dataset, config.evaluation)))
+  nodes.append(generator)
+
+
 def create_pipeline(config: config_lib.PipelineConfig) -> tfx.dsl.Pipeline:
   """Builds the pipeline.
 
@@ -409,6 +461,7 @@ def create_pipeline(config: config_lib.PipelineConfig) -> tfx.dsl.Pipeline:
   model, transform = _train(config, train_examples, schema, nodes)
   blessing = _evaluate_and_push(config, examples, model, nodes)
   _optimize(config, model, transform, blessing, examples, nodes)
+  _model_card(config, nodes)
   metadata_config = None
   if config.metadata_path:
     metadata_config = tfx.orchestration.metadata.sqlite_metadata_connection_config(

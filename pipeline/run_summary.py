@@ -11,7 +11,9 @@ from typing import Dict, List, Optional, Tuple
 from ml_metadata import metadata_store
 from ml_metadata.proto import metadata_store_pb2
 
+from leantfx import evaluation_results
 from leantfx.components.infra_validator import spec as infra_spec
+from leantfx.components.model_card import spec as card_spec
 
 _STATE_NAMES = {
     v: k.lower()
@@ -20,9 +22,7 @@ _STATE_NAMES = {
 
 
 INFRA_VALIDATOR_NODE = 'InfraValidator'
-
-# TFMA metrics of a two-class label, computed for class id 1.
-BINARY_METRICS = ('auc', 'precision', 'recall')
+MODEL_CARD_NODE = 'ModelCardGenerator'
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,6 +64,14 @@ class RunSummary:
   slices: Dict[str, Dict[str, float]] = dataclasses.field(
       default_factory=dict)
   slice_failures: Tuple[str, ...] = ()
+  # The folder of the pushed version's model card (None: none written).
+  model_card_dir: Optional[str] = None
+
+  def model_card_page(self) -> Optional[str]:
+    """The model card's HTML page, or None."""
+    if not self.model_card_dir:
+      return None
+    return os.path.join(self.model_card_dir, card_spec.HTML_FILE)
 
 
 def open_store(metadata_path: str) -> metadata_store.MetadataStore:
@@ -191,23 +199,8 @@ def evaluation_slices(evaluation_uri: str
 
 def evaluation_metrics(evaluation_uri: str) -> Dict[str, float]:
   """The candidate's overall metrics (by TFMA name) from TFMA's output."""
-  import tensorflow_model_analysis as tfma  # pylint: disable=g-import-not-at-top
-  found = {}
-  for metrics in tfma.load_metrics(evaluation_uri):
-    if metrics.slice_key.single_slice_keys:
-      continue  # Only the overall slice.
-    for entry in metrics.metric_keys_and_values:
-      key = entry.key
-      if key.is_diff or key.model_name not in ('', 'candidate'):
-        continue
-      if key.sub_key.ByteSize():
-        # Per-class values are left out, but for the binary metrics of a
-        # two-class label (class id 1: see pipeline._eval_config).
-        if key.name not in BINARY_METRICS:
-          continue
-      if entry.value.HasField('double_value'):
-        found[key.name] = entry.value.double_value.value
-  return found
+  return evaluation_results.metrics_by_slice(evaluation_uri).get(
+      evaluation_results.OVERALL, {})
 
 
 def summarize(metadata_path: str, pipeline_name: str,
@@ -247,6 +240,11 @@ def summarize(metadata_path: str, pipeline_name: str,
           if key.startswith('serving_call_ms_batch'):  # Each batch timed.
             serving_graph[key[len('serving_'):]] = value.double_value
   infra_blessed, infra_reason, infra = _infra_validation(executions)
+  model_card_dir = None
+  card = executions.get(MODEL_CARD_NODE)
+  if card and card.outputs.get(card_spec.MODEL_CARD_KEY):
+    model_card_dir = _custom_str(card.outputs[card_spec.MODEL_CARD_KEY][0],
+                                 card_spec.CARD_PATH_PROPERTY) or None
   return RunSummary(
       executions=executions,
       accuracy=accuracy,
@@ -262,7 +260,8 @@ def summarize(metadata_path: str, pipeline_name: str,
       infra_reason=infra_reason,
       infra=infra,
       slices=slices,
-      slice_failures=slice_failures)
+      slice_failures=slice_failures,
+      model_card_dir=model_card_dir)
 
 
 def _infra_validation(executions: Dict[str, NodeExecution]):
@@ -271,9 +270,6 @@ def _infra_validation(executions: Dict[str, NodeExecution]):
   if not node or not node.outputs.get(infra_spec.BLESSING_KEY):
     return None, None, {}
   blessing = node.outputs[infra_spec.BLESSING_KEY][0]
-  prefix = infra_spec.FIGURE_PREFIX
-  figures = {key[len(prefix):]: value.double_value
-             for key, value in blessing.custom_properties.items()
-             if key.startswith(prefix)}
   return (bool(_custom_int(blessing, infra_spec.BLESSED_PROPERTY)),
-          _custom_str(blessing, infra_spec.REASON_PROPERTY), figures)
+          _custom_str(blessing, infra_spec.REASON_PROPERTY),
+          infra_spec.recorded_figures(blessing))

@@ -190,6 +190,16 @@ def test_bad_numeric_options(tmp_path, flag, value, cli):
   assert 'Traceback' not in result.stderr
 
 
+@pytest.mark.parametrize('args,fragments', [
+    (['--target-qps', '-5'], ['--target-qps', 'must be > 0']),
+    (['--core-hour-price', '0.05'], ['--core-hour-price', 'pass --target-qps']),
+])
+def test_bad_model_card_options(tmp_path, args, fragments, cli):
+  out = str(tmp_path / 'out')
+  result = cli(['run', '--dataset', 'penguins', '--output', out] + args)
+  _assert_clean_failure(result, out, *fragments)
+
+
 def test_bundled_schemas_exist_and_parse():
   from google.protobuf import text_format  # pylint: disable=g-import-not-at-top
   from tensorflow_metadata.proto.v0 import schema_pb2  # pylint: disable=g-import-not-at-top

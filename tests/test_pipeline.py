@@ -19,6 +19,7 @@ def _config(tmp_path, **dataset_changes):
       pipeline_root=str(tmp_path / 'root'),
       data_root=str(tmp_path / 'data'),
       serving_model_dir=str(tmp_path / 'serving'),
+      model_card_base=str(tmp_path / 'model_cards'),
       dataset=spec,
       metadata_path=str(tmp_path / 'm.sqlite'),
       beam_pipeline_args=('--direct_num_workers=2',))
@@ -32,7 +33,7 @@ def test_graph_with_curated_schema(tmp_path):
       'CsvExampleGen', 'StatisticsGen', 'ImportSchemaGen', 'ExampleValidator',
       'ValidationGate', 'Augment',
       'Transform', 'Trainer', 'latest_blessed_model_resolver', 'Evaluator',
-      'InfraValidator', 'Pusher'
+      'InfraValidator', 'Pusher', 'ModelCardGenerator'
   }
   assert built.beam_pipeline_args == ['--direct_num_workers=2']
   assert built.enable_cache
@@ -48,6 +49,25 @@ def test_pusher_is_gated_on_the_evaluator_blessing(tmp_path):
   pusher = next(c for c in built.components if c.id == 'Pusher')
   evaluator = next(c for c in built.components if c.id == 'Evaluator')
   assert pusher.inputs['model_blessing'].producer_component_id == evaluator.id
+
+
+def test_the_model_card_is_built_for_a_push_from_the_run_s_artifacts(
+    tmp_path):
+  built = pipeline.create_pipeline(_config(tmp_path))
+  card = next(c for c in built.components if c.id == 'ModelCardGenerator')
+  producers = {key: channel.producer_component_id
+               for key, channel in card.inputs.items()}
+  assert producers == {
+      'statistics': 'StatisticsGen', 'validation_report': 'ValidationGate',
+      'model': 'Trainer', 'evaluation': 'Evaluator',
+      'model_blessing': 'Evaluator', 'infra_blessing': 'InfraValidator',
+      'pushed_model': 'Pusher'}
+  assert card.exec_properties['card_base'] == str(tmp_path / 'model_cards')
+  assert card.exec_properties['slicing'] == '["Overall"]'
+  # Without a card folder there is no ModelCardGenerator.
+  built = pipeline.create_pipeline(dataclasses.replace(
+      _config(tmp_path), model_card_base=None))
+  assert 'ModelCardGenerator' not in {c.id for c in built.components}
 
 
 def test_pusher_pushes_what_the_infra_validator_blessed(tmp_path):
@@ -133,3 +153,9 @@ def test_the_optimizer_calibrates_raw_int8_on_the_example_gen_rows(tmp_path):
           'CsvExampleGen')
   # The examples it scores on stay the ones the Transform read.
   assert optimizer.inputs['examples'].producer_component_id == 'Augment'
+  # The model card lists its picks and counts its compute.
+  card = next(c for c in built.components if c.id == 'ModelCardGenerator')
+  assert card.inputs['optimization_report'].producer_component_id == (
+      'ModelOptimizer')
+  assert card.inputs['optimized_model'].producer_component_id == (
+      'ModelOptimizer')

@@ -7,6 +7,9 @@ blessed, the SavedModel with its warm-up requests in ``stamped_model/`` and
 ``has_model`` = 1, which TFX's Pusher (and the VersionedPusher) push instead
 of the Trainer's model.
 """
+from typing import Dict
+
+from ml_metadata.proto import metadata_store_pb2
 from tfx import types
 from tfx.types import standard_artifacts
 from tfx.types import standard_component_specs
@@ -39,6 +42,22 @@ FIGURE_PREFIX = 'infra_'
 # Seconds the executor took (reading rows, the offline answers, the copy,
 # the server's start and every request).
 SECONDS_PROPERTY = 'infra_seconds'
+
+
+def recorded_figures(blessing: metadata_store_pb2.Artifact
+                    ) -> Dict[str, float]:
+  """The figures an InfraBlessing records, by infra_check's names.
+
+  Args:
+    blessing: the InfraBlessing as ML Metadata holds it (a TFX Artifact's
+      ``mlmd_artifact``).
+
+  Returns:
+    figure name ('latency_p99_ms_concurrent', ..., 'seconds') -> value.
+  """
+  return {key[len(FIGURE_PREFIX):]: value.double_value
+          for key, value in blessing.custom_properties.items()
+          if key.startswith(FIGURE_PREFIX)}
 
 
 class InfraValidatorSpec(types.ComponentSpec):

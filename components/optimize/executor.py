@@ -17,6 +17,7 @@ import dataclasses
 import json
 import os
 import tempfile
+import time
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from absl import logging
@@ -28,6 +29,7 @@ from tfx.types import artifact_utils
 from tfx.utils import io_utils
 
 from leantfx import columns
+from leantfx import compute_cost
 from leantfx.components.optimize import config as config_lib
 from leantfx.runtimes import push
 from leantfx.components.optimize.export import raw_features
@@ -238,6 +240,7 @@ class Executor(base_executor.BaseExecutor):
       InputDataError: the model, examples or transform graph are unusable.
     """
     self._log_startup(input_dict, output_dict, exec_properties)
+    started = time.monotonic()
     config, push_base, model_name = _parse_properties(exec_properties)
     model_artifact = artifact_utils.get_single_instance(
         input_dict[spec.MODEL_KEY])
@@ -294,6 +297,8 @@ class Executor(base_executor.BaseExecutor):
         io_utils.copy_dir(report_dir, report_artifact.uri)
 
     _write_blessing(blessing, outcome.selected)
+    # Its techniques train: part of the run's training core-hours.
+    compute_cost.record_compute(optimized_model, time.monotonic() - started)
     optimized_model.set_int_custom_property(spec.BLESSED_PROPERTY,
                                             int(bool(outcome.selected)))
     if outcome.failures:

@@ -5,10 +5,12 @@ figures, strategy, batches, backups, early stopping) into the model-run
 artifact. This executor runs run_fn unchanged, then copies the headline
 facts into custom properties of the ``model`` and ``model_run`` output
 artifacts, so ML Metadata (and `leantfx run`'s summary) can show which
-precision a model trained in without opening files.
+precision a model trained in without opening files, and the executor's
+wall seconds and cores (leantfx/compute_cost.py).
 """
 import json
 import os
+import time
 from typing import Any, Dict, List
 
 from absl import logging
@@ -18,6 +20,7 @@ from tfx.components.trainer import executor as trainer_executor
 from tfx.types import artifact_utils
 from tfx.types import standard_component_specs
 
+from leantfx import compute_cost
 from leantfx.models import model_layout
 from leantfx.models.training import callbacks as callbacks_lib
 
@@ -84,9 +87,15 @@ class Executor(trainer_executor.GenericExecutor):
   def Do(self, input_dict: Dict[str, List[types.Artifact]],
          output_dict: Dict[str, List[types.Artifact]],
          exec_properties: Dict[str, Any]) -> None:
+    started = time.monotonic()
     super().Do(input_dict, output_dict, exec_properties)
     model_run = artifact_utils.get_single_instance(
         output_dict[standard_component_specs.MODEL_RUN_KEY])
+    # The run's training core-hours (the model card's cost).
+    seconds = time.monotonic() - started
+    for artifact in [model_run] + list(
+        output_dict[standard_component_specs.MODEL_KEY]):
+      compute_cost.record_compute(artifact, seconds)
     path = os.path.join(model_run.uri, callbacks_lib.RECORD_FILE)
     if not tf.io.gfile.exists(path):
       logging.warning('No training record at %s.', path)

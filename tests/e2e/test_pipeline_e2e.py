@@ -15,6 +15,8 @@ import tensorflow as tf
 
 from leantfx import datasets
 from leantfx import span_scoring
+from leantfx.components.model_card import card as card_lib
+from leantfx.components.model_card import spec as card_spec
 from leantfx.pipeline import run_summary
 from tests.e2e import artifacts
 from tests.e2e import pushed
@@ -24,12 +26,12 @@ pytestmark = pytest.mark.e2e
 
 # CsvExampleGen, StatisticsGen, ImportSchemaGen, ExampleValidator, the data
 # gate and Augment, Transform, Trainer, the resolvers, Evaluator,
-# InfraValidator, Pusher.
+# InfraValidator, Pusher, ModelCardGenerator.
 EXPECTED_NODES = {
     'CsvExampleGen', 'StatisticsGen', 'ImportSchemaGen', 'ExampleValidator',
     'ValidationGate', 'Augment',
     'Transform', 'Trainer', 'latest_blessed_model_resolver', 'Evaluator',
-    'InfraValidator', 'Pusher'
+    'InfraValidator', 'Pusher', 'ModelCardGenerator'
 }
 # The accuracy leantfx promises on both bundled datasets.
 MIN_ACCURACY = 0.95
@@ -57,6 +59,38 @@ def _printed_accuracy(stdout):
 
 
 
+
+
+def _check_model_card(output, summary, stdout):
+  """The pushed version's model card holds what ML Metadata recorded."""
+  version = os.path.basename(summary.pushed_path)
+  directory = os.path.join(output, 'model_cards', 'penguins', version)
+  assert summary.model_card_dir == directory
+  assert sorted(os.listdir(directory)) == sorted(card_spec.CARD_FILES)
+  assert f'model card: {directory}/model_card.html' in stdout
+  with open(os.path.join(directory, card_spec.JSON_FILE),
+            encoding='utf-8') as f:
+    card = json.load(f)
+  card_lib.validate(card)
+  assert card['model_details']['version']['name'] == version
+  assert card_lib.figure(card, 'Overall', 'sparse_categorical_accuracy') == (
+      summary.accuracy)
+  assert card_lib.figure(card, card_lib.INFRA_SUBJECT,
+                         'latency_p99_ms_concurrent') == (
+                             summary.infra['latency_p99_ms_concurrent'])
+  assert card_lib.figure(card, card_lib.INFRA_SUBJECT,
+                         'throughput_rps_concurrent') > 0
+  # No --target-qps: the card says so instead of sizing anything.
+  assert card['considerations']['tradeoffs'][0]['description'].startswith(
+      'No --target-qps was given')
+  assert card_lib.figure(card, card_lib.TRAINING_SUBJECT, 'core_hours') > 0
+  # The run record beside the log names the card and reports its accuracy.
+  log_path = re.search(r'  log: (\S+)', stdout).group(1)
+  with open(log_path[:-len('.log')] + '.json', encoding='utf-8') as f:
+    record = json.load(f)
+  assert record['model_card'] == directory
+  assert record['accuracy'] == card_lib.figure(
+      card, 'Overall', 'sparse_categorical_accuracy')
 
 
 def _check_pushed_model(summary, spec):
@@ -159,6 +193,7 @@ def test_penguins_first_run_pushes_a_model_at_its_reported_accuracy(
   (infra_blessing,) = summary.executions['InfraValidator'].outputs['blessing']
   assert json.loads(infra_blessing.custom_properties[
       'serve_args'].string_value) == ['--batching', 'off']
+  _check_model_card(penguins_output, summary, result.stdout)
   # No Beam component built TFX's copy of itself for workers that share this
   # environment (pipeline/beam_staging.py).
   log_path = re.search(r'  log: (\S+)', result.stdout).group(1)

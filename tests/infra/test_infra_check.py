@@ -11,6 +11,7 @@ import pytest
 import tensorflow as tf
 
 from leantfx import infra_check
+from leantfx import sizing
 from tests.serving import model_builders
 
 pytestmark = pytest.mark.e2e
@@ -89,6 +90,11 @@ def test_checks_every_candidate_in_one_server_and_stops_it(tmp_path):
   assert (0 < good.figures['latency_p50_ms_concurrent'] <=
           good.figures['latency_p99_ms_concurrent'])
   assert good.figures['requests'] == 2 + 8 + 16
+  # The served throughput: 16 concurrent requests over the phase's wall
+  # time, which is at least as long as its slowest request.
+  concurrent_ms = 16 / good.figures['throughput_rps_concurrent'] * 1000
+  assert concurrent_ms >= good.figures['latency_p99_ms_concurrent']
+  assert good.figures['cpu_cores'] == sizing.machine_cores()
   assert results['columns_lite'].passed, results['columns_lite'].reason
 
   assert not results['permuted'].passed

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.unit
 # create_pipeline's components for a bundled dataset with a curated schema.
 COMPONENTS = {'CsvExampleGen', 'StatisticsGen', 'ImportSchemaGen',
               'ExampleValidator', 'Transform', 'Trainer', 'Evaluator',
-              'InfraValidator', 'Pusher'}
+              'InfraValidator', 'Pusher', 'ModelCardGenerator'}
 # The open-source backend's (the default): one task reads the Pusher's
 # records for the Evaluator's baseline and the warm start.
 LAST_BLESSED = 'LastBlessedModel'
@@ -235,10 +235,14 @@ def test_pipeline_root_is_in_the_spec_and_every_root_path_derives_from_it(
   with open(compiled['yaml']) as f:
     raw = yaml.safe_load(f)
   # Paths compiled from the root: the drift baselines (and whatever else a
-  # component keeps across runs) are below it, never beside it.
+  # component keeps across runs) are below it, never beside it. The model
+  # cards go beside the --serving-dir, as OUTPUT/model_cards beside
+  # OUTPUT/serving in a local run.
+  assert any(s == 'gs://bucket/model_cards' for s in _strings(raw))
   kept = [s for s in _strings(raw) if s.startswith('gs://bucket/')
           and not s.startswith(('gs://bucket/data', 'gs://bucket/serving',
-                                'gs://bucket/tflite'))]
+                                'gs://bucket/tflite',
+                                'gs://bucket/model_cards'))]
   assert any(s.endswith('/ValidationGate/drift_baselines') for s in kept)
   root = spec.default_pipeline_root
   for path in kept:

@@ -154,6 +154,8 @@ def _paths(tmp_path, local, cluster):
       cluster.pipeline_root: '<ROOT>',
       local.data_root: '<DATA>',
       cluster.data_root: '<DATA>',
+      local.model_card_base: '<MODEL_CARDS>',
+      cluster.model_card_base: '<MODEL_CARDS>',
   }
   if local.dataset.schema_file:
     mapping[schemas_dir] = '<SCHEMAS>'
@@ -194,7 +196,8 @@ def test_run_and_compile_build_the_same_pipeline(tmp_path, case):
                              expected_rows=None) == cluster.validation
   runner_facts = dict(pipeline_root=None, data_root=None,
                       serving_model_dir=None, metadata_path=None,
-                      tflite_push_base=None, orchestration=None,
+                      tflite_push_base=None, model_card_base=None,
+                      orchestration=None,
                       dataset=dataclasses.replace(local.dataset,
                                                   schema_file=None),
                       validation=None)
@@ -264,6 +267,11 @@ def test_run_and_compile_build_the_same_pipeline(tmp_path, case):
         'triggerPolicy']['condition']
     assert "_Evaluator.blessing" in condition and "['blessed'] == 1" in (
         condition), condition
+  # The model card runs for a push only, on both runners.
+  condition = spec['root']['dag']['tasks']['ModelCardGenerator'][
+      'triggerPolicy']['condition']
+  assert "_Pusher.pushed_model" in condition and "['pushed'] == 1" in (
+      condition), condition
 
 
 def test_default_digits_compiles_every_component_of_the_local_run(tmp_path):
@@ -272,9 +280,9 @@ def test_default_digits_compiles_every_component_of_the_local_run(tmp_path):
   nodes = {n.id for n in pipeline_lib.create_pipeline(local).components}
   # ExampleGen, statistics, schema, validator, the gate, Augment, Transform,
   # Trainer, the baseline resolver, Evaluator, InfraValidator, Pusher,
-  # ModelOptimizer.
-  assert len(nodes) == 13 and {'ModelOptimizer', 'InfraValidator'} <= nodes, (
-      sorted(nodes))
+  # ModelOptimizer, ModelCardGenerator.
+  assert len(nodes) == 14 and {'ModelOptimizer', 'InfraValidator',
+                               'ModelCardGenerator'} <= nodes, sorted(nodes)
   assert set(_compiled_components(spec)) == set(_oss_ids(nodes))
 
 

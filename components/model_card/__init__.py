@@ -1,0 +1,1 @@
+"""ModelCardGenerator: a model card for each push, built from ML Metadata."""
