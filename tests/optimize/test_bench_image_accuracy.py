@@ -20,7 +20,7 @@ from leantfx.components.optimize.export import onnx as onnx_export
 from leantfx.components.optimize.export import openvino as openvino_export
 from leantfx.components.optimize.export import runtime_variants
 from leantfx.runtimes import registry as runtimes
-from leantfx.components.optimize.export import tflite as tflite_export
+from leantfx.runtimes import serving_export
 from leantfx.models import architectures
 
 pytestmark = pytest.mark.unit
@@ -65,7 +65,7 @@ def spies(monkeypatch):
   seen = {'scores': {}, 'keras': [], 'calibration': []}
   real_tflite, real_server = measure.measure_tflite, runtime_variants.scores
   real_keras = _keras_utils.accuracy
-  real_samples = tflite_export.calibration_samples
+  real_samples = serving_export.calibration_samples
 
   def tflite_scores(path, data, **kwargs):
     found = real_tflite(path, data, **kwargs)

@@ -26,7 +26,7 @@ from leantfx.components.optimize.export import openvino as openvino_export
 from leantfx.runtimes import openvino as openvino_runtime
 from leantfx.components.optimize.export import runtime_variants
 from leantfx.runtimes import registry as runtimes
-from leantfx.components.optimize.export import tflite as tflite_export
+from leantfx.runtimes import serving_export
 from tests.optimize.conftest import FEATURE
 from tests.optimize.conftest import NUM_TRAIN
 from tests.optimize.conftest import TEACHER_LEARNING_RATE
@@ -93,7 +93,7 @@ def exported(factorized, digits, tmp_path_factory):
   return {
       mode: runtime_variants.export(
           runtimes.OPENVINO, factorized, mode, train, str(work / mode),
-          tflite_export.DEFAULT_CALIBRATION_SAMPLES, cache)
+          serving_export.DEFAULT_CALIBRATION_SAMPLES, cache)
       for mode in ('float32', 'int8')}
 
 
@@ -167,7 +167,7 @@ def test_quantized_whole_the_model_still_triggers_the_plugin_bug(
   monkeypatch.setattr(openvino_export, 'bias_free_matmul_names',
                       lambda model: [])
   samples = [{FEATURE: digits.x[i:i + 1]}
-             for i in range(tflite_export.DEFAULT_CALIBRATION_SAMPLES)]
+             for i in range(serving_export.DEFAULT_CALIBRATION_SAMPLES)]
   quantized = openvino_export.quantize_int8(
       ov.Core().read_model(exported['float32']), samples)
   path = str(tmp_path / openvino_export.XML_FILE)

@@ -27,6 +27,7 @@ from leantfx.errors import ConfigError
 from leantfx.runtimes import push
 from leantfx.runtimes import registry
 from leantfx.runtimes import runtime as runtime_lib
+from leantfx.runtimes import serving_export
 from leantfx.runtimes import timing
 from leantfx.serving import loading
 from leantfx.serving import servable
@@ -79,7 +80,7 @@ def test_artifact_paths_round_trip(tmp_path):
 
 def _export(name, model, folder):
   if name == 'tflite':
-    saved_model = tflite_export.save_serving_model(
+    saved_model = serving_export.save_serving_model(
         model, os.path.join(folder, 'saved_model'))
     path = os.path.join(folder, 'model.tflite')
     tflite_export.export_saved_model_tflite(saved_model, 'float32',

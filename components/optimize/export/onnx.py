@@ -1,7 +1,7 @@
 """Exports a tf_keras model to ONNX: float32 (tf2onnx), or int8 static QDQ.
 
 'float32' is tf2onnx's conversion of the model's serving SavedModel (the
-signature tflite_export.save_serving_model writes; the inputs keep their
+signature serving_export.save_serving_model writes; the inputs keep their
 Keras names, opset 17). 'int8' is ONNX Runtime's static
 quantization of that file in the QDQ format (QuantizeLinear/DequantizeLinear
 pairs, which ONNX Runtime fuses into integer kernels), weights per channel,
@@ -16,7 +16,7 @@ import numpy as np
 import tensorflow as tf
 
 from leantfx.components.optimize.export import exporter as exporter_lib
-from leantfx.components.optimize.export import tflite as tflite_export
+from leantfx.runtimes import serving_export
 from leantfx.errors import ConfigError
 from leantfx.runtimes import onnx as onnx_runtime
 
@@ -40,7 +40,7 @@ def convert_saved_model(saved_model_dir: str, output_path: str) -> str:
   from tf2onnx import tf_loader  # pylint: disable=g-import-not-at-top
   graph_def, inputs, outputs, tables, renames = tf_loader.from_saved_model(
       saved_model_dir, None, None,
-      signatures=[tflite_export.SERVING_SIGNATURE],
+      signatures=[serving_export.SERVING_SIGNATURE],
       return_initialized_tables=True, return_tensors_to_rename=True)
   with tf.device('/cpu:0'):
     convert._convert_common(  # pylint: disable=protected-access
@@ -62,7 +62,7 @@ def quantize_int8(float_path: str, output_path: str,
   Raises:
     ConfigError: `samples` is empty.
   """
-  tflite_export.require_calibration_samples(samples, 'ONNX', INT8)
+  serving_export.require_calibration_samples(samples, 'ONNX', INT8)
   import onnx  # pylint: disable=g-import-not-at-top
   from onnxruntime import quantization  # pylint: disable=g-import-not-at-top
   names = [i.name for i in onnx.load(float_path, load_external_data=False
@@ -95,7 +95,7 @@ def export_onnx(model,
                 *,
                 output_dir: str,
                 num_calibration_samples: int = (
-                    tflite_export.DEFAULT_CALIBRATION_SAMPLES)) -> str:
+                    serving_export.DEFAULT_CALIBRATION_SAMPLES)) -> str:
   """Writes model.onnx for a tf_keras model (through its serving SavedModel).
 
   Args:
@@ -115,10 +115,10 @@ def export_onnx(model,
     raise ConfigError(f'Unknown ONNX mode {mode!r}; use one of {MODES}.')
   samples = None
   if mode == INT8:
-    samples = tflite_export.int8_calibration_samples(
+    samples = serving_export.int8_calibration_samples(
         model, representative_data, num_calibration_samples, 'ONNX')
   with tempfile.TemporaryDirectory(prefix='leantfx-onnx-') as tmp:
-    saved_model = tflite_export.save_serving_model(
+    saved_model = serving_export.save_serving_model(
         model, os.path.join(tmp, 'saved_model'))
     return export_saved_model(saved_model, mode, samples, output_dir)
 
@@ -135,7 +135,7 @@ def export_saved_model(saved_model_dir: str, mode: str,
   if mode not in MODES:
     raise ConfigError(f'Unknown ONNX mode {mode!r}; use one of {MODES}.')
   if mode == INT8:
-    tflite_export.require_calibration_samples(samples or [], 'ONNX', mode)
+    serving_export.require_calibration_samples(samples or [], 'ONNX', mode)
   os.makedirs(output_dir, exist_ok=True)
   output_path = os.path.join(output_dir, MODEL_FILE)
   if mode == FLOAT32:

@@ -1,7 +1,7 @@
 """Exports a tf_keras model to OpenVINO IR: float32, or int8 calibrated by NNCF.
 
 The model is saved as a SavedModel with its serving signature
-(``tflite_export.save_serving_model``, the same graph the TFLite converter
+(``serving_export.save_serving_model``, the same graph the TFLite converter
 reads) and read by ``openvino.convert_model``. 'float32' keeps float32
 weights (``compress_to_fp16=False``); 'int8' is NNCF post-training
 quantization of that model, calibrated on train-split examples (the
@@ -35,7 +35,7 @@ import numpy as np
 
 from leantfx import raw_serving
 from leantfx.components.optimize.export import exporter as exporter_lib
-from leantfx.components.optimize.export import tflite as tflite_export
+from leantfx.runtimes import serving_export
 from leantfx.errors import ConfigError
 from leantfx.runtimes import openvino as openvino_runtime
 from leantfx.runtimes import registry as runtimes_lib
@@ -87,7 +87,7 @@ def quantize_int8(ov_model, samples: List[Dict[str, np.ndarray]],
   Raises:
     ConfigError: `samples` is empty.
   """
-  tflite_export.require_calibration_samples(samples, 'OpenVINO', INT8)
+  serving_export.require_calibration_samples(samples, 'OpenVINO', INT8)
   runtimes_lib.decline_openvino_telemetry()
   import nncf  # pylint: disable=g-import-not-at-top
   names = [p.get_any_name() for p in ov_model.inputs]
@@ -169,7 +169,7 @@ def export_openvino(model,
                     *,
                     output_dir: str,
                     num_calibration_samples: int = (
-                        tflite_export.DEFAULT_CALIBRATION_SAMPLES),
+                        serving_export.DEFAULT_CALIBRATION_SAMPLES),
                     saved_model_dir: Optional[str] = None) -> str:
   """Writes model.xml and model.bin for a tf_keras model.
 
@@ -192,11 +192,11 @@ def export_openvino(model,
     raise ConfigError(f'Unknown OpenVINO mode {mode!r}; use one of {MODES}.')
   samples = []
   if mode == INT8:
-    samples = tflite_export.int8_calibration_samples(
+    samples = serving_export.int8_calibration_samples(
         model, representative_data, num_calibration_samples, 'OpenVINO')
   with tempfile.TemporaryDirectory(prefix='leantfx-openvino-') as tmp:
     if saved_model_dir is None:
-      saved_model_dir = tflite_export.save_serving_model(
+      saved_model_dir = serving_export.save_serving_model(
           model, os.path.join(tmp, 'saved_model'))
     return export_saved_model(saved_model_dir, mode, samples, output_dir)
 
@@ -212,7 +212,7 @@ def export_saved_model(saved_model_dir: str, mode: str,
   if mode not in MODES:
     raise ConfigError(f'Unknown OpenVINO mode {mode!r}; use one of {MODES}.')
   if mode == INT8:
-    tflite_export.require_calibration_samples(samples or [], 'OpenVINO', mode)
+    serving_export.require_calibration_samples(samples or [], 'OpenVINO', mode)
   import openvino as ov  # pylint: disable=g-import-not-at-top
   ov_model = convert(saved_model_dir)
   if mode == INT8:

@@ -55,6 +55,7 @@ import tensorflow as tf
 
 from leantfx.components.optimize.evaluation import measure
 from leantfx.components.optimize.export import tflite as tflite_export
+from leantfx.runtimes import serving_export
 from leantfx.errors import ConfigError
 from leantfx.errors import InputDataError
 from leantfx.models import features
@@ -105,7 +106,7 @@ def categorical_vocabularies(model, tf_transform_output, label: str
   serving_spec = raw_serving.serving_feature_spec(
       tf_transform_output.raw_feature_spec(), label)
   return _vocabularies(tf_transform_output, serving_spec,
-                       tflite_export.serving_input_specs(model))
+                       serving_export.serving_input_specs(model))
 
 
 def save_raw_serving_model(model, tf_transform_output, label: str,
@@ -131,7 +132,7 @@ def save_raw_serving_model(model, tf_transform_output, label: str,
   Raises:
     ConfigError: the Transform does not produce one of the model's inputs.
   """
-  specs = tflite_export.serving_input_specs(model)
+  specs = serving_export.serving_input_specs(model)
   transformed = tf_transform_output.transformed_feature_spec()
   missing = sorted(set(specs) - set(transformed))
   if missing:
@@ -190,7 +191,7 @@ def save_raw_serving_model(model, tf_transform_output, label: str,
   tf.saved_model.save(
       holder, export_dir,
       signatures={
-          tflite_export.SERVING_SIGNATURE: serve.get_concrete_function()
+          serving_export.SERVING_SIGNATURE: serve.get_concrete_function()
       })
   return export_dir
 
@@ -201,7 +202,7 @@ def export_raw_tflite(model, tf_transform_output, label: str,
                           Mapping[str, np.ndarray]] = None,
                       *, output_path: Optional[str] = None,
                       num_calibration_samples: int = (
-                          tflite_export.DEFAULT_CALIBRATION_SAMPLES)
+                          serving_export.DEFAULT_CALIBRATION_SAMPLES)
                      ) -> bytes:
   """Converts ``model`` behind the Transform to a raw-input .tflite.
 
@@ -250,7 +251,7 @@ def run_raw_tflite(model_content: bytes, raw: Mapping[str, np.ndarray],
   """
   interpreter = tf.lite.Interpreter(model_content=model_content,
                                     num_threads=num_threads)
-  runner = interpreter.get_signature_runner(tflite_export.SERVING_SIGNATURE)
+  runner = interpreter.get_signature_runner(serving_export.SERVING_SIGNATURE)
   details = runner.get_input_details()
   feed = {}
   for name, detail in details.items():

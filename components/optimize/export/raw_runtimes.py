@@ -35,7 +35,7 @@ from leantfx.components.optimize.evaluation import measure
 from leantfx.components.optimize.export import exporter as exporter_lib
 from leantfx.components.optimize.export import exporters
 from leantfx.components.optimize.export import raw_features
-from leantfx.components.optimize.export import tflite as tflite_export
+from leantfx.runtimes import serving_export
 from leantfx.errors import ConfigError
 from leantfx.runtimes import registry as runtimes_lib
 from leantfx.runtimes import runtime as runtime_lib
@@ -77,7 +77,7 @@ def export_raw(runtime: str, model, tf_transform_output, label: str,
                raw_train_features: Optional[Mapping[str, np.ndarray]],
                *, output_dir: str,
                num_calibration_samples: int = (
-                   tflite_export.DEFAULT_CALIBRATION_SAMPLES)) -> str:
+                   serving_export.DEFAULT_CALIBRATION_SAMPLES)) -> str:
   """Writes ``model`` behind the Transform as OpenVINO IR or ONNX.
 
   ``prepare_raw`` then ``convert_raw`` in this process (the ModelOptimizer
@@ -115,7 +115,7 @@ def prepare_raw(runtime: str, model, tf_transform_output, label: str,
                 raw_train_features: Optional[Mapping[str, np.ndarray]],
                 *, scratch: str,
                 num_calibration_samples: int = (
-                    tflite_export.DEFAULT_CALIBRATION_SAMPLES)
+                    serving_export.DEFAULT_CALIBRATION_SAMPLES)
                ) -> Dict[str, Any]:
   """The half of ``export_raw`` that needs the Keras model and the Transform.
 
@@ -146,7 +146,7 @@ def prepare_raw(runtime: str, model, tf_transform_output, label: str,
           'calibrate; none were given.')
     samples = raw_calibration_samples(raw_train_features,
                                       num_calibration_samples)
-    tflite_export.require_calibration_samples(
+    serving_export.require_calibration_samples(
         samples, runtimes_lib.LABELS[runtime], mode)
     _check_columns(raw_train_features, tf_transform_output, label)
   vocabularies = {}

@@ -25,7 +25,7 @@ from leantfx.components.optimize.evaluation import measure
 from leantfx.components.optimize.evaluation import quality as quality_lib
 from leantfx.components.optimize.export import exporter as exporter_lib
 from leantfx.components.optimize.export import exporters
-from leantfx.components.optimize.export import tflite as tflite_export
+from leantfx.runtimes import serving_export
 from leantfx.runtimes import registry as runtimes_lib
 
 FLOAT32 = exporter_lib.FLOAT32
@@ -47,10 +47,10 @@ def export(runtime: str, model, mode: str, representative_data, out_dir: str,
   cache['scratch'] is a folder for them that the caller removes.
   """
   if 'saved_model' not in cache:
-    cache['saved_model'] = tflite_export.save_serving_model(
+    cache['saved_model'] = serving_export.save_serving_model(
         model, os.path.join(cache['scratch'], 'saved_model'))
   if mode == INT8 and 'samples' not in cache:
-    cache['samples'] = tflite_export.int8_calibration_samples(
+    cache['samples'] = serving_export.int8_calibration_samples(
         model, representative_data, num_calibration_samples,
         runtimes_lib.LABELS.get(runtime, runtime))
   return export_saved_model(runtime, cache['saved_model'], mode,
@@ -177,7 +177,7 @@ def export_and_score(
     eval_data: measure.LabeledData,
     out_dir: str,
     num_threads: int = measure.DEFAULT_NUM_THREADS,
-    num_calibration_samples: int = tflite_export.DEFAULT_CALIBRATION_SAMPLES,
+    num_calibration_samples: int = serving_export.DEFAULT_CALIBRATION_SAMPLES,
     modes: Sequence[str] = MODES,
     details: Optional[Mapping[str, Any]] = None,
     on_failure: Optional[Callable[[str, Exception], None]] = None,
@@ -210,7 +210,7 @@ def export_and_score(
     One Built per pair exported and scored.
   """
   with tempfile.TemporaryDirectory(prefix='leantfx-runtimes-') as scratch:
-    saved_model = tflite_export.save_serving_model(
+    saved_model = serving_export.save_serving_model(
         model, os.path.join(scratch, 'saved_model'))
     job = saved_model_job(
         model, saved_model,
@@ -233,15 +233,15 @@ def saved_model_job(model, saved_model_dir: str, *, representative_data,
   its facts (parameters, sparsity, the technique's details); ``arguments``
   (candidate_name, technique, runtimes, eval_data, out_dir, num_threads,
   modes, quality) pass through. ``saved_model_dir`` holds the model's
-  serving SavedModel already (tflite_export.save_serving_model; the
+  serving SavedModel already (serving_export.save_serving_model; the
   ModelOptimizer's TFLite modes convert the same one). Everything in it
   pickles: the ModelOptimizer sends it to its worker process.
   """
   samples = None
   if (INT8 in arguments.get('modes', MODES) and
       representative_data is not None):
-    samples = tflite_export.calibration_samples(
-        representative_data, tflite_export.serving_input_specs(model),
+    samples = serving_export.calibration_samples(
+        representative_data, serving_export.serving_input_specs(model),
         num_calibration_samples)
   params, sparsity, facts = measure._model_facts(model, details)  # pylint: disable=protected-access
   return dict(arguments, saved_model_dir=saved_model_dir, samples=samples,
