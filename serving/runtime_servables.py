@@ -33,7 +33,7 @@ too); the answers are turned back here, so clients see one contract.
 
 A raw-feature OpenVINO version of a model with vocabulary columns takes
 those columns as int64 vocabulary ids (OpenVINO runs no lookup table) and
-carries the vocabularies (leantfx/raw_serving.STRING_LOOKUPS_FILE, listed in
+carries the vocabularies (leantfx/runtimes/string_lookups.py, listed in
 its manifest): the servable shows those inputs as strings, as the
 SavedModel's serving_default takes them, and maps each request's strings to
 ids before the model.
@@ -47,8 +47,8 @@ import numpy as np
 from leantfx.runtimes import onnx as onnx_runtime
 from leantfx.runtimes import openvino as openvino_runtime
 from leantfx.runtimes import push
+from leantfx.runtimes import string_lookups
 from leantfx.errors import ConfigError
-from leantfx import raw_serving
 from leantfx.serving import dtypes
 from leantfx.serving import servable as servable_lib
 from leantfx.serving import signature as signature_lib
@@ -156,14 +156,14 @@ class OpenVINOServable(_RuntimeServable):
     self._models = models
     compiled = compiled_of[models.ANY]
     try:
-      self._lookups = raw_serving.read_string_lookups(path)
+      self._lookups = string_lookups.read_string_lookups(path)
     except ValueError as e:
       raise servable_lib.LoadError(str(e), status.Code.DATA_LOSS) from e
     self._inputs = {p.get_any_name().split(':')[0]: p for p in compiled.inputs}
     unknown = sorted(set(self._lookups) - set(self._inputs))
     if unknown:
       raise servable_lib.LoadError(
-          f'{path}: {raw_serving.STRING_LOOKUPS_FILE} names {unknown}, which '
+          f'{path}: {string_lookups.STRING_LOOKUPS_FILE} names {unknown}, which '
           f'{xml} does not take (it takes {sorted(self._inputs)}).',
           status.Code.DATA_LOSS)
     self._outputs = {

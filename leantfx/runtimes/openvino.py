@@ -36,6 +36,7 @@ from typing import Any, Callable, Dict, Mapping, Optional, Sequence
 import numpy as np
 
 from leantfx.runtimes import runtime as runtime_lib
+from leantfx.runtimes import string_lookups
 from leantfx.runtimes import timing
 from leantfx.errors import ConfigError
 
@@ -49,10 +50,6 @@ DYNAMIC_BATCH_ONE_ATOL = 1e-3
 # between the two, and whether it is within DYNAMIC_BATCH_ONE_ATOL.
 DYNAMIC_BATCH_ONE_GAP = 'dynamic_batch_one_max_abs_diff'
 DYNAMIC_BATCH_ONE_OK = 'dynamic_batch_one_ok'
-# The vocabularies of the columns a raw-feature IR takes as ids (OpenVINO
-# runs no lookup table), beside model.xml and pushed with it
-# (leantfx/raw_serving.py reads and writes it).
-STRING_LOOKUPS_FILE = 'string_lookups.json'
 
 
 def _batch_shapes(model, batch_size: int) -> Dict[int, object]:
@@ -361,7 +358,9 @@ class OpenVINORuntime(runtime_lib.Runtime):
   label = 'OpenVINO'
   model_file = 'model.xml'
   files = ('model.xml', 'model.bin')
-  optional_files = (STRING_LOOKUPS_FILE,)
+  # The vocabularies of the columns a raw-feature IR takes as ids (OpenVINO
+  # runs no lookup table), beside model.xml and pushed with it.
+  optional_files = (string_lookups.STRING_LOOKUPS_FILE,)
   required_modules = ('openvino', 'nncf')
   timed_call = 'InferRequest.infer() on a compiled model, inputs set once'
 

@@ -42,7 +42,7 @@ SCORE_OUTPUTS = ('probabilities', 'predictions')
 
 # {column: a callable mapping a [batch] array of strings to int64 ids}: the
 # vocabularies a model that takes vocabulary ids carries beside its file
-# (leantfx/raw_serving.StringLookup).
+# (string_lookups.StringLookup).
 Lookups = Mapping[str, Callable[[np.ndarray], np.ndarray]]
 
 

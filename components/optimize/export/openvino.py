@@ -33,7 +33,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 import numpy as np
 
-from leantfx import raw_serving
+from leantfx.runtimes import string_lookups
 from leantfx.components.optimize.export import exporter as exporter_lib
 from leantfx.runtimes import serving_export
 from leantfx.errors import ConfigError
@@ -233,13 +233,14 @@ def export_raw(saved_model: str, mode: str,
   Vocabulary columns cannot be looked up in the IR (the converter has no
   HashTableV2 / LookupTableFindV2): the wrapper takes them as their int64
   ids (``lookups_outside``) and ``vocabularies`` are written beside
-  model.xml (raw_serving.STRING_LOOKUPS_FILE, pushed with it); whoever
+  model.xml (string_lookups.STRING_LOOKUPS_FILE, pushed with it); whoever
   calls the IR maps strings to ids with them first
   (leantfx/runtimes/openvino.input_value). OpenVINO Model Server, which
   does not read that file, takes the ids.
   """
   import openvino as ov  # pylint: disable=g-import-not-at-top
-  lookups = {c: raw_serving.StringLookup(v) for c, v in vocabularies.items()}
+  lookups = {c: string_lookups.StringLookup(v)
+             for c, v in vocabularies.items()}
   try:
     ov_model = convert(saved_model)
   except Exception as e:  # pylint: disable=broad-except
@@ -249,13 +250,13 @@ def export_raw(saved_model: str, mode: str,
         {c: openvino_runtime.input_value(v, lookups.get(c), np.float32)
          for c, v in sample.items()} for sample in samples])
   os.makedirs(output_dir, exist_ok=True)
-  stale = os.path.join(output_dir, raw_serving.STRING_LOOKUPS_FILE)
+  stale = os.path.join(output_dir, string_lookups.STRING_LOOKUPS_FILE)
   if os.path.exists(stale):
     os.remove(stale)
   xml_path = os.path.join(output_dir, XML_FILE)
   ov.save_model(ov_model, xml_path, compress_to_fp16=False)
   if vocabularies:
-    raw_serving.write_string_lookups(output_dir, vocabularies)
+    string_lookups.write_string_lookups(output_dir, vocabularies)
   return xml_path
 
 

@@ -27,7 +27,7 @@ import os
 import tempfile
 from typing import Any, Dict, Mapping, Tuple
 
-from leantfx import raw_serving
+from leantfx.runtimes import string_lookups
 from leantfx.components.optimize.evaluation import measure
 from leantfx.components.optimize.export import exporters
 from leantfx.components.optimize.export import raw_features
@@ -192,7 +192,7 @@ class ServerRawExport(RawExport):
     # The runtime's own facts (OpenVINO: what OVMS, which compiles the IR as
     # pushed, would answer at batch 1; leantfx deploy ovms reads it).
     facts.update(measured.get('push_facts', {}))
-    looked_up = sorted(raw_serving.read_string_lookups(out_dir))
+    looked_up = sorted(string_lookups.read_string_lookups(out_dir))
     if looked_up:
       # OpenVINO: these columns' strings become ids before the IR (in
       # leantfx serve; in the timed call's Python part, not in the IR's p50).

@@ -32,10 +32,10 @@ Where the raw -> transformed step lives, per runtime:
            hash-table op, so a vocabulary column cannot be looked up in its
            graph: for such a model the wrapper takes that column as its
            int64 vocabulary ids (``lookups_outside``), the vocabularies
-           travel beside the IR (raw_serving.STRING_LOOKUPS_FILE, pushed and
+           travel beside the IR (leantfx/runtimes/string_lookups.py, pushed and
            hashed in the version's manifest) and serving/
            runtime_servables.py maps a request's strings to ids with them
-           (raw_serving.StringLookup, the table's mapping in numpy) before
+           (string_lookups.StringLookup, the table's mapping in numpy) before
            the model.
 
 Parity (tests/optimize/test_raw_features.py): on eval rows the raw-input
@@ -123,7 +123,7 @@ def save_raw_serving_model(model, tf_transform_output, label: str,
       signature then answers 'predictions', as the Trainer's does).
     export_dir: the SavedModel directory to write.
     lookups_outside: each vocabulary column comes in as its int64 ids
-      ([batch], raw_serving.StringLookup's output) instead of strings, so
+      ([batch], string_lookups.StringLookup's output) instead of strings, so
       the graph holds no lookup table (for OpenVINO, which runs none).
 
   Returns:

@@ -12,7 +12,7 @@ vocabulary column), converted by the runtime's ``Exporter``
 A runtime that runs no lookup table (``Exporter.lookups_outside``:
 OpenVINO) takes each vocabulary column as its int64 ids, and the export
 writes the vocabularies beside its model file
-(raw_serving.STRING_LOOKUPS_FILE, pushed with it).
+(string_lookups.STRING_LOOKUPS_FILE, pushed with it).
 
 An export is run here as a client runs it, through its runtime's predictor
 (leantfx/runtimes: ``Runtime.predictor`` with the vocabularies found beside
@@ -39,6 +39,7 @@ from leantfx.runtimes import serving_export
 from leantfx.errors import ConfigError
 from leantfx.runtimes import registry as runtimes_lib
 from leantfx.runtimes import runtime as runtime_lib
+from leantfx.runtimes import string_lookups
 
 RUNTIMES = exporters.SERVER_RUNTIMES
 FLOAT32 = exporter_lib.FLOAT32
@@ -188,7 +189,7 @@ def raw_predictor(runtime: str, path: str, num_threads: int = 1
   The runtime's predictor, given the vocabularies found beside ``path``
   (an export whose runtime takes vocabulary ids carries them).
   """
-  lookups = raw_serving.read_string_lookups(os.path.dirname(path))
+  lookups = string_lookups.read_string_lookups(os.path.dirname(path))
   return runtimes_lib.get(runtime).predictor(path, num_threads, lookups)
 
 
