@@ -2,8 +2,8 @@
 
 - tflite.py: TFLite conversion, post-training quantization included
   (float16, dynamic range, int8, 16x8).
-- exporter.py: the ``Exporter`` interface a server runtime's export
-  implements; exporters.py lists them by runtime name.
+- exporters.py: every server runtime's ``Exporter`` (the interface is
+  leantfx/runtimes/exporter.py) by runtime name.
 - openvino.py: OpenVINO IR, float32 and NNCF int8 (and raw-feature IR):
   its ``Exporter``.
 - onnx.py: ONNX through tf2onnx, float32 and ONNX Runtime's static int8

@@ -8,7 +8,7 @@ through ``get``.
 """
 from typing import Dict, Tuple
 
-from leantfx.components.optimize.export import exporter as exporter_lib
+from leantfx.runtimes import exporter as exporter_lib
 from leantfx.components.optimize.export import onnx as onnx_export
 from leantfx.components.optimize.export import openvino as openvino_export
 from leantfx.errors import ConfigError

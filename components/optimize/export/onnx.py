@@ -15,7 +15,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence
 import numpy as np
 import tensorflow as tf
 
-from leantfx.components.optimize.export import exporter as exporter_lib
+from leantfx.runtimes import exporter as exporter_lib
 from leantfx.runtimes import serving_export
 from leantfx.errors import ConfigError
 from leantfx.runtimes import onnx as onnx_runtime

@@ -34,7 +34,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence
 import numpy as np
 
 from leantfx.runtimes import string_lookups
-from leantfx.components.optimize.export import exporter as exporter_lib
+from leantfx.runtimes import exporter as exporter_lib
 from leantfx.runtimes import serving_export
 from leantfx.errors import ConfigError
 from leantfx.runtimes import openvino as openvino_runtime

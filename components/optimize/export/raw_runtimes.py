@@ -32,7 +32,7 @@ import numpy as np
 
 from leantfx import raw_serving
 from leantfx.components.optimize.evaluation import measure
-from leantfx.components.optimize.export import exporter as exporter_lib
+from leantfx.runtimes import exporter as exporter_lib
 from leantfx.components.optimize.export import exporters
 from leantfx.components.optimize.export import raw_features
 from leantfx.runtimes import serving_export

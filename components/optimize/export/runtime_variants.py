@@ -23,7 +23,7 @@ import tensorflow as tf
 from leantfx import stopping
 from leantfx.components.optimize.evaluation import measure
 from leantfx.components.optimize.evaluation import quality as quality_lib
-from leantfx.components.optimize.export import exporter as exporter_lib
+from leantfx.runtimes import exporter as exporter_lib
 from leantfx.components.optimize.export import exporters
 from leantfx.runtimes import serving_export
 from leantfx.runtimes import registry as runtimes_lib
