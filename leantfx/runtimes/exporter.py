@@ -27,7 +27,6 @@ class Exporter(abc.ABC):
   """How the optimizer writes a server runtime's files.
 
   Attributes:
-    runtime: the runtime exported to (registry.py).
     modes: the modes it builds.
     lookups_outside: a raw-feature export takes vocabulary columns as
       their int64 ids (the runtime runs no lookup table), and the
@@ -35,10 +34,13 @@ class Exporter(abc.ABC):
     export_modules: modules the export imports beyond the runtime's
       ``required_modules`` (the worker imports them before its first job).
   """
-  runtime: 'runtime.Runtime'  # pylint: disable=undefined-variable
   modes: Tuple[str, ...] = MODES
   lookups_outside: bool = False
   export_modules: Tuple[str, ...] = ()
+
+  def prepare_process(self) -> None:
+    """Runs in a process before it imports the export's modules (a worker's
+    warm-up); nothing by default."""
 
   @abc.abstractmethod
   def export_saved_model(self, saved_model_dir: str, mode: str,

@@ -32,6 +32,7 @@ from typing import (Any, Callable, Dict, Mapping, Optional, Protocol,
 
 import numpy as np
 
+from leantfx.runtimes import exporter as exporter_lib
 from leantfx.runtimes import timing
 
 # The outputs scored, in preference order, when a model has several (a
@@ -89,6 +90,9 @@ class Runtime(abc.ABC):
       (listed and hashed in the manifest).
     required_modules: the Python modules its export and measurement import.
     timed_call: the call its timer times, as the variants' facts say it.
+    exporter: how the ModelOptimizer writes its float32 and int8 variants
+      (and raw-feature exports) in its worker; None for TFLite, whose
+      variants are built in the optimizer's own process, beside training.
   """
   name: str
   label: str
@@ -97,6 +101,7 @@ class Runtime(abc.ABC):
   optional_files: Tuple[str, ...] = ()
   required_modules: Tuple[str, ...] = ()
   timed_call: str = ''
+  exporter: Optional[exporter_lib.Exporter] = None
 
   def model_path(self, folder: str) -> str:
     """The file this runtime loads in ``folder``."""

@@ -17,8 +17,8 @@ import os
 import numpy as np
 import pytest
 
-from leantfx.components.optimize.export import onnx as onnx_export
-from leantfx.components.optimize.export import openvino as openvino_export
+from leantfx.runtimes import onnx as onnx_runtime
+from leantfx.runtimes import openvino as openvino_runtime
 from leantfx.components.optimize.export import raw_runtimes
 from leantfx.errors import ConfigError
 from leantfx.runtimes import registry
@@ -54,10 +54,8 @@ def _run_raw(runtime, path, raw):
     import onnxruntime as ort  # pylint: disable=g-import-not-at-top
     session = ort.InferenceSession(path, providers=['CPUExecutionProvider'])
     names = [o.name for o in session.get_outputs()]
-    from leantfx.runtimes import onnx as onnx_runtime  # pylint: disable=g-import-not-at-top
     return dict(zip(names, session.run(names, onnx_runtime.feed({}, raw))))
   from leantfx.runtimes import string_lookups  # pylint: disable=g-import-not-at-top
-  from leantfx.runtimes import openvino as openvino_runtime  # pylint: disable=g-import-not-at-top
   compiled = openvino_runtime.compile_model(path, 1)
   lookups = string_lookups.read_string_lookups(os.path.dirname(path))
   result = compiled({
@@ -74,17 +72,16 @@ def _transformed_int8(runtime, fx, tmp_path):
   out = str(tmp_path / 'transformed_int8')
   if runtime == registry.ONNX:
     import onnxruntime as ort  # pylint: disable=g-import-not-at-top
-    path = onnx_export.export_onnx(
+    path = onnx_runtime.export_onnx(
         fx.model, 'int8', fx.transformed_train, output_dir=out,
         num_calibration_samples=_CALIBRATION_SAMPLES)
     session = ort.InferenceSession(path, providers=['CPUExecutionProvider'])
     feed = {i.name: fx.transformed_eval[i.name]
             for i in session.get_inputs()}
     return session.run(['probabilities'], feed)[0]
-  path = openvino_export.export_openvino(
+  path = openvino_runtime.export_openvino(
       fx.model, 'int8', fx.transformed_train, output_dir=out,
       num_calibration_samples=_CALIBRATION_SAMPLES)
-  from leantfx.runtimes import openvino as openvino_runtime  # pylint: disable=g-import-not-at-top
   compiled = openvino_runtime.compile_model(path, 1)
   result = compiled({p: fx.transformed_eval[p.get_any_name().split(':')[0]]
                      for p in compiled.inputs})
@@ -116,11 +113,11 @@ def _check(fx, runtime, mode, tmp_path, name, request=None,
       runtime, fx.model, fx.tft_output, fx.spec.label, fx.spec.classes, mode,
       fx.raw_train, output_dir=str(version_dir),
       num_calibration_samples=_CALIBRATION_SAMPLES)
-  expected_file = (onnx_export.MODEL_FILE if runtime == registry.ONNX
-                   else openvino_export.XML_FILE)
+  expected_file = (onnx_runtime.MODEL_FILE if runtime == registry.ONNX
+                   else openvino_runtime.XML_FILE)
   assert path == str(version_dir / expected_file)
   if runtime == registry.OPENVINO:
-    assert os.path.isfile(version_dir / openvino_export.BIN_FILE)
+    assert os.path.isfile(version_dir / openvino_runtime.BIN_FILE)
 
   out = _run_raw(runtime, path, fx.raw_eval)
   probabilities = out['probabilities']

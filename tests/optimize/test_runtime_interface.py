@@ -19,7 +19,6 @@ import numpy as np
 import pytest
 
 from leantfx.components.optimize.evaluation import measure
-from leantfx.components.optimize.export import exporters
 from leantfx.components.optimize.export import raw_exports
 from leantfx.components.optimize.export import runtime_variants
 from leantfx.components.optimize.export import tflite as tflite_export
@@ -133,12 +132,17 @@ def test_each_runtime_predicts_and_times_its_float32_export(
 
 
 def test_each_layer_reaches_every_runtime_through_its_registry():
-  # Exports: one Exporter per server runtime, in the module named as the
-  # runtime; the raw-column fold has a part for every runtime.
-  assert exporters.SERVER_RUNTIMES == registry.SERVER_RUNTIMES
-  for name, exporter in exporters.BY_RUNTIME.items():
-    assert exporter.runtime is registry.get(name)
-    assert type(exporter).__module__.endswith(f'.export.{name}')
+  # Exports: one Exporter per server runtime, in the runtime's own module;
+  # TFLite has none (its variants are built beside training); the
+  # raw-column fold has a part for every runtime.
+  assert registry.SERVER_RUNTIMES == ('openvino', 'onnx')
+  assert registry.get('tflite').exporter is None
+  for name in registry.SERVER_RUNTIMES:
+    exporter = registry.exporter(name)
+    assert exporter is registry.get(name).exporter
+    assert type(exporter).__module__ == f'leantfx.runtimes.{name}'
+  with pytest.raises(ConfigError, match="No server runtime 'tflite'"):
+    registry.exporter('tflite')
   assert set(raw_exports.RAW_EXPORTS) == set(registry.RUNTIMES)
   # Serving: a servable for every runtime, keyed by the Runtime.
   assert set(loading.SERVABLES) == set(registry.BY_NAME.values())
@@ -156,8 +160,9 @@ _FOLDERS = ('leantfx', 'schemas', 'models', 'components', 'pipeline',
 # lists them.
 _RUNTIME_MODULES = frozenset(
     [f'leantfx/runtimes/{n}.py' for n in registry.RUNTIMES] +
-    [f'components/optimize/export/{n}.py' for n in registry.RUNTIMES] +
-    ['leantfx/runtimes/registry.py'])
+    ['leantfx/runtimes/registry.py',
+     # TFLite's conversion, which the optimizer runs beside training.
+     'components/optimize/export/tflite.py'])
 # The registry's constants naming the server runtimes (registry.OPENVINO,
 # ...). TFLite's (registry.TFLITE) may be used: it is the baseline every run
 # builds, which the config requires and push_tflite pushes.
@@ -234,7 +239,7 @@ def test_the_name_check_finds_a_runtime_chosen_by_name(source):
 
 def test_the_name_check_lets_the_interfaces_through():
   source = '''"""Exports 'onnx' and the rest through the registry."""
-exporter = exporters.get(runtime)
+exporter = registry.exporter(runtime)
 if exporter.lookups_outside:
   vocabularies = read(model)
 path = exporter.export_raw(saved_model, mode, samples, vocabularies, out)
@@ -261,6 +266,6 @@ def test_no_code_outside_a_runtime_s_modules_branches_on_its_name():
         found += [f'{relative}:{line}: {what}' for line, what in uses]
   assert not found, (
       'Code outside the runtimes\' own modules names a runtime; reach it '
-      'through leantfx/runtimes/registry.py (Runtime), components/optimize/'
-      'export/exporters.py (Exporter) or serving/loading.SERVABLES:\n' +
+      'through leantfx/runtimes/registry.py (its Runtime, whose exporter '
+      'and serving session serving/loading.py wraps):\n' +
       '\n'.join(found))

@@ -20,7 +20,7 @@ the budget allows (raw_features.RawParityError).
 
 TFLite folds into the .tflite graph (raw_features.py); each server runtime
 (OpenVINO, ONNX) converts the same wrapper SavedModel through its Exporter
-(raw_runtimes.py, exporters.py).
+(raw_runtimes.py; the Exporter is the runtime's: leantfx/runtimes/).
 """
 import abc
 import os
@@ -29,7 +29,6 @@ from typing import Any, Dict, Mapping, Tuple
 
 from leantfx.runtimes import string_lookups
 from leantfx.components.optimize.evaluation import measure
-from leantfx.components.optimize.export import exporters
 from leantfx.components.optimize.export import raw_features
 from leantfx.components.optimize.export import raw_runtimes
 from leantfx.components.optimize.export import runtime_variants
@@ -208,10 +207,10 @@ class ServerRawExport(RawExport):
 
 
 # Every runtime's part, by runtime name: TFLite's, and one per server
-# runtime (each through its Exporter: exporters.py).
+# runtime (each through its Exporter: registry.exporter).
 RAW_EXPORTS: Dict[str, RawExport] = {
     e.runtime: e for e in [TFLiteRawExport()] + [
-        ServerRawExport(runtime) for runtime in exporters.SERVER_RUNTIMES]}
+        ServerRawExport(runtime) for runtime in runtimes_lib.SERVER_RUNTIMES]}
 
 
 def export_checked(model, variant: measure.VariantMetrics,

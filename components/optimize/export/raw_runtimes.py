@@ -8,7 +8,8 @@ regression). The graph is raw_features.save_raw_serving_model's wrapper
 SavedModel (the real tf.Transform layer for numeric and pixel columns, a
 constant hash table from the Transform's vocabulary file for each
 vocabulary column), converted by the runtime's ``Exporter``
-(exporters.get(runtime).export_raw: export/openvino.py, export/onnx.py).
+(registry.exporter(runtime).export_raw: leantfx/runtimes/openvino.py,
+onnx.py).
 A runtime that runs no lookup table (``Exporter.lookups_outside``:
 OpenVINO) takes each vocabulary column as its int64 ids, and the export
 writes the vocabularies beside its model file
@@ -33,7 +34,6 @@ import numpy as np
 from leantfx import raw_serving
 from leantfx.components.optimize.evaluation import measure
 from leantfx.runtimes import exporter as exporter_lib
-from leantfx.components.optimize.export import exporters
 from leantfx.components.optimize.export import raw_features
 from leantfx.runtimes import serving_export
 from leantfx.errors import ConfigError
@@ -41,7 +41,7 @@ from leantfx.runtimes import registry as runtimes_lib
 from leantfx.runtimes import runtime as runtime_lib
 from leantfx.runtimes import string_lookups
 
-RUNTIMES = exporters.SERVER_RUNTIMES
+RUNTIMES = runtimes_lib.SERVER_RUNTIMES
 FLOAT32 = exporter_lib.FLOAT32
 INT8 = exporter_lib.INT8
 MODES = exporter_lib.MODES
@@ -135,7 +135,7 @@ def prepare_raw(runtime: str, model, tf_transform_output, label: str,
     raise ConfigError(
         f'No raw-feature export for runtime {runtime!r}; use one of '
         f'{RUNTIMES} (TFLite: raw_features.export_raw_tflite).')
-  exporter = exporters.get(runtime)
+  exporter = runtimes_lib.exporter(runtime)
   if mode not in exporter.modes:
     raise ConfigError(f'Unknown {runtimes_lib.LABELS[runtime]} mode {mode!r}; '
                       f'use one of {exporter.modes}.')
@@ -178,8 +178,8 @@ def convert_raw(*, runtime: str, saved_model: str, mode: str,
   Raises:
     ConfigError: the runtime's converter cannot take the graph.
   """
-  return exporters.get(runtime).export_raw(saved_model, mode, samples,
-                                           vocabularies, output_dir)
+  return runtimes_lib.exporter(runtime).export_raw(
+      saved_model, mode, samples, vocabularies, output_dir)
 
 
 def raw_predictor(runtime: str, path: str, num_threads: int = 1

@@ -1,8 +1,8 @@
 """A candidate's variants in the server runtimes: OpenVINO and ONNX Runtime.
 
 For one optimized tf_keras model, ``export_and_score`` exports each
-(runtime, mode) pair through the runtime's Exporter (exporters.py:
-export/openvino.py, export/onnx.py) and measures its
+(runtime, mode) pair through the runtime's Exporter (its
+``Runtime.exporter``: leantfx/runtimes/openvino.py, onnx.py) and measures its
 accuracy on the eval set through its own runtime at batch 1; ``time_built``
 times pairs in the same interleaved rounds (measure.measure_latency_interleaved,
 the runtime's own call on inputs bound once; the one-line Python call path
@@ -24,14 +24,13 @@ from leantfx import stopping
 from leantfx.components.optimize.evaluation import measure
 from leantfx.components.optimize.evaluation import quality as quality_lib
 from leantfx.runtimes import exporter as exporter_lib
-from leantfx.components.optimize.export import exporters
 from leantfx.runtimes import serving_export
 from leantfx.runtimes import registry as runtimes_lib
 
 FLOAT32 = exporter_lib.FLOAT32
 INT8 = exporter_lib.INT8
 MODES = exporter_lib.MODES
-SERVER_RUNTIMES = exporters.SERVER_RUNTIMES
+SERVER_RUNTIMES = runtimes_lib.SERVER_RUNTIMES
 
 
 def variant_dir_name(runtime: str, mode: str) -> str:
@@ -66,8 +65,8 @@ def export_saved_model(runtime: str, saved_model_dir: str, mode: str,
   Raises:
     ConfigError: ``runtime`` is not a server runtime.
   """
-  return exporters.get(runtime).export_saved_model(saved_model_dir, mode,
-                                                    samples, out_dir, cache)
+  return runtimes_lib.exporter(runtime).export_saved_model(
+      saved_model_dir, mode, samples, out_dir, cache)
 
 
 def predictor(runtime: str, path: str, num_threads: int):
@@ -322,12 +321,14 @@ def worker_init(parent_pid: int) -> None:
 def warm_up() -> None:
   """Imports what a worker's exports need (run first in a new worker).
 
-  OpenVINO's and NNCF's telemetry is declined before they are imported.
+  Each Exporter prepares the process first (OpenVINO's declines its and
+  NNCF's telemetry before they are imported).
   """
-  runtimes_lib.decline_openvino_telemetry()
   for runtime in SERVER_RUNTIMES:
+    exporter = runtimes_lib.exporter(runtime)
+    exporter.prepare_process()
     for module in (runtimes_lib.REQUIRED_MODULES[runtime] +
-                   exporters.get(runtime).export_modules):
+                   exporter.export_modules):
       if runtimes_lib.module_installed(module.split('.')[0]):
         importlib.import_module(module)
 
