@@ -17,6 +17,10 @@ train-split examples. The file is ``model.onnx``, the layout Triton's and
 OpenVINO Model Server's model repositories read. A raw-feature export
 converts the wrapper SavedModel, its vocabulary tables included.
 
+Serving (``ONNXSession``, what ``leantfx serve`` runs a pushed version on):
+one session shared by concurrent requests (its ``run`` is thread-safe),
+strings converted as ``feed`` converts them.
+
 TensorFlow, tf2onnx, onnx and onnxruntime are imported inside the functions
 that use them: importing this module (the registry does, and so every
 ``leantfx`` command) stays cheap.
@@ -85,7 +89,7 @@ def feed(input_types: Mapping[str, type], values: Mapping[str, np.ndarray],
   ``str`` objects (strings_in), and so do strings for an input of unknown
   type; the rest is cast to its input's type (float32 by default, int64
   for vocabulary ids). The optimizer's predictors feed a session through
-  it; ``leantfx serve``'s ONNX servable converts its string inputs with
+  it; the serving session (``ONNXSession``) converts its string inputs with
   strings_in too (its numbers are checked against the signature already).
   """
   out = {}
@@ -414,6 +418,58 @@ class ONNXExporter(exporter_lib.Exporter):
     return export_raw(saved_model, mode, samples, output_dir)
 
 
+# ------------------------------------------------------------- serving ---
+
+class ONNXSession(runtime_lib.ServingSession):
+  """A model.onnx version served on one ONNX Runtime session.
+
+  The session's ``run`` is thread-safe, so concurrent requests share it,
+  each on ``num_threads`` intra-op threads. A string input is converted to
+  ``str`` objects (``strings_in``: ONNX Runtime's 'tensor(string)' reads
+  an object array of bytes as "b'...'", which looks up as unseen), and a
+  string output back to bytes; numbers, checked against the signature
+  already, go as they came.
+  """
+
+  def __init__(self, folder: str,
+               num_threads: int = timing.DEFAULT_NUM_THREADS):
+    model_path = os.path.join(folder, MODEL_FILE)
+    try:
+      self._session = open_session(model_path, num_threads)
+    except Exception as e:  # pylint: disable=broad-except
+      raise runtime_lib.SessionLoadError(
+          f'{model_path} is not a loadable ONNX model: {type(e).__name__}: '
+          f'{e}') from e
+
+    def spec(node):
+      return runtime_lib.TensorSpec(
+          np.dtype(NUMPY_TYPES.get(node.type, np.float32)),
+          tuple(d if isinstance(d, int) else -1 for d in node.shape))
+
+    self.inputs = {n.name: spec(n) for n in self._session.get_inputs()}
+    self.outputs = {n.name: spec(n) for n in self._session.get_outputs()}
+    self._string_inputs = {n.name for n in self._session.get_inputs()
+                           if n.type == 'tensor(string)'}
+    self._string_outputs = {n.name for n in self._session.get_outputs()
+                            if n.type == 'tensor(string)'}
+
+  def run(self, inputs: Mapping[str, np.ndarray],
+          output_aliases: Sequence[str]) -> Dict[str, np.ndarray]:
+    names: List[str] = list(output_aliases)
+    try:
+      feed = {a: (strings_in(v) if a in self._string_inputs
+                  else np.ascontiguousarray(v)) for a, v in inputs.items()}
+      values = self._session.run(names, feed)
+    except Exception as e:  # pylint: disable=broad-except
+      raise runtime_lib.SessionRunError(str(e)) from None
+    return {n: (runtime_lib.bytes_objects(v) if n in self._string_outputs
+                else v)
+            for n, v in zip(names, values)}
+
+  def close(self) -> None:
+    self._session = None
+
+
 # ---------------------------------------------------------- the runtime ---
 
 class ONNXRuntime(runtime_lib.Runtime):
@@ -436,6 +492,11 @@ class ONNXRuntime(runtime_lib.Runtime):
   def timer(self, label: str, path: str, num_threads: int,
             features: Mapping[str, np.ndarray]) -> ONNXTimer:
     return ONNXTimer(label, path, num_threads, features)
+
+  def serving_session(self, folder: str,
+                      num_threads: int = timing.DEFAULT_NUM_THREADS
+                     ) -> ONNXSession:
+    return ONNXSession(folder, num_threads)
 
 
 RUNTIME = ONNXRuntime()

@@ -27,8 +27,8 @@ it is a servable in serving/ and its line in serving/loading.py.
 """
 import abc
 import os
-from typing import (Any, Callable, Dict, Mapping, Optional, Protocol,
-                    Sequence, Tuple)
+from typing import (Any, Callable, Dict, Mapping, NamedTuple, Optional,
+                    Protocol, Sequence, Tuple)
 
 import numpy as np
 
@@ -75,6 +75,76 @@ class RawPredictor(Predictor, Protocol):
                 ) -> Dict[str, Any]:
     """Facts about the model the push's manifest keeps, measured on
     batch-1 ``rows`` (none for most runtimes)."""
+
+
+class TensorSpec(NamedTuple):
+  """One input or output of a serving session.
+
+  Attributes:
+    dtype: its numpy type; ``object`` for strings (object arrays of bytes).
+    shape: its dims, -1 where a dim is not fixed (the batch).
+  """
+  dtype: np.dtype
+  shape: Tuple[int, ...]
+
+
+class SessionLoadError(Exception):
+  """A version's files cannot be loaded to serve (truncated, altered, or
+  not this runtime's model); the message says which file and why."""
+
+
+class SessionRunError(Exception):
+  """The model refused a request's inputs, or failed on them."""
+
+
+def bytes_objects(value) -> np.ndarray:
+  """A string array as a serving session answers it: an object array of
+  bytes (what the SavedModel and TFLite servables answer too)."""
+  value = np.asarray(value)
+  out = np.empty(value.size, dtype=object)
+  out[:] = [v if isinstance(v, bytes) else str(v).encode('utf-8')
+            for v in value.ravel()]
+  return out.reshape(value.shape)
+
+
+class ServingSession(abc.ABC):
+  """A pushed version loaded in its runtime to serve requests.
+
+  ``leantfx serve`` wraps it in one servable for every runtime
+  (serving/runtime_servable.py: the signature, status codes, the manifest
+  check), which calls ``run`` from several threads at once: a session is
+  safe to call concurrently (a pool of infer requests, a thread-safe
+  session). ``run`` is the request path: it binds, runs and reads the
+  model with nothing in between.
+
+  Attributes:
+    inputs: alias -> TensorSpec of what a request carries, in the order
+      the signature lists them.
+    outputs: alias -> TensorSpec of what it may ask for.
+  """
+  inputs: Dict[str, TensorSpec]
+  outputs: Dict[str, TensorSpec]
+
+  @abc.abstractmethod
+  def run(self, inputs: Mapping[str, np.ndarray],
+          output_aliases: Sequence[str]) -> Dict[str, np.ndarray]:
+    """Runs the model on one request.
+
+    Args:
+      inputs: alias -> array, already checked against ``inputs`` (dtype and
+        shape); strings as object arrays of bytes.
+      output_aliases: the outputs to return.
+
+    Returns:
+      alias -> array for each of ``output_aliases``; strings as object
+      arrays of bytes (``bytes_objects``).
+
+    Raises:
+      SessionRunError: the model refused the inputs or failed.
+    """
+
+  def close(self) -> None:
+    """Releases the model; no request runs on it afterwards."""
 
 
 class Runtime(abc.ABC):
@@ -135,6 +205,21 @@ class Runtime(abc.ABC):
             features: Optional[Mapping[str, np.ndarray]]
            ) -> timing.RuntimeTimer:
     """The model at ``path`` prepared for timing on ``features`` (a batch)."""
+
+  def serving_session(self, folder: str,
+                      num_threads: int = timing.DEFAULT_NUM_THREADS
+                     ) -> ServingSession:
+    """A pushed version's folder loaded to serve requests.
+
+    What ``leantfx serve`` runs a version of this runtime on (its servable:
+    serving/runtime_servable.py). TFLite's servable is its own
+    (serving/tflite_servable.py, which says why) and has no session.
+
+    Raises:
+      SessionLoadError: the folder's files cannot be loaded.
+    """
+    raise SessionLoadError(f'{folder}: leantfx serve has no {self.label} '
+                           'serving session.')
 
   def __repr__(self) -> str:
     return f'<Runtime {self.name}>'

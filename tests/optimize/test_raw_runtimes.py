@@ -93,10 +93,10 @@ def _transformed_int8(runtime, fx, tmp_path):
 
 
 def _servable(runtime, name, version_dir):
-  from leantfx.serving import runtime_servables  # pylint: disable=g-import-not-at-top
-  if runtime == registry.ONNX:
-    return runtime_servables.ONNXServable(name, 1, str(version_dir))
-  return runtime_servables.OpenVINOServable(name, 1, str(version_dir))
+  from leantfx.serving import loading  # pylint: disable=g-import-not-at-top
+  served = loading.load_servable(name, 1, str(version_dir))
+  assert served.platform == runtime
+  return served
 
 
 def _check(fx, runtime, mode, tmp_path, name, request=None,
@@ -342,7 +342,7 @@ def test_a_corrupt_lookups_file_is_not_served(penguins_fixture, tmp_path):
   """Vocabularies for a column the IR does not take: the version is refused."""
   # pylint: disable=g-import-not-at-top
   from leantfx.runtimes import string_lookups
-  from leantfx.serving import runtime_servables
+  from leantfx.serving import loading
   from leantfx.serving import servable as servable_lib
   # pylint: enable=g-import-not-at-top
   _runtime(registry.OPENVINO)
@@ -353,10 +353,10 @@ def test_a_corrupt_lookups_file_is_not_served(penguins_fixture, tmp_path):
                           output_dir=str(out))
   string_lookups.write_string_lookups(str(out), {'colour': [b'red']})
   with pytest.raises(servable_lib.LoadError, match=r"names \['colour'\]"):
-    runtime_servables.OpenVINOServable('m', 1, str(out))
+    loading.load_servable('m', 1, str(out))
   (out / string_lookups.STRING_LOOKUPS_FILE).write_text('[1, 2]')
   with pytest.raises(servable_lib.LoadError, match='list of terms'):
-    runtime_servables.OpenVINOServable('m', 1, str(out))
+    loading.load_servable('m', 1, str(out))
 
 
 @pytest.mark.parametrize('runtime', raw_runtimes.RUNTIMES)
