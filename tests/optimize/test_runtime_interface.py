@@ -6,10 +6,13 @@ export of conftest's trained digits CNN, made by the optimizer's own export
 what the Keras model answers; ``leantfx serve`` loads the same export
 through the registry and answers it too.
 
-Adding a runtime is its modules: the code outside them (the layer folders
-of tests/test_layers.py) neither writes a runtime's name nor compares
-anything with a server runtime's name, so nothing there branches on which
-runtime it holds; it reaches each one through the registries.
+Adding a runtime is one module and its line in the registry: a runtime that
+is not leantfx's (new_runtime.py, beside this file) is registered by that
+line alone, and the optimizer's export, its predictors, the push and
+``leantfx serve`` all reach it. The code outside the runtimes' modules (the
+layer folders of tests/test_layers.py) neither writes a runtime's name nor
+compares anything with a server runtime's name, so nothing there branches
+on which runtime it holds; it reaches each one through the registry.
 """
 import ast
 import os
@@ -20,6 +23,7 @@ import pytest
 
 from leantfx.components.optimize.evaluation import measure
 from leantfx.components.optimize.export import raw_exports
+from leantfx.components.optimize.export import raw_runtimes
 from leantfx.components.optimize.export import runtime_variants
 from leantfx.components.optimize.export import tflite as tflite_export
 from leantfx.errors import ConfigError
@@ -30,6 +34,8 @@ from leantfx.runtimes import serving_export
 from leantfx.runtimes import timing
 from leantfx.serving import loading
 from leantfx.serving import servable
+from leantfx.serving import status
+from tests.optimize import new_runtime
 
 pytestmark = pytest.mark.unit
 
@@ -60,8 +66,16 @@ def test_the_push_and_the_server_read_each_runtime_s_files_from_it():
   assert push.RUNTIME_FILES['openvino'] == ('model.xml', 'model.bin')
   assert push.RUNTIME_FILES['onnx'] == ('model.onnx',)
   assert servable.TFLITE_FILENAME == 'model.tflite'
-  # Every runtime is served, found by its model file.
-  assert set(loading.SERVABLES) == set(registry.BY_NAME.values())
+  # Every runtime is served, found by its model file: on its serving session
+  # (every server runtime), or by a servable of its own (TFLite).
+  for found in registry.BY_NAME.values():
+    assert (found in loading.SERVABLES) != _has_serving_session(found)
+  assert list(loading.SERVABLES) == [registry.get('tflite')]
+
+
+def _has_serving_session(found):
+  return (type(found).serving_session is not
+          runtime_lib.Runtime.serving_session)
 
 
 def test_artifact_paths_round_trip(tmp_path):
@@ -144,8 +158,64 @@ def test_each_layer_reaches_every_runtime_through_its_registry():
   with pytest.raises(ConfigError, match="No server runtime 'tflite'"):
     registry.exporter('tflite')
   assert set(raw_exports.RAW_EXPORTS) == set(registry.RUNTIMES)
-  # Serving: a servable for every runtime, keyed by the Runtime.
-  assert set(loading.SERVABLES) == set(registry.BY_NAME.values())
+  # Serving: every server runtime on its session, through one servable.
+  assert all(_has_serving_session(registry.get(name))
+             for name in registry.SERVER_RUNTIMES)
+
+
+def test_a_new_runtime_is_one_module_and_one_registry_line(
+    teacher, digits, tmp_path, monkeypatch):
+  runtime = new_runtime.RUNTIME
+  # The one line: leantfx/runtimes/registry.py's BY_NAME lists the runtime.
+  monkeypatch.setitem(registry.BY_NAME, runtime.name, runtime)
+
+  # The optimizer's export reaches its Exporter by the runtime's name.
+  assert registry.exporter(runtime.name) is runtime.exporter
+  scratch = str(tmp_path / 'scratch')
+  os.makedirs(scratch)
+  path = runtime_variants.export(runtime.name, teacher, 'float32', None,
+                                 str(tmp_path / 'litert_float32'), 0,
+                                 {'scratch': scratch})
+  assert os.path.basename(path) == 'model.litert'
+  data = measure.LabeledData.from_dataset(digits.eval_ds())
+  batch = {n: v[:EXAMPLES] for n, v in data.features.items()}
+  expected = teacher.predict(batch, verbose=0)
+
+  # Its predictor, as the raw-column fold and the report reach it by name.
+  predictor = raw_runtimes.raw_predictor(runtime.name, path, 1)
+  np.testing.assert_allclose(predictor.predict(batch), expected,
+                             atol=FLOAT32_ATOL)
+  timer = runtime_variants.timer(runtime.name, 'c/litert', path, 1,
+                                 data.example(0))
+  assert len(timer.time_invokes(2, time.perf_counter)) == 2
+
+  # Pushed to a versioned folder with its manifest, and served from it:
+  # leantfx serve finds the runtime by its model file and runs its session.
+  pushed = push.push_runtime_model(
+      runtime.name, os.path.dirname(path), str(tmp_path / 'push'), 'digits',
+      source_model_uri='keras', technique_chain=[], mode='float32',
+      metrics={}, clock=lambda: 7)
+  assert sorted(os.listdir(pushed.directory)) == [
+      'manifest.json', 'model.litert']
+  assert loading.runtime_of(pushed.directory) is runtime
+  served = loading.load_servable('digits', pushed.version, pushed.directory)
+  try:
+    assert served.platform == 'litert'
+    signature = served.signatures['serving_default']
+    (output,) = signature.outputs
+    answer = served.run('serving_default',
+                        {a: batch[a] for a in signature.inputs}, [output])
+  finally:
+    served.close()
+  np.testing.assert_allclose(answer[output], expected, atol=FLOAT32_ATOL)
+
+  # A file that no longer matches its manifest is refused, as for every
+  # runtime the servable wraps.
+  with open(os.path.join(pushed.directory, 'model.litert'), 'r+b') as f:
+    f.truncate(100)
+  with pytest.raises(servable.LoadError, match='does not match') as failed:
+    loading.load_servable('digits', pushed.version, pushed.directory)
+  assert failed.value.code == status.Code.DATA_LOSS
 
 
 # ------------------------------------- no code branches on a runtime's name ---
