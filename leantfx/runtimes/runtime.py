@@ -15,15 +15,27 @@ OpenVINO, ONNX Runtime) is a ``Runtime``:
   which ``leantfx serve``'s servables use too);
 - ``timer``: the model prepared for the interleaved latency measurement,
   its inputs bound once (``timing.RuntimeTimer``); ``timed_call`` says
-  which call is timed.
+  which call is timed;
+- ``exporter``: how the ModelOptimizer writes its variants from a
+  candidate's serving SavedModel, float32 and int8, and its raw-feature
+  export from the Transform's wrapper SavedModel (exporter.py's
+  ``Exporter``; serving_export.py saves the SavedModel and draws the int8
+  calibration rows); None for TFLite, whose variants the optimizer builds
+  in its own process beside training;
+- ``serving_session``: a pushed version loaded for ``leantfx serve``
+  (``ServingSession``: its inputs and outputs as numpy dtype and shape,
+  ``run``, ``close``), which serving/runtime_servable.py wraps for every
+  runtime (status codes, signature protos, the manifest check). TFLite
+  keeps a servable of its own (serving/tflite_servable.py says why).
 
-Each runtime's module (tflite.py, openvino.py, onnx.py here) defines its
-``Runtime`` and registry.py lists them, so adding a runtime is one module
-plus its line in the registry. Exporting into a runtime (the converters, the
-raw-column fold) needs the optimizer's Keras and Transform tooling, a layer
-above this one: components/optimize/export/ has one module per runtime for
-that, named as the runtime is, and its own registry (exporters.py). Serving
-it is a servable in serving/ and its line in serving/loading.py.
+Each runtime's module (tflite.py, openvino.py, onnx.py here) holds all of
+that for its runtime, with its heavy imports (TensorFlow, OpenVINO, NNCF,
+tf2onnx, ONNX Runtime) inside the functions that need them, and
+registry.py lists them: adding a runtime is one module plus its line in the
+registry's ``BY_NAME``. The optimizer (components/optimize/export/) and the
+server (serving/loading.py) reach a runtime only through the registry
+(tests/optimize/test_runtime_interface.py registers one that is not
+leantfx's and checks both reach it).
 """
 import abc
 import os

@@ -33,8 +33,8 @@ Where the raw -> transformed step lives, per runtime:
            graph: for such a model the wrapper takes that column as its
            int64 vocabulary ids (``lookups_outside``), the vocabularies
            travel beside the IR (leantfx/runtimes/string_lookups.py, pushed and
-           hashed in the version's manifest) and serving/
-           runtime_servables.py maps a request's strings to ids with them
+           hashed in the version's manifest) and OpenVINO's serving
+           session maps a request's strings to ids with them
            (string_lookups.StringLookup, the table's mapping in numpy) before
            the model.
 
