@@ -46,6 +46,8 @@ _FLOAT32_CACHE_KEY = 'onnx_float32'
 OPSET = 17
 
 
+# ------------------------------------------------------------- running ---
+
 def open_session(path: str, num_threads: int):
   """An InferenceSession on the CPU with `num_threads` intra-op threads."""
   import onnxruntime as ort  # pylint: disable=g-import-not-at-top

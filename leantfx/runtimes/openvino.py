@@ -100,6 +100,8 @@ DYNAMIC_BATCH_ONE_GAP = 'dynamic_batch_one_max_abs_diff'
 DYNAMIC_BATCH_ONE_OK = 'dynamic_batch_one_ok'
 
 
+# ------------------------------------------------------------- running ---
+
 def _batch_shapes(model, batch_size: int) -> Dict[int, object]:
   """{input index: its shape with the batch dim set} for dynamic batches.
 
