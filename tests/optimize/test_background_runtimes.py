@@ -157,7 +157,7 @@ def test_each_candidate_is_saved_once_for_all_its_runtimes_and_modes(
     saved.append(export_dir)
     return real_save(model, export_dir)
 
-  monkeypatch.setattr(tflite_export, 'save_serving_model', counting_save)
+  monkeypatch.setattr(serving_export, 'save_serving_model', counting_save)
   failures = []
   variants = _build(teacher, digits, tmp_path, failures)
   assert failures == []
@@ -177,7 +177,7 @@ def test_a_candidate_that_cannot_be_saved_is_listed_and_the_rest_go_on(
       raise ValueError('cannot trace this model')
     return real_save(model, export_dir)
 
-  monkeypatch.setattr(tflite_export, 'save_serving_model',
+  monkeypatch.setattr(serving_export, 'save_serving_model',
                       failing_for_clustering)
   failures = []
   variants = _build(teacher, digits, tmp_path, failures)

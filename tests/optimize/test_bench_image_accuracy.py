@@ -92,7 +92,7 @@ def spies(monkeypatch):
   monkeypatch.setattr(measure, 'measure_tflite', tflite_scores)
   monkeypatch.setattr(runtime_variants, 'scores', server_scores)
   monkeypatch.setattr(_keras_utils, 'accuracy', keras_accuracy)
-  monkeypatch.setattr(tflite_export, 'calibration_samples',
+  monkeypatch.setattr(serving_export, 'calibration_samples',
                       calibration_samples)
   return seen
 
