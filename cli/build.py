@@ -309,10 +309,61 @@ def check_option_values(args: argparse.Namespace) -> None:
       args.allow_anomalies))
   config_lib.OrchestrationConfig(span=getattr(args, 'span', None),
                                  span_window=args.span_window,
-                                 warm_start=args.warm_start)
+                                 warm_start=args.warm_start,
+                                 bulk_score=args.bulk_score)
+  serve_args(args.serve_args)
   beam_args(args)
   if args.image_shape is not None:
     dataset_lib.image_shape(args.image_shape)
+
+
+# `leantfx serve` options the InfraValidator and the serve check set
+# themselves (leantfx/infra_check.py): a deployment's value means nothing
+# there.
+_CHECK_OWN_SERVE_OPTIONS = (
+    '--model-base-path', '--model-name', '--model-config-file', '--rest-port',
+    '--grpc-port', '--host', '--file-system-poll-wait-seconds',
+    '--max-num-load-retries', '--request-timeout-s', '--verbose')
+
+
+def serve_args(text: str) -> Tuple[str, ...]:
+  """--serve-args: the deployment's ``leantfx serve`` options, checked.
+
+  Parsed with ``leantfx serve``'s own parser, so an option the server would
+  refuse is refused here, before the run.
+
+  Raises:
+    ConfigError: unparsable, unknown to ``leantfx serve``, or one the check
+      sets itself.
+  """
+  # pylint: disable=g-import-not-at-top
+  import shlex
+  from leantfx.cli import serving as serving_commands
+  # pylint: enable=g-import-not-at-top
+  try:
+    tokens = tuple(shlex.split(text or ''))
+  except ValueError as e:
+    raise ConfigError(f'--serve-args {text!r} cannot be split into options: '
+                      f'{e}.') from e
+  own = sorted({t.split('=', 1)[0] for t in tokens} &
+               set(_CHECK_OWN_SERVE_OPTIONS))
+  if own:
+    raise ConfigError(
+        f'--serve-args sets {", ".join(own)}, which the InfraValidator sets '
+        'itself (it serves the candidates on free loopback ports from its '
+        'own folder); leave them out.')
+
+  class _Refusing(argparse.ArgumentParser):
+
+    def error(self, message):
+      raise ConfigError(
+          f'--serve-args {text!r}: `leantfx serve` would refuse it: '
+          f'{message}. See `leantfx serve --help`.')
+
+  parser = _Refusing(prog='leantfx')
+  serving_commands.add_commands(parser.add_subparsers())
+  parser.parse_args(['serve', '--model-base-path', '.', *tokens])
+  return tokens
 
 
 def beam_choice(args: argparse.Namespace,
@@ -444,6 +495,12 @@ def build_pipeline_config(args: argparse.Namespace, target: Target) -> Built:
         metadata_path=os.path.join(output, 'metadata.sqlite'),
         tflite_push_base=(os.path.join(output, runtimes.TFLITE)
                           if optimization else None))
+  serve_options = serve_args(args.serve_args)
+  if args.bulk_score and data.data_format != 'csv':
+    raise ConfigError(
+        f'--bulk-score scores the raw rows of a CSV span; this run reads '
+        f'{data.data_format} data. Leave --bulk-score out (score a CSV copy '
+        'of the span with `leantfx score`).')
   config = config_lib.PipelineConfig(
       pipeline_name=f'leantfx-{spec.name}',
       dataset=spec,
@@ -453,7 +510,7 @@ def build_pipeline_config(args: argparse.Namespace, target: Target) -> Built:
       enable_cache=not args.no_cache,
       orchestration=config_lib.OrchestrationConfig(
           span=getattr(args, 'span', None), span_window=args.span_window,
-          warm_start=args.warm_start),
+          warm_start=args.warm_start, bulk_score=args.bulk_score),
       ingestion=config_lib.IngestionConfig(
           data_format=data.data_format, bad_images=args.bad_images,
           normalize_labels=args.normalize_labels),
@@ -465,6 +522,7 @@ def build_pipeline_config(args: argparse.Namespace, target: Target) -> Built:
                          dataset_lib.expected_rows(data))),
       augment=augment_config(args, spec),
       class_weights=args.class_weights,
+      serve_args=serve_options,
       optimization=optimization,
       **paths)
   if on_cluster:

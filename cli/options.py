@@ -271,6 +271,19 @@ def add_pipeline_options(parser: argparse.ArgumentParser,
   retrain.add('--no-cache', action='store_true',
               help='re-run every component (compile: caching off for every '
               'task)')
+  serve = rec.group('serving and scoring')
+  serve.add('--bulk-score', action='store_true',
+            help="after the push, score the run's span with the newest "
+            'pushed version, as `leantfx score` does (predictions CSV, '
+            'PredictionLogs, rows in == rows out): into OUTPUT/bulk_scores/'
+            'span-N/version-V/ (compile: a BulkScore task after the Pusher, '
+            'below the pipeline root)')
+  serve.add('--serve-args', default='', metavar='"OPTIONS"',
+            help='the `leantfx serve` options your deployment runs with, '
+            "after an = sign (--serve-args='--workers 2 --batching off'): "
+            "the InfraValidator and the ModelOptimizer's serve check serve "
+            'every candidate with them before a push (ports, host and model '
+            "paths are the check's own)")
 
   _add_beam_group(rec, 'beam (the data components: ExampleGen, statistics, '
                   'Augment, Transform, Evaluator)')

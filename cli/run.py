@@ -70,6 +70,7 @@ def _run(args: argparse.Namespace, output: str, log_path: str,
   (milliseconds) once it runs, for the line a stopped run prints."""
   # pylint: disable=g-import-not-at-top
   # Lazy: TensorFlow and TFX load only once the options and data passed.
+  from leantfx import span_scoring
   from leantfx.cli import build
   from leantfx.pipeline import beam_preflight
   from leantfx.pipeline import local_runner
@@ -119,6 +120,14 @@ def _run(args: argparse.Namespace, output: str, log_path: str,
   facts = summary_lib.run_record(summary, config)
   facts['rows'] = dict(record['rows'], **(facts['rows'] or {}))
   record.update(facts)
+  if config.orchestration.bulk_score:
+    scored = span_scoring.score_span(
+        config.serving_model_dir, data.data_root, data.profile.span, output,
+        config.dataset.label, config.ingestion.normalize_labels)
+    print(f'  {span_scoring.describe(scored)}')
+    record['bulk_score'] = {k: scored[k] for k in (
+        'scored', 'reason', 'version', 'out', 'rows_read', 'rows_scored',
+        'accuracy', 'rmse') if k in scored}
   return summary_lib.STATUS_EXIT_CODES[record['status']]
 
 

@@ -57,6 +57,7 @@ from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
 
 from leantfx import config as config_lib
 from leantfx.errors import ConfigError
+from leantfx.kubeflow import bulk_score_task
 from leantfx.kubeflow import resolve_span
 from leantfx.pipeline import data_stages
 from leantfx.pipeline import retraining
@@ -490,11 +491,19 @@ def compile_pipeline(config: config_lib.PipelineConfig,
     raise ConfigError(f'The pipeline cannot be compiled for Kubeflow: {e}')
   set_parameter_defaults(job, retraining.runtime_parameter_defaults(config))
   set_pipeline_root(job['pipelineSpec'], config.pipeline_root)
+  gen_task = example_gen_task(job['pipelineSpec'])
   if config.orchestration.kfp_backend == 'oss':
     # Vertex AI resolves the span in ExampleGen's preCacheCheck hook; the
     # open-source backend runs no such hook (kubeflow/resolve_span.py).
-    resolve_span.add_to_spec(job['pipelineSpec'],
-                             example_gen_task(job['pipelineSpec']), image)
+    resolve_span.add_to_spec(job['pipelineSpec'], gen_task, image)
+  if config.orchestration.bulk_score:
+    bulk_score_task.add_to_spec(
+        job['pipelineSpec'], gen_task, image, {
+            bulk_score_task.MODEL_BASE_PATH: config.serving_model_dir,
+            bulk_score_task.OUT_ROOT: config.pipeline_root,
+            bulk_score_task.LABEL: config.dataset.label or '',
+            bulk_score_task.NORMALIZE_LABELS: str(
+                config.ingestion.normalize_labels).lower()})
   apply_task_options(job['pipelineSpec'], options)
   if relocate:
     job = relocate_strings(job, relocate)

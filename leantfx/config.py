@@ -390,6 +390,9 @@ class OrchestrationConfig:
       'vertex'), None for the local runners. On 'oss' no ML Metadata resolver
       runs: the last blessed model comes from the records the Pusher keeps
       under the pipeline root (components/blessed_model/).
+    bulk_score: after the Pusher, score the run's span with the newest
+      pushed version (leantfx/span_scoring.py): the local runners after
+      the run, Kubeflow in a BulkScore task.
   """
   span: Optional[int] = None
   span_window: int = 1
@@ -397,6 +400,7 @@ class OrchestrationConfig:
   runtime_parameters: bool = False
   window_in_example_gen: bool = False
   kfp_backend: Optional[str] = None
+  bulk_score: bool = False
 
   def __post_init__(self):
     _check(
@@ -573,6 +577,9 @@ class PipelineConfig:
     tflite_push_base: where the selected TFLite model's versions go.
     class_weights: 'auto' weighs the loss by inverse class frequency of the
       train split (an alternative to oversampling), 'none' does not.
+    serve_args: the ``leantfx serve`` options the deployment runs with
+      (``--workers 2``, ``--batching off``): the InfraValidator and the
+      ModelOptimizer's serve check serve each candidate with them.
   """
   pipeline_name: str
   pipeline_root: str
@@ -589,6 +596,7 @@ class PipelineConfig:
   validation: ValidationConfig = ValidationConfig()
   augment: AugmentConfig = AugmentConfig()
   class_weights: str = 'none'
+  serve_args: Tuple[str, ...] = ()
   # The ModelOptimizer's components.optimize.config.OptimizationConfig (kept
   # untyped here so this module does not import TensorFlow), or None to skip
   # optimization; TFLite versions go to tflite_push_base/<model name>/.

@@ -279,7 +279,8 @@ def _evaluate_and_push(config: config_lib.PipelineConfig,
       model=model,
       model_blessing=blessing,
       examples=examples,
-      model_name=config.dataset.name).with_id('InfraValidator')
+      model_name=config.dataset.name,
+      serve_args=config.serve_args).with_id('InfraValidator')
   pusher = versioned_pusher.VersionedPusher(
       model=model,
       model_blessing=blessing,
@@ -319,7 +320,8 @@ def _optimize(config: config_lib.PipelineConfig, model: tfx.types.BaseChannel,
         examples=transform.inputs['examples'],
         raw_label=config.dataset.label,
         classes=config.dataset.classes,
-        calibration_examples=calibration_examples)
+        calibration_examples=calibration_examples,
+        serve_args=config.serve_args)
   nodes.append(optimizer)
 
 

@@ -96,6 +96,12 @@ def _error_of(argv, capsys):
     ['--techniques', 'all,qat'],
     ['--techniques', 'quantum'],
     ['--dataset', 'diabetes', '--techniques', 'pruning+pqat'],
+    # --serve-args: checked with `leantfx serve`'s own parser; the options
+    # the InfraValidator sets itself are refused by name.
+    ['--serve-args=--workers 0'],
+    ['--serve-args=--no-such-option'],
+    ['--serve-args=--rest-port 9000 --batching off'],
+    ['--serve-args=--batching "off'],
 ])
 def test_a_bad_option_gets_the_same_message_from_run_compile_and_watch(
     tmp_path, capsys, bad):
@@ -124,7 +130,8 @@ def test_watch_passes_every_pipeline_option_through_to_run(tmp_path):
       '--no-optimize', '--span-window', '2', '--warm-start', '--shift',
       '0.25', '--categorical', 'island', '--class-weights', 'auto',
       '--beam-runner', 'portable', '--job-endpoint', '127.0.0.1:8099',
-      '--environment', 'external:127.0.0.1:50000', '--beam-workers', '2']
+      '--environment', 'external:127.0.0.1:50000', '--beam-workers', '2',
+      '--bulk-score', '--serve-args=--workers 2 --batching off']
   watch_args = _parse(['watch', '--data-root', str(tmp_path)] +
                       pipeline_args)
   argv = options.pipeline_argv(watch_args.parser, watch_args)
@@ -336,3 +343,15 @@ def test_latency_threads_are_the_optimizer_s_thread_count():
   assert build.optimization_config(_parse(
       ['run', '--latency-threads', '4'])).num_threads == 4
   assert build.optimization_config(_parse(['run'])).num_threads == 1
+
+
+def test_serve_args_reach_the_config_as_leantfx_serve_options():
+  assert build.serve_args('--workers 2  --batching=off') == (
+      '--workers', '2', '--batching=off')
+  assert build.serve_args('') == ()
+  with pytest.raises(ConfigError) as e:
+    build.serve_args('--host 0.0.0.0')
+  assert '--host, which the InfraValidator sets itself' in str(e.value)
+  with pytest.raises(ConfigError) as e:
+    build.serve_args('--workers two')
+  assert "`leantfx serve` would refuse it: argument --workers" in str(e.value)

@@ -91,6 +91,9 @@ class Executor(base_executor.BaseExecutor):
       raise ConfigError(f'InfraValidator needs {spec_lib.MODEL_NAME_KEY!r}: '
                         'the model\'s name in the server.')
     serve_args = _serve_args(exec_properties)
+    # The deployment's options the model was (or would have been) served with.
+    blessing.set_string_custom_property(spec_lib.SERVE_ARGS_KEY,
+                                        json.dumps(list(serve_args)))
     if not model_utils.is_model_blessed(model_blessing):
       _mark(blessing, False, 'the Evaluator did not bless the model')
       return

@@ -45,7 +45,8 @@ class ModelOptimizer(base_component.BaseComponent):
                examples: Optional[types.BaseChannel] = None,
                raw_label: Optional[str] = None,
                classes: Sequence[str] = (),
-               calibration_examples: Optional[types.BaseChannel] = None):
+               calibration_examples: Optional[types.BaseChannel] = None,
+               serve_args: Sequence[str] = ()):
     """Builds the component.
 
     Args:
@@ -63,13 +64,16 @@ class ModelOptimizer(base_component.BaseComponent):
       calibration_examples: the Examples as the data arrived (before
         Augment); raw int8 exports calibrate on their train split (default:
         the train split of ``examples``).
+      serve_args: the ``leantfx serve`` options of the deployment; the
+        raw-column picks are served with them before their push.
     """
     config = optimization_config or OptimizationConfig()
     if (examples is None) != (raw_label is None):
       raise ConfigError(
           'ModelOptimizer takes examples and raw_label together (the raw '
           'Examples the Transform read, and their label column), or neither.')
-    raw_serving = (json.dumps({'label': raw_label, 'classes': list(classes)})
+    raw_serving = (json.dumps({'label': raw_label, 'classes': list(classes),
+                               'serve_args': list(serve_args)})
                    if raw_label is not None else None)
     component_spec = spec_lib.OptimizeSpec(
         model=model,

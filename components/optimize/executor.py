@@ -97,6 +97,12 @@ def _write_blessing(blessing: types.Artifact,
     blessing.set_string_custom_property('reason', report.NO_VARIANT_BLESSED)
 
 
+def _serve_args(exec_properties: Mapping[str, Any]) -> Tuple[str, ...]:
+  """The deployment's ``leantfx serve`` options, from raw_serving."""
+  raw_serving = json.loads(exec_properties.get(spec.RAW_SERVING_KEY) or '{}')
+  return tuple(raw_serving.get('serve_args') or ())
+
+
 def _raw_inputs(input_dict: Mapping[str, List[types.Artifact]],
                 exec_properties: Mapping[str, Any], transform_graph_uri: str,
                 config: config_lib.OptimizationConfig
@@ -248,7 +254,8 @@ class Executor(base_executor.BaseExecutor):
       outcome = optimize(model, model_dir, model_artifact.uri, train_ds,
                          eval_ds, config, report_dir, push_base, model_name,
                          optimized_model_dir=optimized_model.uri, raw=raw,
-                         budgets=budgets)
+                         budgets=budgets,
+                         serve_args=_serve_args(exec_properties))
       if report_dir != report_artifact.uri:
         io_utils.copy_dir(report_dir, report_artifact.uri)
 

@@ -23,12 +23,13 @@ The executor (executor.py) checks the inputs and calls ``optimize``.
 import dataclasses
 import os
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Sequence
 
 from absl import logging
 import tensorflow as tf
 import tf_keras
 
+from leantfx import infra_check
 from leantfx.components.optimize import config as config_lib
 from leantfx.components.optimize.evaluation import measure
 from leantfx.components.optimize.evaluation import selection
@@ -106,7 +107,8 @@ def optimize(model: tf_keras.Model,
              model_name: str,
              optimized_model_dir: Optional[str] = None,
              raw: Optional[raw_features.RawInputs] = None,
-             budgets: Optional[Dict[str, Any]] = None) -> Outcome:
+             budgets: Optional[Dict[str, Any]] = None,
+             serve_args: Sequence[str] = ()) -> Outcome:
   """Builds, measures, gates and selects variants; pushes and reports.
 
   Args:
@@ -133,6 +135,8 @@ def optimize(model: tf_keras.Model,
       (Executor.Do: the Trainer's steps, the train split's caching); the
       eval sample, the calibration and technique samples and each
       candidate's time and steps are added, and the report shows it.
+    serve_args: the deployment's ``leantfx serve`` options; the picks are
+      served with them before their push (steps/serve_check.py).
 
   Returns:
     The Outcome; nothing is pushed when no variant is blessed.
@@ -179,7 +183,8 @@ def optimize(model: tf_keras.Model,
     started = time.monotonic()
     served = serve_check.check_picks(
         pick_lib.picked_variants(selected, picks), exports, raw,
-        raw.names if raw is not None else {}, source_model_uri, failures)
+        raw.names if raw is not None else {}, source_model_uri, failures,
+        infra_check.Settings(serve_args=tuple(serve_args)))
     budgets['serve_check_s'] = round(time.monotonic() - started, 1)
     logging.info('ModelOptimizer: served the picks in leantfx serve in '
                  '%.1f s.', budgets['serve_check_s'])

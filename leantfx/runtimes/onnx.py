@@ -25,6 +25,7 @@ TensorFlow, tf2onnx, onnx and onnxruntime are imported inside the functions
 that use them: importing this module (the registry does, and so every
 ``leantfx`` command) stays cheap.
 """
+import logging
 import os
 import tempfile
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
@@ -44,6 +45,11 @@ MODES = exporter_lib.MODES
 # The float32 file an int8 export quantizes, in an Exporter's cache.
 _FLOAT32_CACHE_KEY = 'onnx_float32'
 OPSET = 17
+# The ops an int8 export leaves in float32 when their int8 kernels answer
+# differently with the batch size or thread count (quantize_int8).
+_FLOAT_FALLBACK_OPS = ('MatMul', 'Gemm')
+# The model property that says so, in the file itself.
+INT8_FLOAT_OPS_PROP = 'leantfx_int8_float_ops'
 
 
 # ------------------------------------------------------------- running ---
@@ -105,6 +111,55 @@ def feed(input_types: Mapping[str, type], values: Mapping[str, np.ndarray],
     else:
       out[name] = np.ascontiguousarray(value, dtype or np.float32)
   return out
+
+
+# Answers to the same rows may differ this much (in any float output)
+# between batch sizes, repeats and thread counts before an int8 file is
+# called batch-dependent: an int8 kernel's rounding moves an output by a
+# quantum (1/255 of a uint8 range); the defect this catches moved
+# probabilities by 0.4-0.99.
+BATCH_INVARIANCE_TOLERANCE = 0.02
+# The batch the check runs (ONNX Runtime 1.23.2's int8 MatMul answered
+# wrongly from batch 32 up, never at 1-16, on this machine's Xeon with
+# AVX-512 VNNI and AMX).
+INVARIANCE_BATCH = 64
+
+
+def batch_dependence(path: str,
+                     samples: Sequence[Mapping[str, np.ndarray]]) -> float:
+  """How far one file's answers to the same rows move with how it is run.
+
+  The rows (batch-1 feeds as ONNX Runtime takes them, tiled to
+  INVARIANCE_BATCH) are run as one batch three times and one at a time, on
+  one intra-op thread and on two; the result is the largest absolute gap
+  between any two of those answers, over every float output. A sound file
+  answers 0 (or a rounding quantum): a row's answer depends on that row
+  alone. Measured on a MobileNetV2's static int8 file (ONNX Runtime 1.23.2,
+  every graph optimization): repeats of one batch of 64 digits rows gave
+  probabilities up to 0.998 apart; the same file run with its QDQ pairs
+  left unfused gave none.
+  """
+  if not samples:
+    return 0.0
+  rows = [samples[i % len(samples)] for i in range(INVARIANCE_BATCH)]
+  batch = {name: np.concatenate([np.asarray(r[name]) for r in rows])
+           for name in rows[0]}
+  answers = []
+  for threads in (1, 2):
+    session = open_session(path, threads)
+    floats = [o.name for o in session.get_outputs()
+              if o.type in ('tensor(float)', 'tensor(double)')]
+    if not floats:
+      return 0.0
+    for _ in range(3):
+      answers.append(session.run(floats, batch))
+    singles = [session.run(floats, dict(r)) for r in rows]
+    answers.append([np.concatenate([s[k] for s in singles])
+                    for k in range(len(floats))])
+  first = answers[0]
+  return max(float(np.max(np.abs(np.asarray(a, np.float64) -
+                                 np.asarray(b, np.float64))))
+             for answer in answers[1:] for a, b in zip(answer, first))
 
 
 class ONNXPredictor:
@@ -209,34 +264,75 @@ def quantize_int8(float_path: str, output_path: str,
   ``exclude``: node names to leave in float (a raw-feature model's folded
   Transform: preprocessing_node_names).
 
+  The file must answer a row the same whatever it is batched with and
+  however many threads run it (batch_dependence, on the calibration rows). When it does not, the MatMul and Gemm nodes are left
+  in float32 and the file is checked again; the model property
+  INT8_FLOAT_OPS_PROP then says so and why.
+
   Raises:
-    ConfigError: `samples` is empty.
+    ConfigError: `samples` is empty, or the file is still batch-dependent
+      with its MatMuls in float32 (nothing is left at output_path).
   """
   serving_export.require_calibration_samples(samples, 'ONNX', INT8)
   import onnx  # pylint: disable=g-import-not-at-top
   from onnxruntime import quantization  # pylint: disable=g-import-not-at-top
-  names = [i.name for i in onnx.load(float_path, load_external_data=False
-                                    ).graph.input]
+  float_model = onnx.load(float_path, load_external_data=False)
+  names = [i.name for i in float_model.graph.input]
+  feeds = [{n: s[n] for n in names} for s in samples]
 
   class Reader(quantization.CalibrationDataReader):
     """Yields the batch-1 calibration feature dicts, then None."""
 
     def __init__(self):
       super().__init__()
-      self._samples = iter([{n: s[n] for n in names} for s in samples])
+      self._samples = iter(feeds)
 
     def get_next(self):
       return next(self._samples, None)
 
-  reader = Reader()
-  quantization.quantize_static(
-      float_path, output_path, reader,
-      quant_format=quantization.QuantFormat.QDQ,
-      per_channel=True,
-      activation_type=quantization.QuantType.QUInt8,
-      weight_type=quantization.QuantType.QInt8,
-      nodes_to_exclude=list(exclude) or None)
-  return output_path
+  def quantize(excluded: Sequence[str]) -> float:
+    quantization.quantize_static(
+        float_path, output_path, Reader(),
+        quant_format=quantization.QuantFormat.QDQ,
+        per_channel=True,
+        activation_type=quantization.QuantType.QUInt8,
+        weight_type=quantization.QuantType.QInt8,
+        nodes_to_exclude=list(excluded) or None)
+    return batch_dependence(output_path, feeds)
+
+  tolerance = BATCH_INVARIANCE_TOLERANCE
+  gap = quantize(exclude)
+  if gap <= tolerance:
+    return output_path
+  # A file whose answers move with the batch size or the thread count would
+  # score one way here and answer another way in a server. Seen with ONNX
+  # Runtime's fused int8 MatMul (docs/optimize.md): its MatMuls and Gemms
+  # stay float, the rest int8, when that makes the file sound.
+  matmuls = [n.name for n in float_model.graph.node
+             if n.op_type in _FLOAT_FALLBACK_OPS and n.name
+             and n.name not in exclude]
+  left = quantize(list(exclude) + matmuls) if matmuls else gap
+  if matmuls and left <= tolerance:
+    note = (f'{", ".join(_FLOAT_FALLBACK_OPS)} left in float32: their int8 '
+            f'answered up to {gap:.3f} apart with the batch size or thread '
+            f'count (ONNX Runtime {_ort_version()})')
+    quantized = onnx.load(output_path)
+    onnx.helper.set_model_props(quantized, {INT8_FLOAT_OPS_PROP: note})
+    onnx.save(quantized, output_path)
+    logging.warning('ONNX int8 %s: %s.', output_path, note)
+    return output_path
+  os.remove(output_path)
+  raise ConfigError(
+      f'ONNX Runtime {_ort_version()} answers the int8 model differently '
+      f'with the batch size or thread count (up to {left:.3f} in an output '
+      f'for the same rows, tolerance {tolerance}), also with its MatMul and '
+      'Gemm nodes left in float32; the int8 ONNX file is not built. Ship '
+      'the ONNX float32 file, or OpenVINO or TFLite int8.')
+
+
+def _ort_version() -> str:
+  import onnxruntime  # pylint: disable=g-import-not-at-top
+  return onnxruntime.__version__
 
 
 def export_onnx(model,

@@ -85,7 +85,7 @@ def saved_model_classes(summary):
 
 
 def check_pushed_runtimes(output, model, summary, stdout,
-                          min_agreement=0.97, transformed=(), refused=()):
+                          min_agreement=0.97, transformed=()):
   """Each server runtime's pick: one version, raw columns in, its runtime.
 
   The pushed files are hashed in the manifest, the manifest says the model
@@ -93,9 +93,6 @@ def check_pushed_runtimes(output, model, summary, stdout,
   raw eval rows agrees with the SavedModel's classes on at least
   min_agreement of them (quantized against float): a float, or a dict of
   runtime -> bound (0.97 for a runtime it leaves out).
-
-  A runtime in ``refused`` (its pick failed the serve check before the
-  push) must have pushed nothing.
 
   Returns:
     {runtime: the pushed version's manifest}.
@@ -105,9 +102,6 @@ def check_pushed_runtimes(output, model, summary, stdout,
   for runtime in SERVER_RUNTIMES:
     runtime_dir = os.path.join(output, runtime, model)
     found = versions(runtime_dir)
-    if runtime in refused:
-      assert found == [], (runtime, found)
-      continue
     assert len(found) == 1, (runtime, found)
     version_dir = os.path.join(runtime_dir, found[0])
     assert f'pushed to {version_dir}' in stdout, runtime

@@ -101,26 +101,8 @@ def _int8_parity_fallback(failure):
           failure['pushed_inputs'] == 'transformed')
 
 
-def _onnx_int8_refused_by_the_serve_check(failure):
-  """ONNX Runtime's int8 pick that leantfx serve answered differently.
-
-  Known open problem (2026-12-06, one of two runs): the pick
-  baseline/onnx_int8, served by leantfx serve before the push, answered the
-  32 raw eval rows with probabilities up to 0.996 away from the same file
-  run offline; the check refused it and nothing was pushed for ONNX, which
-  is what this accepts, for ONNX int8 only. That file's answers depend on
-  ONNX Runtime's threads and batch size: on 32 random pixel rows, 1 thread
-  vs 2 at batch 32, and batch 1 vs batch 32, differ by up to 0.71 in a
-  probability. The ONNX int8 export must not depend on them; not mended yet.
-  """
-  return (failure['stage'] == 'infra validation' and
-          failure['candidate'].endswith('onnx_int8') and
-          failure.get('not_pushed') == 'onnx')
-
-
 def _known(failure):
-  return (_int8_parity_fallback(failure) or
-          _onnx_int8_refused_by_the_serve_check(failure))
+  return _int8_parity_fallback(failure)
 
 
 def test_every_runtime_and_mode_is_built_scored_and_timed(image_run):
@@ -166,16 +148,11 @@ def test_each_runtime_pushes_its_pick_with_the_raw_pixels_in(image_run):
   # columns in, run through its own runtime.
   fallbacks = {f['candidate'].split('/')[1].split('_')[0]
                for f in report['failures'] if _int8_parity_fallback(f)}
-  refused = {f['not_pushed'] for f in report['failures']
-             if _onnx_int8_refused_by_the_serve_check(f)}
   manifests = pushed.check_pushed_runtimes(output, 'digits', summary, stdout,
                                            transformed=fallbacks,
                                            min_agreement={
-                                               'onnx': ONNX_INT8_AGREEMENT},
-                                           refused=refused)
+                                               'onnx': ONNX_INT8_AGREEMENT})
   for runtime, pick in report['runtime_picks'].items():
-    if runtime in refused:
-      continue
     assert pick['pushed_to'] == os.path.join(
         output, runtime, 'digits', pushed.versions(
             os.path.join(output, runtime, 'digits'))[0]), pick

@@ -3,6 +3,7 @@
 Each test runs the console script in a subprocess on bundled data, then reads
 ML Metadata (SQLite) and the pushed SavedModel to check what the run claims.
 """
+import csv
 import json
 import math
 import os
@@ -13,6 +14,7 @@ import pytest
 import tensorflow as tf
 
 from leantfx import datasets
+from leantfx import span_scoring
 from leantfx.pipeline import run_summary
 from tests.e2e import artifacts
 from tests.e2e import pushed
@@ -90,7 +92,8 @@ def penguins_first_run(penguins_output):
   artifacts stay on disk, so the Beam comparison below reads them from here.
   """
   result = run_cli(['run', '--dataset', 'penguins', '--output',
-                    penguins_output])
+                    penguins_output, '--bulk-score',
+                    '--serve-args=--batching off'])
   summary = run_summary.summarize(
       os.path.join(penguins_output, 'metadata.sqlite'), 'leantfx-penguins')
   return result, summary
@@ -134,11 +137,37 @@ def test_penguins_first_run_pushes_a_model_at_its_reported_accuracy(
   assert 'infra validation: served by leantfx serve in' in result.stdout
   assert os.path.isfile(os.path.join(
       summary.pushed_path, 'assets.extra', 'tf_serving_warmup_requests'))
+  # It served the model with the deployment's options (--serve-args).
+  (infra_blessing,) = summary.executions['InfraValidator'].outputs['blessing']
+  assert json.loads(infra_blessing.custom_properties[
+      'serve_args'].string_value) == ['--batching', 'off']
   # No Beam component built TFX's copy of itself for workers that share this
   # environment (pipeline/beam_staging.py).
   log_path = re.search(r'  log: (\S+)', result.stdout).group(1)
   with open(log_path, encoding='utf-8') as f:
     assert 'tfx_ephemeral' not in f.read()
+  _check_bulk_score(penguins_output, summary, result.stdout)
+
+
+def _check_bulk_score(output, summary, stdout):
+  """--bulk-score: the span's every row scored with the pushed version."""
+  version = int(os.path.basename(summary.pushed_path))
+  scored_dir = span_scoring.scored_dir(output, 1, version)
+  with open(os.path.join(scored_dir, 'summary.json'), encoding='utf-8') as f:
+    scored = json.load(f)
+  rows = 0
+  for name in scored['rows_by_file']:
+    with open(os.path.join(scored['span_dir'], name), encoding='utf-8',
+              newline='') as f:
+      rows += sum(1 for _ in csv.reader(f)) - 1  # Less the header.
+  assert scored['rows_read'] == scored['rows_scored'] == rows, scored
+  assert scored['labeled_rows'] == rows
+  assert (f'bulk score: {rows:,} of {rows:,} rows of the span scored with '
+          f'version {version}, accuracy {scored["accuracy"]:.4f}: '
+          f'{scored_dir}') in stdout, stdout
+  # The pushed model, on every row (its train and eval splits): no worse
+  # than on the eval split alone by more than the eval split's noise.
+  assert scored['accuracy'] >= summary.accuracy - 0.05, (scored, summary)
 
 
 def _states(output, pipeline_name):

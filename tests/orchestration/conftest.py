@@ -12,7 +12,7 @@ COMPILE_ARGS = [
     'gs://bucket/root', '--serving-dir', 'gs://bucket/serving',
     '--tflite-dir', 'gs://bucket/tflite', '--warm-start', '--train-steps',
     '500', '--trainer-gpu', 'nvidia.com/gpu:1',
-    '--no-cache-component', 'Pusher', '--retries', '3'
+    '--no-cache-component', 'Pusher', '--retries', '3', '--bulk-score'
 ]
 
 

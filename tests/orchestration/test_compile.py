@@ -52,9 +52,11 @@ def test_compiled_yaml_parses_with_kfp_protos_and_has_every_component(
     assert set(executor) == {'container'}, name
     container = executor['container']
     assert container['image'] == IMAGE, name
-    module = (
-        'leantfx.kubeflow.resolve_span' if name == 'ResolveSpan' else
-        'tfx.orchestration.kubeflow.v2.container.kubeflow_v2_run_executor')
+    module = {
+        'ResolveSpan': 'leantfx.kubeflow.resolve_span',
+        'BulkScore': 'leantfx.kubeflow.bulk_score_task',
+    }.get(name,
+          'tfx.orchestration.kubeflow.v2.container.kubeflow_v2_run_executor')
     assert list(container['command'])[:3] == ['python', '-m', module], name
   assert f'{len(tasks)} tasks, image {IMAGE}' in compiled['stdout']
   # Without --span-rows the command says the tasks keep fixed sizes.
@@ -68,6 +70,18 @@ def test_compiled_yaml_parses_with_kfp_protos_and_has_every_component(
   # Every component of the local run is compiled: the ValidationGate with
   # its drift check, and the ModelOptimizer (under the blessing condition).
   assert {'ValidationGate', 'Augment', 'ModelOptimizer'} <= tasks
+  # --bulk-score: the BulkScore task after the Pusher reads ExampleGen's
+  # examples (their span) and the data root ExampleGen reads, a pipeline
+  # parameter a run may set.
+  bulk = spec.root.dag.tasks['BulkScore']
+  assert set(bulk.dependent_tasks) == {'Pusher', 'CsvExampleGen'}
+  assert bulk.inputs.artifacts['pushed_model'].task_output_artifact.producer_task == 'Pusher'
+  assert (bulk.inputs.parameters['data_root'] ==
+          spec.root.dag.tasks['CsvExampleGen'].inputs.parameters['input_base'])
+  assert bulk.inputs.parameters['data_root'].component_input_parameter
+  assert bulk.inputs.parameters[
+      'model_base_path'].runtime_value.constant.string_value == (
+          'gs://bucket/serving/penguins')
 
 
 def test_runtime_parameters_are_declared_with_defaults_and_wired(compiled):

@@ -18,6 +18,7 @@ import's does not.
 import concurrent.futures
 import csv
 import dataclasses
+import json
 import os
 
 import pytest
@@ -26,6 +27,8 @@ from tfx.components.evaluator import constants as evaluator_constants
 from leantfx import config as config_lib
 from leantfx import datasets
 from leantfx import schemas
+from leantfx import span_scoring
+from leantfx import versioned_push
 from leantfx.components.blessed_model import records
 from leantfx.kubeflow import compiler
 from tests.orchestration import kfp_launcher
@@ -60,6 +63,7 @@ def kfp(tmp_path_factory):
                                              max_accuracy_drop=1.0),
       validation=config_lib.ValidationConfig(check_drift=False),
       optimization=None,
+      orchestration=config_lib.OrchestrationConfig(bulk_score=True),
       beam_pipeline_args=('--direct_num_workers=1',))
   config = compiler.kubeflow_pipeline_config(config, pipeline_root)
   out = str(root / 'pipeline.yaml')
@@ -113,6 +117,22 @@ def _run(kfp, index, earlier=None):
   return produced, keys, ran
 
 
+def _check_bulk_score(kfp, produced, span, rows):
+  scored_dir = produced[('BulkScore', 'scored_dir')]
+  assert produced[('BulkScore', 'rows_scored')] == rows
+  version = versioned_push.list_versions(
+      os.path.join(kfp['root'], 'serving'))[-1]
+  assert scored_dir == span_scoring.scored_dir(kfp['pipeline_root'], span,
+                                               version)
+  with open(os.path.join(scored_dir, 'summary.json'), encoding='utf-8') as f:
+    summary = json.load(f)
+  assert summary['rows_read'] == summary['rows_scored'] == rows
+  assert summary['labeled_rows'] == rows and 0 <= summary['accuracy'] <= 1
+  with open(os.path.join(scored_dir, 'predictions.csv'), encoding='utf-8',
+            newline='') as f:
+    assert sum(1 for _ in csv.reader(f)) == rows + 1  # And the header.
+
+
 def _metadata(artifact, name):
   metadata = artifact['metadata']
   return metadata.get(name, metadata.get(f'custom:{name}'))
@@ -132,6 +152,9 @@ def test_two_runs_pass_the_blessed_model_through_the_pusher_records(kfp):
   assert _metadata(blessing, BASELINE_URI) is None  # No baseline.
   record = records.latest_record(records_dir)
   assert record[records.MODEL_URI] == first[('Trainer', 'model')]['uri']
+  # BulkScore scored span 1's rows, every one, with the version the Pusher
+  # just pushed, below the pipeline root.
+  _check_bulk_score(kfp, first, span=1, rows=len(rows[0::2]))
 
   _write_span(root, 2, rows[1::2])
   second, second_keys, second_ran = _run(kfp, 1, (first, first_keys))
@@ -149,3 +172,6 @@ def test_two_runs_pass_the_blessed_model_through_the_pusher_records(kfp):
       first[('Trainer', 'model')]['uri'])
   assert _metadata(second[('Evaluator', 'blessing')],
                    BASELINE_URI) == baseline['uri']
+  # Span 2's rows, scored with the newest version after run 2's push.
+  assert 'BulkScore' in second_ran
+  _check_bulk_score(kfp, second, span=2, rows=len(kfp['rows'][1::2]))
