@@ -8,8 +8,9 @@ session, wrapped by the one servable every runtime shares
 (:mod:`runtime_servable`), unless ``SERVABLES`` gives the runtime a servable
 of its own (TFLite's: :mod:`tflite_servable` says why). A new runtime in the
 registry is served with no line here. Otherwise ``saved_model.pb``/
-``.pbtxt`` means a TensorFlow SavedModel (:mod:`saved_model_servable`). A model config's ``model_platform`` may name
-a runtime to force it (``"tflite"``, as TF Serving's config spells TFLite).
+``.pbtxt`` means a TensorFlow SavedModel (:mod:`saved_model_servable`). A
+model config's ``model_platform`` may name a runtime to force it
+(``"tflite"``, as TF Serving's config spells TFLite).
 Every backend is a :class:`servable.Servable`; the model manager loads
 versions through :func:`load_servable` and never asks which backend it got.
 """
