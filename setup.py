@@ -73,7 +73,7 @@ setuptools.setup(
         # The serving benchmark's baseline is the Flask app most users write.
         'bench': ['flask'],
         # The x86 server runtimes the ModelOptimizer exports to beside TFLite
-        # (components/optimize/export/openvino.py, export/onnx.py). An extra,
+        # (leantfx/runtimes/openvino.py, onnx.py). An extra,
         # not install_requires, so a slim image can leave them out: the
         # optimizer then skips those runtimes and says to install this extra.
         # onnx is held at 1.16.x: later releases need protobuf>=4, and the

@@ -105,6 +105,7 @@ from leantfx.runtimes import openvino as openvino_runtime  # pylint: disable=g-i
 from leantfx.components.optimize.techniques import pruning  # pylint: disable=g-import-not-at-top,wrong-import-position
 from leantfx.components.optimize.export import runtime_variants  # pylint: disable=g-import-not-at-top,wrong-import-position
 from leantfx.runtimes import registry as runtimes  # pylint: disable=g-import-not-at-top,wrong-import-position
+from leantfx.runtimes import serving_export  # pylint: disable=g-import-not-at-top,wrong-import-position
 from leantfx.components.optimize.export import tflite as tflite_export  # pylint: disable=g-import-not-at-top,wrong-import-position
 from leantfx.models import architectures  # pylint: disable=g-import-not-at-top,wrong-import-position
 from leantfx.models import model as model_lib  # pylint: disable=g-import-not-at-top,wrong-import-position
@@ -138,7 +139,7 @@ IMAGE_SIDE = 32
 IMAGE_ALPHA = 0.35
 IMAGE_EPOCHS = 20
 IMAGE_WARMUP_STEPS = 100
-IMAGE_CALIBRATION = tflite_export.DEFAULT_CALIBRATION_SAMPLES
+IMAGE_CALIBRATION = serving_export.DEFAULT_CALIBRATION_SAMPLES
 # The bundled digits with the grey channel repeated three times, pixels in
 # row-major (height, width, channel) order: the input is {'image_xf': [192]}.
 IMAGE_SPEC = dataclasses.replace(
@@ -434,13 +435,13 @@ def latency_rows(work, runs, rounds=measure.DEFAULT_LATENCY_ROUNDS,
   model = tf_keras.applications.MobileNetV2(
       alpha=1.0, input_shape=(224, 224, 3), weights=None, classes=1000)
   rng = np.random.default_rng(SEED)
-  name = tflite_export.serving_input_specs(model).popitem()[0]
+  name = serving_export.serving_input_specs(model).popitem()[0]
   images = rng.random((MOBILENET_CALIBRATION, 224, 224, 3), dtype=np.float32)
   # Random weights and inputs: the labels only make measure() run; accuracy
   # is meaningless here and not reported.
   data = measure.LabeledData({name: images[:4]}, np.zeros(4, np.int64))
   saved = os.path.join(work, 'mobilenet_savedmodel')
-  tflite_export.save_serving_model(model, saved)
+  serving_export.save_serving_model(model, saved)
   tf32 = measure.measure_saved_model(saved, data, latency_runs=runs,
                                      warmup_runs=WARMUP_RUNS)
   paths = {}
@@ -724,7 +725,7 @@ def image_accuracy_rows(work, *, epochs=IMAGE_EPOCHS, alpha=IMAGE_ALPHA,
       'anchor': '>= 0.90',
       'anchor source': "leantfx's target: trained until its accuracy is real",
   }]
-  saved = tflite_export.save_serving_model(
+  saved = serving_export.save_serving_model(
       model, os.path.join(work, 'image_saved_model'))
   # runtime -> mode -> (quality fields with class_ids, bytes, export seconds)
   found: Dict[str, Dict[str, Any]] = {}

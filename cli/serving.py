@@ -324,7 +324,7 @@ def deploy_tf_serving(args: argparse.Namespace) -> int:
 
 def deploy_ovms(args: argparse.Namespace) -> int:
   """Writes OVMS's config.json. Returns the exit code."""
-  from leantfx import raw_serving  # pylint: disable=g-import-not-at-top
+  from leantfx.runtimes import string_lookups  # pylint: disable=g-import-not-at-top
   from leantfx.serving import runtime_deploy  # pylint: disable=g-import-not-at-top
   try:
     path, config = runtime_deploy.write_ovms_config(
@@ -342,7 +342,7 @@ def deploy_ovms(args: argparse.Namespace) -> int:
   for name, columns in id_inputs.items():
     print(f'note: OVMS serves {name} with {columns} as int64 vocabulary ids '
           f'(OpenVINO runs no lookup table; the vocabularies are in each '
-          f'version\'s {raw_serving.STRING_LOOKUPS_FILE}, which `leantfx '
+          f'version\'s {string_lookups.STRING_LOOKUPS_FILE}, which `leantfx '
           'serve` applies itself): send ids to OVMS, or the raw strings to '
           '`leantfx serve`')
   print(f'run: docker run -p 9000:9000 -p 8000:8000 -v '

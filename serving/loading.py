@@ -3,18 +3,20 @@
 The backend is chosen per version directory, through the runtime registry
 (leantfx/runtimes/registry.py): a version holding a runtime's ``model_file``
 (model.tflite, model.xml, model.onnx: the ModelOptimizer's pushes) is served
-by that runtime's servable (``SERVABLES``), checked in the registry's order;
-otherwise ``saved_model.pb``/``.pbtxt`` means a TensorFlow SavedModel
-(:mod:`saved_model_servable`). A model config's ``model_platform`` may name
-a runtime to force it (``"tflite"``, as TF Serving's config spells TFLite).
+by that runtime, checked in the registry's order: on the runtime's serving
+session, wrapped by the one servable every runtime shares
+(:mod:`runtime_servable`), unless ``SERVABLES`` gives the runtime a servable
+of its own (TFLite's: :mod:`tflite_servable` says why). A new runtime in the
+registry is served with no line here. Otherwise ``saved_model.pb``/
+``.pbtxt`` means a TensorFlow SavedModel (:mod:`saved_model_servable`). A
+model config's ``model_platform`` may name a runtime to force it
+(``"tflite"``, as TF Serving's config spells TFLite).
 Every backend is a :class:`servable.Servable`; the model manager loads
 versions through :func:`load_servable` and never asks which backend it got.
 """
 import os
 from typing import Callable, Dict, Optional
 
-from leantfx.runtimes import onnx as onnx_runtime
-from leantfx.runtimes import openvino as openvino_runtime
 from leantfx.runtimes import registry as runtimes_lib
 from leantfx.runtimes import runtime as runtime_lib
 from leantfx.runtimes import tflite as tflite_runtime
@@ -26,27 +28,23 @@ from leantfx.serving import tflite_servable
 ServableFactory = Callable[[str, int, str], servable_lib.Servable]
 
 
-def _runtime_servable(class_name: str) -> ServableFactory:
-  """A servable class of :mod:`runtime_servables`, imported when first used.
-
-  Importing that module loads TensorFlow (its raw-feature imports do);
-  importing this one (every ``leantfx`` command does, through the CLI) does
-  not.
-  """
-  def load(name: str, version: int, path: str) -> servable_lib.Servable:
-    from leantfx.serving import runtime_servables  # pylint: disable=g-import-not-at-top
-    return getattr(runtime_servables, class_name)(name, version, path)
-  return load
-
-
-# Each runtime's servable, keyed by the Runtime: serving a new runtime is its
-# servable and a line here (tests/optimize/test_runtime_interface.py checks
-# that every registered runtime has one).
+# The runtimes served by a servable of their own rather than on their
+# serving session (:mod:`runtime_servable`).
 SERVABLES: Dict[runtime_lib.Runtime, ServableFactory] = {
     tflite_runtime.RUNTIME: tflite_servable.TfLiteServable,
-    openvino_runtime.RUNTIME: _runtime_servable('OpenVINOServable'),
-    onnx_runtime.RUNTIME: _runtime_servable('ONNXServable'),
 }
+
+
+def _runtime_servable(runtime: runtime_lib.Runtime, name: str, version: int,
+                      path: str) -> servable_lib.Servable:
+  """A version on its runtime's serving session.
+
+  :mod:`runtime_servable` is imported when first used: it loads TensorFlow
+  (through the push's manifest check); importing this module (every
+  ``leantfx`` command does, through the CLI) does not.
+  """
+  from leantfx.serving import runtime_servable  # pylint: disable=g-import-not-at-top
+  return runtime_servable.RuntimeServable(runtime, name, version, path)
 
 
 def runtime_of(path: str, configured_platform: str = ''
@@ -110,4 +108,6 @@ def load_servable(name: str, version: int, path: str,
   runtime = runtime_of(path, configured_platform)
   if runtime is None:
     return saved_model_servable.SavedModelServable(name, version, path)
-  return SERVABLES[runtime](name, version, path)
+  if runtime in SERVABLES:
+    return SERVABLES[runtime](name, version, path)
+  return _runtime_servable(runtime, name, version, path)

@@ -34,8 +34,8 @@ from leantfx import versioned_push
 from leantfx.runtimes import openvino as openvino_runtime
 from leantfx.runtimes import push
 from leantfx.runtimes import registry as runtimes_lib
+from leantfx.runtimes import string_lookups
 from leantfx.errors import ConfigError
-from leantfx import raw_serving
 
 OVMS_CONFIG = 'config.json'
 TRITON_CONFIG = 'config.pbtxt'
@@ -172,14 +172,14 @@ def ovms_config(base: str, num_threads: int = 1) -> Dict:
 def ovms_id_inputs(base: str) -> Dict[str, List[str]]:
   """{model: its vocabulary columns} for OpenVINO models that take ids.
 
-  Such a version carries raw_serving.STRING_LOOKUPS_FILE, which
+  Such a version carries string_lookups.STRING_LOOKUPS_FILE, which
   ``leantfx serve`` applies and OVMS does not read: OVMS clients send those
   columns as int64 vocabulary ids.
   """
   found = {}
   for name, path in _model_dirs(base, OPENVINO_FILENAME).items():
     try:
-      lookups = raw_serving.read_string_lookups(path)
+      lookups = string_lookups.read_string_lookups(path)
     except ValueError as e:
       raise ConfigError(f'{path}: {e}') from e
     if lookups:

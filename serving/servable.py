@@ -1,7 +1,7 @@
 """A loaded model version, whatever runs it: the face every backend presents.
 
 The backends (:mod:`saved_model_servable`, :mod:`tflite_servable`,
-:mod:`runtime_servables`) present the same face: signatures with dtypes and
+:mod:`runtime_servable`) present the same face: signatures with dtypes and
 shapes, the ``SignatureDef`` protos that the metadata API returns, and
 ``run(signature, inputs, outputs)`` on numpy arrays. The request path never
 asks which backend it talks to. Which backend loads a version directory, and

@@ -20,6 +20,14 @@ Inputs and outputs that the converter quantized (int8/uint8/int16 tensors
 with a scale) are exposed with dtype float: requests are quantized with the
 tensor's ``(scale, zero_point)`` and outputs dequantized, so the same JSON
 works against the float SavedModel and the int8 TFLite model.
+
+TFLite is the one runtime served by a servable of its own rather than on a
+serving session (serving/runtime_servable.py, which every other runtime
+shares): a .tflite file may carry several signatures, each served under
+its key (a session serves ``serving_default`` only), and this servable
+counts each interpreter's resizes (``resizes``), which the serving tests
+read. Its request path is as short as a session's (bound tensors, one
+``invoke()``).
 """
 import dataclasses
 import hashlib

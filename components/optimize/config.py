@@ -19,6 +19,7 @@ from typing import Any, Callable, Dict, Mapping, Optional, Tuple
 
 from leantfx.components.optimize.evaluation import quality as quality_lib
 from leantfx.runtimes import registry as runtimes_lib
+from leantfx.runtimes import serving_export
 from leantfx.components.optimize.export import tflite as tflite_export
 from leantfx.components.optimize.evaluation import selection
 from leantfx.components.optimize.evaluation.selection import Budget
@@ -384,7 +385,7 @@ class OptimizationConfig:
   latency_runs: int = 200
   warmup_runs: int = 20
   num_threads: int = 1
-  calibration_samples: int = tflite_export.DEFAULT_CALIBRATION_SAMPLES
+  calibration_samples: int = serving_export.DEFAULT_CALIBRATION_SAMPLES
   runtimes: Optional[Tuple[str, ...]] = (runtimes_lib.TFLITE,)
   task: str = quality_lib.CLASSIFICATION
   slices: selection.SliceGate = selection.SliceGate()

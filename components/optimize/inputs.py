@@ -15,7 +15,7 @@ import tf_keras
 from tfx import types
 from tfx.dsl.io import fileio
 
-from leantfx.components.optimize.export import tflite as tflite_export
+from leantfx.runtimes import serving_export
 from leantfx.errors import InputDataError
 from leantfx.models import features
 from leantfx.models.training import budget as budget_lib
@@ -128,7 +128,7 @@ def transformed_feature_spec(transform_graph_uri: str,
 
 
 def model_input_names(model: tf_keras.Model) -> List[str]:
-  return list(tflite_export.serving_input_specs(model))
+  return list(serving_export.serving_input_specs(model))
 
 
 def make_dataset(files: Sequence[str],

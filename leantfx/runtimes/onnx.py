@@ -1,21 +1,58 @@
-"""ONNX Runtime as the runtime runs it: a session with inputs bound once.
+"""ONNX Runtime, everything about it: files, predictor, timer, export, serving.
 
-``ONNXPredictor`` opens model.onnx in an ``InferenceSession`` on the CPU
-execution provider with a fixed intra-op thread count (sequential execution,
-every graph optimization), and feeds it through ``feed`` (strings as ``str``
-objects, as ``leantfx serve``'s ONNX servable converts strings).
-``ONNXTimer`` binds the inputs once through IO binding and times
-``run_with_iobinding`` alone; the per-call overhead path is
-``session.run(None, feed)``, the one-line call a client writes.
+Running. ``ONNXPredictor`` opens model.onnx in an ``InferenceSession`` on
+the CPU execution provider with a fixed intra-op thread count (sequential
+execution, every graph optimization), and feeds it through ``feed``
+(strings as ``str`` objects). ``ONNXTimer`` binds the inputs once through
+IO binding and times ``run_with_iobinding`` alone; the per-call overhead
+path is ``session.run(None, feed)``, the one-line call a client writes.
+
+Exporting (``ONNXExporter``, the runtime's ``Exporter``). 'float32' is
+tf2onnx's conversion of the model's serving SavedModel (the signature
+serving_export.save_serving_model writes; the inputs keep their Keras
+names, opset 17). 'int8' is ONNX Runtime's static quantization of that
+file in the QDQ format (QuantizeLinear/DequantizeLinear pairs, which ONNX
+Runtime fuses into integer kernels), weights per channel, calibrated on
+train-split examples. The file is ``model.onnx``, the layout Triton's and
+OpenVINO Model Server's model repositories read. A raw-feature export
+converts the wrapper SavedModel, its vocabulary tables included.
+
+Serving (``ONNXSession``, what ``leantfx serve`` runs a pushed version on):
+one session shared by concurrent requests (its ``run`` is thread-safe),
+strings converted as ``feed`` converts them.
+
+TensorFlow, tf2onnx, onnx and onnxruntime are imported inside the functions
+that use them: importing this module (the registry does, and so every
+``leantfx`` command) stays cheap.
 """
-from typing import Any, Callable, Dict, Mapping, Optional, Sequence
+import logging
+import os
+import tempfile
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
 import numpy as np
 
-from leantfx.runtimes import runtime as runtime_lib
-from leantfx.runtimes import timing
 from leantfx.errors import ConfigError
+from leantfx.runtimes import exporter as exporter_lib
+from leantfx.runtimes import runtime as runtime_lib
+from leantfx.runtimes import serving_export
+from leantfx.runtimes import timing
 
+MODEL_FILE = 'model.onnx'
+FLOAT32 = exporter_lib.FLOAT32
+INT8 = exporter_lib.INT8
+MODES = exporter_lib.MODES
+# The float32 file an int8 export quantizes, in an Exporter's cache.
+_FLOAT32_CACHE_KEY = 'onnx_float32'
+OPSET = 17
+# The ops an int8 export leaves in float32 when their int8 kernels answer
+# differently with the batch size or thread count (quantize_int8).
+_FLOAT_FALLBACK_OPS = ('MatMul', 'Gemm')
+# The model property that says so, in the file itself.
+INT8_FLOAT_OPS_PROP = 'leantfx_int8_float_ops'
+
+
+# ------------------------------------------------------------- running ---
 
 def open_session(path: str, num_threads: int):
   """An InferenceSession on the CPU with `num_threads` intra-op threads."""
@@ -60,7 +97,7 @@ def feed(input_types: Mapping[str, type], values: Mapping[str, np.ndarray],
   ``str`` objects (strings_in), and so do strings for an input of unknown
   type; the rest is cast to its input's type (float32 by default, int64
   for vocabulary ids). The optimizer's predictors feed a session through
-  it; ``leantfx serve``'s ONNX servable converts its string inputs with
+  it; the serving session (``ONNXSession``) converts its string inputs with
   strings_in too (its numbers are checked against the signature already).
   """
   out = {}
@@ -194,15 +231,355 @@ class ONNXTimer(timing.RuntimeTimer):
     self.predictor.session.run(None, self.inputs)
 
 
+# ----------------------------------------------------------- exporting ---
+
+def convert_saved_model(saved_model_dir: str, output_path: str) -> str:
+  """tf2onnx of a SavedModel's serving signature (lookup tables included).
+
+  The inputs and outputs keep the signature's names (opset 17). An op
+  tf2onnx cannot map raises here (continue_on_error=False) instead of
+  leaving a TF op in the file that ONNX Runtime refuses.
+  """
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from tf2onnx import convert  # pylint: disable=g-import-not-at-top
+  from tf2onnx import tf_loader  # pylint: disable=g-import-not-at-top
+  graph_def, inputs, outputs, tables, renames = tf_loader.from_saved_model(
+      saved_model_dir, None, None,
+      signatures=[serving_export.SERVING_SIGNATURE],
+      return_initialized_tables=True, return_tensors_to_rename=True)
+  with tf.device('/cpu:0'):
+    convert._convert_common(  # pylint: disable=protected-access
+        graph_def, name=saved_model_dir, continue_on_error=False,
+        opset=OPSET, input_names=inputs, output_names=outputs,
+        tensors_to_rename=renames, initialized_tables=tables,
+        output_path=output_path)
+  return output_path
+
+
+def quantize_int8(float_path: str, output_path: str,
+                  samples: List[Dict[str, np.ndarray]],
+                  exclude: Sequence[str] = ()) -> str:
+  """Static QDQ int8 quantization of an ONNX file, per-channel weights.
+
+  ``exclude``: node names to leave in float (a raw-feature model's folded
+  Transform: preprocessing_node_names).
+
+  The file must answer a row the same whatever it is batched with and
+  however many threads run it (batch_dependence, on the calibration rows). When it does not, the MatMul and Gemm nodes are left
+  in float32 and the file is checked again; the model property
+  INT8_FLOAT_OPS_PROP then says so and why.
+
+  Raises:
+    ConfigError: `samples` is empty, or the file is still batch-dependent
+      with its MatMuls in float32 (nothing is left at output_path).
+  """
+  serving_export.require_calibration_samples(samples, 'ONNX', INT8)
+  import onnx  # pylint: disable=g-import-not-at-top
+  from onnxruntime import quantization  # pylint: disable=g-import-not-at-top
+  float_model = onnx.load(float_path, load_external_data=False)
+  names = [i.name for i in float_model.graph.input]
+  feeds = [{n: s[n] for n in names} for s in samples]
+
+  class Reader(quantization.CalibrationDataReader):
+    """Yields the batch-1 calibration feature dicts, then None."""
+
+    def __init__(self):
+      super().__init__()
+      self._samples = iter(feeds)
+
+    def get_next(self):
+      return next(self._samples, None)
+
+  def quantize(excluded: Sequence[str]) -> float:
+    quantization.quantize_static(
+        float_path, output_path, Reader(),
+        quant_format=quantization.QuantFormat.QDQ,
+        per_channel=True,
+        activation_type=quantization.QuantType.QUInt8,
+        weight_type=quantization.QuantType.QInt8,
+        nodes_to_exclude=list(excluded) or None)
+    return batch_dependence(output_path, feeds)
+
+  tolerance = BATCH_INVARIANCE_TOLERANCE
+  gap = quantize(exclude)
+  if gap <= tolerance:
+    return output_path
+  # A file whose answers move with the batch size or the thread count would
+  # score one way here and answer another way in a server. Seen with ONNX
+  # Runtime's fused int8 MatMul (docs/optimize.md): its MatMuls and Gemms
+  # stay float, the rest int8, when that makes the file sound.
+  matmuls = [n.name for n in float_model.graph.node
+             if n.op_type in _FLOAT_FALLBACK_OPS and n.name
+             and n.name not in exclude]
+  left = quantize(list(exclude) + matmuls) if matmuls else gap
+  if matmuls and left <= tolerance:
+    note = (f'{", ".join(_FLOAT_FALLBACK_OPS)} left in float32: their int8 '
+            f'answered up to {gap:.3f} apart with the batch size or thread '
+            f'count (ONNX Runtime {_ort_version()})')
+    quantized = onnx.load(output_path)
+    onnx.helper.set_model_props(quantized, {INT8_FLOAT_OPS_PROP: note})
+    onnx.save(quantized, output_path)
+    logging.warning('ONNX int8 %s: %s.', output_path, note)
+    return output_path
+  os.remove(output_path)
+  raise ConfigError(
+      f'ONNX Runtime {_ort_version()} answers the int8 model differently '
+      f'with the batch size or thread count (up to {left:.3f} in an output '
+      f'for the same rows, tolerance {tolerance}), also with its MatMul and '
+      'Gemm nodes left in float32; the int8 ONNX file is not built. Ship '
+      'the ONNX float32 file, or OpenVINO or TFLite int8.')
+
+
+def _ort_version() -> str:
+  import onnxruntime  # pylint: disable=g-import-not-at-top
+  return onnxruntime.__version__
+
+
+def export_onnx(model,
+                mode: str,
+                representative_data=None,
+                *,
+                output_dir: str,
+                num_calibration_samples: int = (
+                    serving_export.DEFAULT_CALIBRATION_SAMPLES)) -> str:
+  """Writes model.onnx for a tf_keras model (through its serving SavedModel).
+
+  Args:
+    model: the tf_keras model.
+    mode: 'float32' or 'int8'.
+    representative_data: train-split features or dataset (int8).
+    output_dir: the directory to write model.onnx into.
+    num_calibration_samples: calibration examples.
+
+  Returns:
+    The path of model.onnx.
+
+  Raises:
+    ConfigError: unknown mode; int8 without (or with empty) calibration data.
+  """
+  if mode not in MODES:
+    raise ConfigError(f'Unknown ONNX mode {mode!r}; use one of {MODES}.')
+  samples = None
+  if mode == INT8:
+    samples = serving_export.int8_calibration_samples(
+        model, representative_data, num_calibration_samples, 'ONNX')
+  with tempfile.TemporaryDirectory(prefix='leantfx-onnx-') as tmp:
+    saved_model = serving_export.save_serving_model(
+        model, os.path.join(tmp, 'saved_model'))
+    return export_saved_model(saved_model, mode, samples, output_dir)
+
+
+def export_saved_model(saved_model_dir: str, mode: str,
+                       samples: Optional[List[Dict[str, np.ndarray]]],
+                       output_dir: str,
+                       float_path: Optional[str] = None) -> str:
+  """Writes model.onnx for a serving SavedModel (what export_onnx saves).
+
+  ``samples``: batch-1 calibration feature dicts (int8); ``float_path``: an
+  existing float32 conversion of the same SavedModel to quantize.
+  """
+  if mode not in MODES:
+    raise ConfigError(f'Unknown ONNX mode {mode!r}; use one of {MODES}.')
+  if mode == INT8:
+    serving_export.require_calibration_samples(samples or [], 'ONNX', mode)
+  os.makedirs(output_dir, exist_ok=True)
+  output_path = os.path.join(output_dir, MODEL_FILE)
+  if mode == FLOAT32:
+    return convert_saved_model(saved_model_dir, output_path)
+  with tempfile.TemporaryDirectory(prefix='leantfx-onnx-') as tmp:
+    if float_path is None:
+      float_path = convert_saved_model(saved_model_dir,
+                                       os.path.join(tmp, MODEL_FILE))
+    return quantize_int8(float_path, output_path, samples)
+
+
+def _convert_raw(saved_model: str, output_path: str) -> str:
+  """tf2onnx of the SavedModel's serving signature, tables included."""
+  try:
+    return convert_saved_model(saved_model, output_path)
+  except Exception as e:  # pylint: disable=broad-except
+    lines = str(e).strip().splitlines()
+    raise ConfigError(
+        'tf2onnx cannot convert the raw-feature model: '
+        f'{type(e).__name__}: {lines[-1] if lines else ""}. Ship the '
+        'transformed-input model for ONNX, or TFLite for raw-feature '
+        'inputs.') from e
+
+
+def export_raw(saved_model: str, mode: str,
+               samples: List[Mapping[str, np.ndarray]],
+               output_dir: str) -> str:
+  """Writes model.onnx of a raw-feature wrapper SavedModel:
+  Exporter.export_raw (exporter.py).
+
+  tf2onnx's SavedModel loader (tf2onnx.tf_loader, what ``python -m
+  tf2onnx.convert --saved-model`` runs) turns the vocabulary tables into
+  ai.onnx.ml CategoryMapper nodes (keys and ids read from the tables, the
+  OOV id as default), which ONNX Runtime runs; ``from_function`` does not
+  hand the tables' contents to that conversion.
+  """
+  os.makedirs(output_dir, exist_ok=True)
+  output_path = os.path.join(output_dir, MODEL_FILE)
+  if mode == FLOAT32:
+    return _convert_raw(saved_model, output_path)
+  with tempfile.TemporaryDirectory(prefix='leantfx-raw-onnx-') as scratch:
+    float_path = _convert_raw(saved_model, os.path.join(scratch, MODEL_FILE))
+    return quantize_raw_int8(float_path, output_path,
+                             [feed({}, s) for s in samples])
+
+
+# ONNX ops whose weights make them the model body's (Gather: an embedding
+# table, when its data is an initializer).
+_WEIGHTED_ONNX_OPS = frozenset(('Conv', 'ConvTranspose', 'MatMul', 'Gemm',
+                                'Gather'))
+
+
+def preprocessing_node_names(onnx_model) -> List[str]:
+  """Names of the ONNX nodes before the model body (the folded Transform).
+
+  As openvino.preprocessing_op_names (leantfx/runtimes/openvino.py): no weighted node (Conv, MatMul, Gemm,
+  a Gather on a constant) upstream, and not one itself.
+  """
+  graph = onnx_model.graph
+  constants = {i.name for i in graph.initializer}
+  constants.update(o for n in graph.node if n.op_type == 'Constant'
+                   for o in n.output)
+
+  def weighted(node) -> bool:
+    if node.op_type == 'Gather':
+      return bool(node.input) and node.input[0] in constants
+    return node.op_type in _WEIGHTED_ONNX_OPS
+
+  # Tensors computed by or behind a weighted node. ONNX lists a graph's
+  # nodes in topological order.
+  behind_body = set()
+  names = []
+  for node in graph.node:
+    behind = any(i in behind_body for i in node.input)
+    if behind or weighted(node):
+      behind_body.update(node.output)
+    elif node.name:
+      names.append(node.name)
+  return names
+
+
+def quantize_raw_int8(float_path: str, output_path: str,
+                       samples: List[Dict[str, np.ndarray]]) -> str:
+  """Static QDQ int8 of the raw-feature model: the body, not the Transform.
+
+  quantize_int8's settings (QDQ, per-channel int8 weights,
+  uint8 activations) with the preprocessing nodes excluded, for the reason
+  openvino.quantize_raw_int8 gives: quantizing them puts a Q/DQ pair on each
+  raw column with its calibration range, which clips values beyond it
+  (digits, 5 calibration rows: 0.043 max probability gap to the
+  transformed-input int8; none with the Transform excluded).
+
+  Args:
+    float_path: the float raw-feature model.onnx.
+    output_path: the int8 model.onnx to write.
+    samples: batch-1 raw requests as ONNX Runtime takes them
+      (``feed``), keyed by column.
+
+  Returns:
+    output_path.
+
+  Raises:
+    ConfigError: `samples` is empty.
+  """
+  import onnx  # pylint: disable=g-import-not-at-top
+  return quantize_int8(
+      float_path, output_path, samples,
+      exclude=preprocessing_node_names(
+          onnx.load(float_path, load_external_data=False)))
+
+
+class ONNXExporter(exporter_lib.Exporter):
+  """ONNX through tf2onnx; int8 by ONNX Runtime's static QDQ quantization."""
+
+  export_modules = ('onnxruntime.quantization',)
+
+  def export_saved_model(self, saved_model_dir: str, mode: str,
+                         samples: Optional[List[Dict[str, np.ndarray]]],
+                         output_dir: str, cache: Dict[str, Any]) -> str:
+    # int8 quantizes the float32 conversion when that mode made one.
+    path = export_saved_model(saved_model_dir, mode, samples, output_dir,
+                              float_path=cache.get(_FLOAT32_CACHE_KEY))
+    if mode == FLOAT32:
+      cache[_FLOAT32_CACHE_KEY] = path
+    return path
+
+  def export_raw(self, saved_model: str, mode: str,
+                 samples: List[Mapping[str, np.ndarray]],
+                 vocabularies: Mapping[str, List[bytes]],
+                 output_dir: str) -> str:
+    del vocabularies  # The tables are in the graph (CategoryMapper).
+    return export_raw(saved_model, mode, samples, output_dir)
+
+
+# ------------------------------------------------------------- serving ---
+
+class ONNXSession(runtime_lib.ServingSession):
+  """A model.onnx version served on one ONNX Runtime session.
+
+  The session's ``run`` is thread-safe, so concurrent requests share it,
+  each on ``num_threads`` intra-op threads. A string input is converted to
+  ``str`` objects (``strings_in``: ONNX Runtime's 'tensor(string)' reads
+  an object array of bytes as "b'...'", which looks up as unseen), and a
+  string output back to bytes; numbers, checked against the signature
+  already, go as they came.
+  """
+
+  def __init__(self, folder: str,
+               num_threads: int = timing.DEFAULT_NUM_THREADS):
+    model_path = os.path.join(folder, MODEL_FILE)
+    try:
+      self._session = open_session(model_path, num_threads)
+    except Exception as e:  # pylint: disable=broad-except
+      raise runtime_lib.SessionLoadError(
+          f'{model_path} is not a loadable ONNX model: {type(e).__name__}: '
+          f'{e}') from e
+
+    def spec(node):
+      return runtime_lib.TensorSpec(
+          np.dtype(NUMPY_TYPES.get(node.type, np.float32)),
+          tuple(d if isinstance(d, int) else -1 for d in node.shape))
+
+    self.inputs = {n.name: spec(n) for n in self._session.get_inputs()}
+    self.outputs = {n.name: spec(n) for n in self._session.get_outputs()}
+    self._string_inputs = {n.name for n in self._session.get_inputs()
+                           if n.type == 'tensor(string)'}
+    self._string_outputs = {n.name for n in self._session.get_outputs()
+                            if n.type == 'tensor(string)'}
+
+  def run(self, inputs: Mapping[str, np.ndarray],
+          output_aliases: Sequence[str]) -> Dict[str, np.ndarray]:
+    names: List[str] = list(output_aliases)
+    try:
+      feed = {a: (strings_in(v) if a in self._string_inputs
+                  else np.ascontiguousarray(v)) for a, v in inputs.items()}
+      values = self._session.run(names, feed)
+    except Exception as e:  # pylint: disable=broad-except
+      raise runtime_lib.SessionRunError(str(e)) from None
+    return {n: (runtime_lib.bytes_objects(v) if n in self._string_outputs
+                else v)
+            for n, v in zip(names, values)}
+
+  def close(self) -> None:
+    self._session = None
+
+
+# ---------------------------------------------------------- the runtime ---
+
 class ONNXRuntime(runtime_lib.Runtime):
   """ONNX Runtime's CPU execution provider: model.onnx."""
 
   name = 'onnx'
   label = 'ONNX'
-  model_file = 'model.onnx'
-  files = ('model.onnx',)
+  model_file = MODEL_FILE
+  files = (MODEL_FILE,)
   required_modules = ('onnxruntime', 'tf2onnx', 'onnx')
   timed_call = 'InferenceSession.run_with_iobinding(), inputs bound once'
+  exporter = ONNXExporter()
 
   def predictor(self, path: str,
                 num_threads: int = timing.DEFAULT_NUM_THREADS,
@@ -213,6 +590,11 @@ class ONNXRuntime(runtime_lib.Runtime):
   def timer(self, label: str, path: str, num_threads: int,
             features: Mapping[str, np.ndarray]) -> ONNXTimer:
     return ONNXTimer(label, path, num_threads, features)
+
+  def serving_session(self, folder: str,
+                      num_threads: int = timing.DEFAULT_NUM_THREADS
+                     ) -> ONNXSession:
+    return ONNXSession(folder, num_threads)
 
 
 RUNTIME = ONNXRuntime()

@@ -153,9 +153,10 @@ def read_manifest(version_dir: str) -> Dict[str, Any]:
 
 
 # The file(s) each server runtime's model server reads in a version folder
-# (its Runtime's ``files``): OpenVINO Model Server reads model.xml +
-# model.bin; Triton's and OVMS's ONNX backends read model.onnx. TFLite, the
-# runtime every run builds, is pushed by push_tflite.
+# (its Runtime's ``files``, which push_runtime_model reads from the
+# registry): OpenVINO Model Server reads model.xml + model.bin; Triton's and
+# OVMS's ONNX backends read model.onnx. TFLite, the runtime every run
+# builds, is pushed by push_tflite.
 RUNTIME_FILES = {name: registry.get(name).files
                  for name in registry.SERVER_RUNTIMES}
 
@@ -174,7 +175,7 @@ def push_runtime_model(runtime: str,
   """Pushes a server runtime's model files into a new version directory.
 
   The same versioning, atomic write and manifest as ``push_tflite``: the
-  files of RUNTIME_FILES[runtime] are copied from `source_dir` and checked
+  runtime's ``files`` are copied from `source_dir` and checked
   against their sha256, then manifest.json (naming every file's sha256 and
   size) is written last, as the commit file.
 
@@ -184,7 +185,7 @@ def push_runtime_model(runtime: str,
   vocabularies that map a request's strings to them).
 
   Args:
-    runtime: a server runtime's name (of RUNTIME_FILES).
+    runtime: a server runtime's name (one with an Exporter, registry.py).
     source_dir: the folder holding the runtime's files.
     base_dir: the runtime's push base (e.g. <output>/openvino).
     model_name: the model's directory name.
@@ -201,17 +202,19 @@ def push_runtime_model(runtime: str,
   Raises:
     ConfigError: unknown runtime, a missing file, or an unusable name.
   """
-  if runtime not in RUNTIME_FILES:
+  found = registry.get(runtime) if runtime in registry.BY_NAME else None
+  if found is None or found.exporter is None:
+    servers = sorted(n for n, r in registry.BY_NAME.items() if r.exporter)
     raise ConfigError(f'No push layout for runtime {runtime!r}; use one of '
-                      f'{sorted(RUNTIME_FILES)}.')
-  names = RUNTIME_FILES[runtime]
+                      f'{servers}.')
+  names = found.files
   for name in names:
     path = os.path.join(source_dir, name)
     if not fileio.exists(path) or fileio.isdir(path):
       raise ConfigError(f'Cannot push the {runtime} model in {source_dir}: '
                         f'{name} is missing.')
   names = tuple(names) + tuple(
-      name for name in registry.get(runtime).optional_files
+      name for name in found.optional_files
       if fileio.exists(os.path.join(source_dir, name)))
   _check_name(model_name)
   sources = {name: os.path.join(source_dir, name) for name in names}

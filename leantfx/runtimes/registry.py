@@ -2,8 +2,12 @@
 
 Each runtime is a ``runtime.Runtime`` defined in its own module (tflite.py,
 openvino.py, onnx.py); ``BY_NAME`` lists them, in build order, and ``get``
-finds one by name. Everything else here (labels, required modules, the
-``--target-cpu`` table) is read from that list or keyed by its names.
+finds one by name (``exporter``, a server runtime's Exporter). Everything
+else here (labels, required modules, the ``--target-cpu`` table) is read
+from that list or keyed by its names, and the optimizer (its exports,
+predictors and timers) and ``leantfx serve`` (serving/loading.py) reach a
+runtime only through it: adding a runtime is its module and its line in
+``BY_NAME``.
 
 TFLite comes with TensorFlow. OpenVINO (with NNCF for int8) and ONNX Runtime
 (with tf2onnx and onnx for the export) are the x86 server runtimes; they are
@@ -21,6 +25,7 @@ import importlib.util
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from leantfx.errors import ConfigError
+from leantfx.runtimes import exporter as exporter_lib
 from leantfx.runtimes import onnx as onnx_runtime
 from leantfx.runtimes import openvino as openvino_runtime
 from leantfx.runtimes import runtime as runtime_lib
@@ -35,11 +40,12 @@ TFLITE = tflite_runtime.RUNTIME.name
 OPENVINO = openvino_runtime.RUNTIME.name
 ONNX = onnx_runtime.RUNTIME.name
 RUNTIMES = tuple(BY_NAME)
-# Every runtime but TFLite, the one every run builds (beside training, as
-# the gate's baseline): the ModelOptimizer builds their variants in its
-# worker, each through its Exporter (components/optimize/export/
-# exporters.py), and pushes each pick to the runtime's own base.
-SERVER_RUNTIMES = tuple(name for name in RUNTIMES if name != TFLITE)
+# The runtimes with an Exporter: every one but TFLite, the one every run
+# builds (beside training, as the gate's baseline). The ModelOptimizer builds
+# their variants in its worker, each through its Exporter (``exporter``),
+# and pushes each pick to the runtime's own base.
+SERVER_RUNTIMES = tuple(name for name, r in BY_NAME.items()
+                        if r.exporter is not None)
 # How messages and reports name each runtime.
 LABELS: Dict[str, str] = {name: r.label for name, r in BY_NAME.items()}
 # On the command line: every runtime installed where the optimizer runs.
@@ -72,6 +78,20 @@ def get(name: str) -> runtime_lib.Runtime:
     raise ConfigError(f'Unknown runtime {name!r}; use one of '
                       f'{", ".join(RUNTIMES)}.')
   return BY_NAME[name]
+
+
+def exporter(name: str) -> exporter_lib.Exporter:
+  """The Exporter of the server runtime named ``name``.
+
+  Raises:
+    ConfigError: no server runtime has that name.
+  """
+  found = BY_NAME.get(name)
+  if found is None or found.exporter is None:
+    servers = [n for n, r in BY_NAME.items() if r.exporter is not None]
+    raise ConfigError(f'No server runtime {name!r}; use one of '
+                      f'{", ".join(servers)}.')
+  return found.exporter
 
 
 def module_installed(name: str) -> bool:
@@ -137,35 +157,3 @@ def resolve(requested: Optional[Sequence[str]]
   messages = [not_installed_message(r) for r in wanted
               if missing_modules(r)]
   return tuple(available), messages
-
-
-def decline_openvino_telemetry() -> None:
-  """Declines OpenVINO's and NNCF's telemetry in this process.
-
-  openvino.convert_model and nncf.quantize send usage events through the
-  openvino_telemetry package unless the user ran its opt-out, and each
-  event is sent from a new multiprocessing process: in the ModelOptimizer's
-  spawned worker that is a fresh Python importing TensorFlow, six at a time
-  (measured: 6 such processes at 15% CPU each, throughout a digits run's
-  exports, slowing the training beside them), for a network call a
-  pipeline has no business making. This answers the consent check as a
-  declined opt-in would, for every tool that asks (the check runs at each
-  tool's initialisation), without writing the user's consent file.
-  Idempotent; nothing happens when openvino_telemetry is not installed.
-  """
-  try:
-    from openvino_telemetry.utils import opt_in_checker  # pylint: disable=g-import-not-at-top
-  except ImportError:
-    return
-  declined = opt_in_checker.ConsentCheckResult.DECLINED
-
-  def check(self, enable_opt_in_dialog, disable_in_ci=False):  # pylint: disable=unused-argument
-    return declined
-
-  opt_in_checker.OptInChecker.check = check
-  # A tool initialised before this call keeps its answer: withdraw it.
-  import openvino_telemetry  # pylint: disable=g-import-not-at-top
-  instance = getattr(openvino_telemetry.Telemetry,
-                     '_SingletonMetaClass__single_instance', None)
-  if instance is not None:
-    instance.consent = False

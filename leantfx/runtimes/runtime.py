@@ -15,23 +15,36 @@ OpenVINO, ONNX Runtime) is a ``Runtime``:
   which ``leantfx serve``'s servables use too);
 - ``timer``: the model prepared for the interleaved latency measurement,
   its inputs bound once (``timing.RuntimeTimer``); ``timed_call`` says
-  which call is timed.
+  which call is timed;
+- ``exporter``: how the ModelOptimizer writes its variants from a
+  candidate's serving SavedModel, float32 and int8, and its raw-feature
+  export from the Transform's wrapper SavedModel (exporter.py's
+  ``Exporter``; serving_export.py saves the SavedModel and draws the int8
+  calibration rows); None for TFLite, whose variants the optimizer builds
+  in its own process beside training;
+- ``serving_session``: a pushed version loaded for ``leantfx serve``
+  (``ServingSession``: its inputs and outputs as numpy dtype and shape,
+  ``run``, ``close``), which serving/runtime_servable.py wraps for every
+  runtime (status codes, signature protos, the manifest check). TFLite
+  keeps a servable of its own (serving/tflite_servable.py says why).
 
-Each runtime's module (tflite.py, openvino.py, onnx.py here) defines its
-``Runtime`` and registry.py lists them, so adding a runtime is one module
-plus its line in the registry. Exporting into a runtime (the converters, the
-raw-column fold) needs the optimizer's Keras and Transform tooling, a layer
-above this one: components/optimize/export/ has one module per runtime for
-that, named as the runtime is, and its own registry (exporters.py). Serving
-it is a servable in serving/ and its line in serving/loading.py.
+Each runtime's module (tflite.py, openvino.py, onnx.py here) holds all of
+that for its runtime, with its heavy imports (TensorFlow, OpenVINO, NNCF,
+tf2onnx, ONNX Runtime) inside the functions that need them, and
+registry.py lists them: adding a runtime is one module plus its line in the
+registry's ``BY_NAME``. The optimizer (components/optimize/export/) and the
+server (serving/loading.py) reach a runtime only through the registry
+(tests/optimize/test_runtime_interface.py registers one that is not
+leantfx's and checks both reach it).
 """
 import abc
 import os
-from typing import (Any, Callable, Dict, Mapping, Optional, Protocol,
-                    Sequence, Tuple)
+from typing import (Any, Callable, Dict, Mapping, NamedTuple, Optional,
+                    Protocol, Sequence, Tuple)
 
 import numpy as np
 
+from leantfx.runtimes import exporter as exporter_lib
 from leantfx.runtimes import timing
 
 # The outputs scored, in preference order, when a model has several (a
@@ -42,7 +55,7 @@ SCORE_OUTPUTS = ('probabilities', 'predictions')
 
 # {column: a callable mapping a [batch] array of strings to int64 ids}: the
 # vocabularies a model that takes vocabulary ids carries beside its file
-# (leantfx/raw_serving.StringLookup).
+# (string_lookups.StringLookup).
 Lookups = Mapping[str, Callable[[np.ndarray], np.ndarray]]
 
 
@@ -76,6 +89,76 @@ class RawPredictor(Predictor, Protocol):
     batch-1 ``rows`` (none for most runtimes)."""
 
 
+class TensorSpec(NamedTuple):
+  """One input or output of a serving session.
+
+  Attributes:
+    dtype: its numpy type; ``object`` for strings (object arrays of bytes).
+    shape: its dims, -1 where a dim is not fixed (the batch).
+  """
+  dtype: np.dtype
+  shape: Tuple[int, ...]
+
+
+class SessionLoadError(Exception):
+  """A version's files cannot be loaded to serve (truncated, altered, or
+  not this runtime's model); the message says which file and why."""
+
+
+class SessionRunError(Exception):
+  """The model refused a request's inputs, or failed on them."""
+
+
+def bytes_objects(value) -> np.ndarray:
+  """A string array as a serving session answers it: an object array of
+  bytes (what the SavedModel and TFLite servables answer too)."""
+  value = np.asarray(value)
+  out = np.empty(value.size, dtype=object)
+  out[:] = [v if isinstance(v, bytes) else str(v).encode('utf-8')
+            for v in value.ravel()]
+  return out.reshape(value.shape)
+
+
+class ServingSession(abc.ABC):
+  """A pushed version loaded in its runtime to serve requests.
+
+  ``leantfx serve`` wraps it in one servable for every runtime
+  (serving/runtime_servable.py: the signature, status codes, the manifest
+  check), which calls ``run`` from several threads at once: a session is
+  safe to call concurrently (a pool of infer requests, a thread-safe
+  session). ``run`` is the request path: it binds, runs and reads the
+  model with nothing in between.
+
+  Attributes:
+    inputs: alias -> TensorSpec of what a request carries, in the order
+      the signature lists them.
+    outputs: alias -> TensorSpec of what it may ask for.
+  """
+  inputs: Dict[str, TensorSpec]
+  outputs: Dict[str, TensorSpec]
+
+  @abc.abstractmethod
+  def run(self, inputs: Mapping[str, np.ndarray],
+          output_aliases: Sequence[str]) -> Dict[str, np.ndarray]:
+    """Runs the model on one request.
+
+    Args:
+      inputs: alias -> array, already checked against ``inputs`` (dtype and
+        shape); strings as object arrays of bytes.
+      output_aliases: the outputs to return.
+
+    Returns:
+      alias -> array for each of ``output_aliases``; strings as object
+      arrays of bytes (``bytes_objects``).
+
+    Raises:
+      SessionRunError: the model refused the inputs or failed.
+    """
+
+  def close(self) -> None:
+    """Releases the model; no request runs on it afterwards."""
+
+
 class Runtime(abc.ABC):
   """One runtime: its files, its predictor and its timer.
 
@@ -89,6 +172,9 @@ class Runtime(abc.ABC):
       (listed and hashed in the manifest).
     required_modules: the Python modules its export and measurement import.
     timed_call: the call its timer times, as the variants' facts say it.
+    exporter: how the ModelOptimizer writes its float32 and int8 variants
+      (and raw-feature exports) in its worker; None for TFLite, whose
+      variants are built in the optimizer's own process, beside training.
   """
   name: str
   label: str
@@ -97,6 +183,7 @@ class Runtime(abc.ABC):
   optional_files: Tuple[str, ...] = ()
   required_modules: Tuple[str, ...] = ()
   timed_call: str = ''
+  exporter: Optional[exporter_lib.Exporter] = None
 
   def model_path(self, folder: str) -> str:
     """The file this runtime loads in ``folder``."""
@@ -130,6 +217,21 @@ class Runtime(abc.ABC):
             features: Optional[Mapping[str, np.ndarray]]
            ) -> timing.RuntimeTimer:
     """The model at ``path`` prepared for timing on ``features`` (a batch)."""
+
+  def serving_session(self, folder: str,
+                      num_threads: int = timing.DEFAULT_NUM_THREADS
+                     ) -> ServingSession:
+    """A pushed version's folder loaded to serve requests.
+
+    What ``leantfx serve`` runs a version of this runtime on (its servable:
+    serving/runtime_servable.py). TFLite's servable is its own
+    (serving/tflite_servable.py, which says why) and has no session.
+
+    Raises:
+      SessionLoadError: the folder's files cannot be loaded.
+    """
+    raise SessionLoadError(f'{folder}: leantfx serve has no {self.label} '
+                           'serving session.')
 
   def __repr__(self) -> str:
     return f'<Runtime {self.name}>'

@@ -21,6 +21,7 @@ import numpy as np
 
 from leantfx.errors import ConfigError
 from leantfx.runtimes import runtime as runtime_lib
+from leantfx.runtimes import serving_export
 from leantfx.runtimes import timing
 
 
@@ -157,9 +158,6 @@ def prepare_interpreter(interpreter) -> Dict[str, PreparedSignature]:
           for key in interpreter.get_signature_list()}
 
 
-SERVING_SIGNATURE = 'serving_default'
-
-
 def quantize(value: np.ndarray, detail: Mapping[str, Any]) -> np.ndarray:
   """Casts a float input to the tensor's dtype, quantizing int8/int16."""
   dtype = detail['dtype']
@@ -178,9 +176,6 @@ def dequantize(value: np.ndarray, detail: Mapping[str, Any]) -> np.ndarray:
   return value.astype(np.float32)
 
 
-
-
-
 class TFLitePredictor:
   """Runs a .tflite signature on a prepared interpreter, in float.
 
@@ -192,7 +187,7 @@ class TFLitePredictor:
 
   def __init__(self, path: str,
                num_threads: int = timing.DEFAULT_NUM_THREADS,
-               signature: str = SERVING_SIGNATURE):
+               signature: str = serving_export.SERVING_SIGNATURE):
     self.path = path
     self.num_threads = num_threads
     import tensorflow as tf  # pylint: disable=g-import-not-at-top

@@ -17,7 +17,7 @@ import tensorflow as tf
 
 from leantfx import config as config_lib
 from leantfx import datasets
-from leantfx.components.optimize.export import tflite as tflite_export
+from leantfx.runtimes import serving_export
 from leantfx.models import model as model_lib
 from leantfx.models import preprocessing
 from leantfx import raw_serving
@@ -139,7 +139,7 @@ class Fixture:
     tf_keras.utils.set_random_seed(SEED)
     self.model = model_lib.build_model(self.spec, config_lib.TrainingConfig(),
                                        vocabularies)
-    inputs = list(tflite_export.serving_input_specs(self.model))
+    inputs = list(serving_export.serving_input_specs(self.model))
     labels = np.array([self.spec.classes.index(v)
                        for v in columns[self.spec.label][:NUM_TRAIN]])
     self.model.fit({n: transformed_train[n].numpy() for n in inputs}, labels,

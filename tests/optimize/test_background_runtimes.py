@@ -17,7 +17,7 @@ from leantfx.components.optimize.steps import server_variants
 from leantfx.components.optimize.steps import variants as variants_lib
 from leantfx.components.optimize.evaluation import measure
 from leantfx.components.optimize.export import runtime_variants
-from leantfx.components.optimize.export import tflite as tflite_export
+from leantfx.runtimes import serving_export
 from leantfx.components.optimize.evaluation.selection import Budget
 
 RUNS = 20
@@ -151,13 +151,13 @@ def test_each_candidate_is_saved_once_for_all_its_runtimes_and_modes(
     teacher, digits, tmp_path, monkeypatch):
   """Every TFLite mode and the worker's exports convert one SavedModel."""
   saved = []
-  real_save = tflite_export.save_serving_model
+  real_save = serving_export.save_serving_model
 
   def counting_save(model, export_dir):
     saved.append(export_dir)
     return real_save(model, export_dir)
 
-  monkeypatch.setattr(tflite_export, 'save_serving_model', counting_save)
+  monkeypatch.setattr(serving_export, 'save_serving_model', counting_save)
   failures = []
   variants = _build(teacher, digits, tmp_path, failures)
   assert failures == []
@@ -170,14 +170,14 @@ def test_each_candidate_is_saved_once_for_all_its_runtimes_and_modes(
 
 def test_a_candidate_that_cannot_be_saved_is_listed_and_the_rest_go_on(
     teacher, digits, tmp_path, monkeypatch):
-  real_save = tflite_export.save_serving_model
+  real_save = serving_export.save_serving_model
 
   def failing_for_clustering(model, export_dir):
     if os.path.basename(os.path.dirname(export_dir)) == 'clustering':
       raise ValueError('cannot trace this model')
     return real_save(model, export_dir)
 
-  monkeypatch.setattr(tflite_export, 'save_serving_model',
+  monkeypatch.setattr(serving_export, 'save_serving_model',
                       failing_for_clustering)
   failures = []
   variants = _build(teacher, digits, tmp_path, failures)

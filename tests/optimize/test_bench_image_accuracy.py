@@ -16,11 +16,11 @@ import tf_keras
 from benchmarks import bench_optimize
 from leantfx.components.optimize.techniques import _keras_utils
 from leantfx.components.optimize.evaluation import measure
-from leantfx.components.optimize.export import onnx as onnx_export
-from leantfx.components.optimize.export import openvino as openvino_export
+from leantfx.runtimes import onnx as onnx_runtime
+from leantfx.runtimes import openvino as openvino_runtime
 from leantfx.components.optimize.export import runtime_variants
 from leantfx.runtimes import registry as runtimes
-from leantfx.components.optimize.export import tflite as tflite_export
+from leantfx.runtimes import serving_export
 from leantfx.models import architectures
 
 pytestmark = pytest.mark.unit
@@ -65,7 +65,7 @@ def spies(monkeypatch):
   seen = {'scores': {}, 'keras': [], 'calibration': []}
   real_tflite, real_server = measure.measure_tflite, runtime_variants.scores
   real_keras = _keras_utils.accuracy
-  real_samples = tflite_export.calibration_samples
+  real_samples = serving_export.calibration_samples
 
   def tflite_scores(path, data, **kwargs):
     found = real_tflite(path, data, **kwargs)
@@ -92,7 +92,7 @@ def spies(monkeypatch):
   monkeypatch.setattr(measure, 'measure_tflite', tflite_scores)
   monkeypatch.setattr(runtime_variants, 'scores', server_scores)
   monkeypatch.setattr(_keras_utils, 'accuracy', keras_accuracy)
-  monkeypatch.setattr(tflite_export, 'calibration_samples',
+  monkeypatch.setattr(serving_export, 'calibration_samples',
                       calibration_samples)
   return seen
 
@@ -115,8 +115,8 @@ def test_rows_come_from_each_runtime_s_scores(spies, tmp_path):
 
   # Each runtime's accuracy is what its own scorer said on all 360 eval
   # digits, scoring the file that runtime's export wrote.
-  files = {runtimes.OPENVINO: openvino_export.XML_FILE,
-           runtimes.ONNX: onnx_export.MODEL_FILE}
+  files = {runtimes.OPENVINO: openvino_runtime.XML_FILE,
+           runtimes.ONNX: onnx_runtime.MODEL_FILE}
 
   def scored(runtime, mode):
     if runtime == runtimes.TFLITE:

@@ -16,7 +16,6 @@ from onnx import helper
 from onnx import TensorProto
 import pytest
 
-from leantfx.components.optimize.export import onnx as onnx_export
 from leantfx.errors import ConfigError
 from leantfx.runtimes import onnx as onnx_runtime
 
@@ -75,10 +74,10 @@ def test_a_batch_dependent_file_is_measured_as_such(tmp_path):
 
 def test_a_sound_int8_file_keeps_every_matmul_int8(tmp_path):
   float_path = _model(str(tmp_path / 'float.onnx'), batch_dependent=False)
-  out = onnx_export.quantize_int8(float_path, str(tmp_path / 'int8.onnx'),
+  out = onnx_runtime.quantize_int8(float_path, str(tmp_path / 'int8.onnx'),
                                   _samples())
   model = onnx.load(out)
-  assert onnx_export.INT8_FLOAT_OPS_PROP not in {
+  assert onnx_runtime.INT8_FLOAT_OPS_PROP not in {
       p.key for p in model.metadata_props}
   # The MatMul's input and weight are quantized (QDQ pairs around it).
   dequantized = {o for n in model.graph.node
@@ -91,7 +90,7 @@ def test_an_int8_file_still_batch_dependent_is_refused(tmp_path):
   float_path = _model(str(tmp_path / 'float.onnx'), batch_dependent=True)
   out = str(tmp_path / 'int8.onnx')
   with pytest.raises(ConfigError) as e:
-    onnx_export.quantize_int8(float_path, out, _samples())
+    onnx_runtime.quantize_int8(float_path, out, _samples())
   assert 'differently with the batch size or thread count' in str(e.value)
   assert 'not built' in str(e.value)
   assert not os.path.exists(out)

@@ -28,7 +28,7 @@ from leantfx.components.optimize.export import raw_exports
 from leantfx.components.optimize.export import raw_runtimes
 from leantfx.components.optimize.export import runtime_variants
 from leantfx.runtimes import registry as runtimes
-from leantfx.serving import runtime_servables
+from leantfx.serving import loading
 
 pytest.importorskip('openvino')
 pytest.importorskip('nncf')
@@ -108,7 +108,7 @@ def test_batch_1_is_compiled_static_and_timed_on_that_model(exported):
 
 def test_the_servable_answers_batch_1_as_batch_8(exported):
   path, x = exported
-  servable = runtime_servables.OpenVINOServable('m', 1, os.path.dirname(path))
+  servable = loading.load_servable('m', 1, os.path.dirname(path))
   try:
     (output,) = servable.signatures['serving_default'].outputs
     assert servable.signatures['serving_default'].inputs[FEATURE].shape == (

@@ -5,8 +5,8 @@ one: in the IR, a MatMul with no bias feeding another MatMul. OpenVINO
 2026.4's CPU plugin answers the int8 of such an IR wrongly once it fuses
 the MatMul chain into one snippets Subgraph (static shapes, one thread per
 stream: how leantfx scores and times batch 1); the low-rank digits model's
-openvino_int8 scored about 0.1, chance. openvino_export leaves those
-MatMuls in float (openvino_export.py's docstring).
+openvino_int8 scored about 0.1, chance. The OpenVINO export leaves those
+MatMuls in float (leantfx/runtimes/openvino.py's docstring).
 
 The model here is a digits MLP (64 -> 64 ReLU -> 32 ReLU -> 10) with its
 first Dense split at rank 8, exported as the optimizer exports it
@@ -22,11 +22,10 @@ import tf_keras
 
 from leantfx.components.optimize.techniques import _keras_utils
 from leantfx.components.optimize.techniques import low_rank
-from leantfx.components.optimize.export import openvino as openvino_export
 from leantfx.runtimes import openvino as openvino_runtime
 from leantfx.components.optimize.export import runtime_variants
 from leantfx.runtimes import registry as runtimes
-from leantfx.components.optimize.export import tflite as tflite_export
+from leantfx.runtimes import serving_export
 from tests.optimize.conftest import FEATURE
 from tests.optimize.conftest import NUM_TRAIN
 from tests.optimize.conftest import TEACHER_LEARNING_RATE
@@ -59,13 +58,13 @@ def _rows_at_batch_1(predictor, x):
 
 
 def _float_ir(model, path) -> str:
-  return openvino_export.export_openvino(model, 'float32',
+  return openvino_runtime.export_openvino(model, 'float32',
                                          output_dir=str(path))
 
 
 def _bias_free_names(model, path):
   import openvino as ov  # pylint: disable=g-import-not-at-top
-  return openvino_export.bias_free_matmul_names(
+  return openvino_runtime.bias_free_matmul_names(
       ov.Core().read_model(_float_ir(model, path)))
 
 
@@ -93,7 +92,7 @@ def exported(factorized, digits, tmp_path_factory):
   return {
       mode: runtime_variants.export(
           runtimes.OPENVINO, factorized, mode, train, str(work / mode),
-          tflite_export.DEFAULT_CALIBRATION_SAMPLES, cache)
+          serving_export.DEFAULT_CALIBRATION_SAMPLES, cache)
       for mode in ('float32', 'int8')}
 
 
@@ -164,13 +163,13 @@ def test_quantized_whole_the_model_still_triggers_the_plugin_bug(
   answer it as its float model, i.e. when the workaround could go.
   """
   import openvino as ov  # pylint: disable=g-import-not-at-top
-  monkeypatch.setattr(openvino_export, 'bias_free_matmul_names',
+  monkeypatch.setattr(openvino_runtime, 'bias_free_matmul_names',
                       lambda model: [])
   samples = [{FEATURE: digits.x[i:i + 1]}
-             for i in range(tflite_export.DEFAULT_CALIBRATION_SAMPLES)]
-  quantized = openvino_export.quantize_int8(
+             for i in range(serving_export.DEFAULT_CALIBRATION_SAMPLES)]
+  quantized = openvino_runtime.quantize_int8(
       ov.Core().read_model(exported['float32']), samples)
-  path = str(tmp_path / openvino_export.XML_FILE)
+  path = str(tmp_path / openvino_runtime.XML_FILE)
   ov.save_model(quantized, path, compress_to_fp16=False)
   x = digits.x[NUM_TRAIN:]
   whole = _rows_at_batch_1(openvino_runtime.OpenVINOPredictor(path, 1), x)

@@ -18,7 +18,7 @@ from leantfx.components.optimize import config as config_lib_optimize
 from leantfx.components.optimize import executor as executor_lib
 from leantfx.components.optimize.steps import raw_fold
 from leantfx.components.optimize.evaluation import measure
-from leantfx.components.optimize.export import openvino as openvino_export
+from leantfx.runtimes import openvino as openvino_runtime
 from leantfx.components.optimize.evaluation import quality as quality_lib
 from leantfx.components.optimize.export import raw_exports
 from leantfx.components.optimize.export import raw_features
@@ -117,7 +117,7 @@ def test_digits_raw_wrapper_runs_in_openvino_float32(digits_fixture,
   # In float32, as openvino_runtime.compile_model runs every IR (a CPU with
   # bfloat16 instructions would otherwise run it in bfloat16).
   compiled = ov.Core().compile_model(
-      openvino_export.convert(saved_model), 'CPU',
+      openvino_runtime.convert(saved_model), 'CPU',
       {'INFERENCE_PRECISION_HINT': 'f32'})
   feed = {}
   for port in compiled.inputs:

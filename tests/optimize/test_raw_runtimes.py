@@ -17,8 +17,8 @@ import os
 import numpy as np
 import pytest
 
-from leantfx.components.optimize.export import onnx as onnx_export
-from leantfx.components.optimize.export import openvino as openvino_export
+from leantfx.runtimes import onnx as onnx_runtime
+from leantfx.runtimes import openvino as openvino_runtime
 from leantfx.components.optimize.export import raw_runtimes
 from leantfx.errors import ConfigError
 from leantfx.runtimes import registry
@@ -54,12 +54,10 @@ def _run_raw(runtime, path, raw):
     import onnxruntime as ort  # pylint: disable=g-import-not-at-top
     session = ort.InferenceSession(path, providers=['CPUExecutionProvider'])
     names = [o.name for o in session.get_outputs()]
-    from leantfx.runtimes import onnx as onnx_runtime  # pylint: disable=g-import-not-at-top
     return dict(zip(names, session.run(names, onnx_runtime.feed({}, raw))))
-  from leantfx import raw_serving  # pylint: disable=g-import-not-at-top
-  from leantfx.runtimes import openvino as openvino_runtime  # pylint: disable=g-import-not-at-top
+  from leantfx.runtimes import string_lookups  # pylint: disable=g-import-not-at-top
   compiled = openvino_runtime.compile_model(path, 1)
-  lookups = raw_serving.read_string_lookups(os.path.dirname(path))
+  lookups = string_lookups.read_string_lookups(os.path.dirname(path))
   result = compiled({
       p: openvino_runtime.input_value(raw[p.get_any_name().split(':')[0]],
                                       lookups.get(
@@ -74,17 +72,16 @@ def _transformed_int8(runtime, fx, tmp_path):
   out = str(tmp_path / 'transformed_int8')
   if runtime == registry.ONNX:
     import onnxruntime as ort  # pylint: disable=g-import-not-at-top
-    path = onnx_export.export_onnx(
+    path = onnx_runtime.export_onnx(
         fx.model, 'int8', fx.transformed_train, output_dir=out,
         num_calibration_samples=_CALIBRATION_SAMPLES)
     session = ort.InferenceSession(path, providers=['CPUExecutionProvider'])
     feed = {i.name: fx.transformed_eval[i.name]
             for i in session.get_inputs()}
     return session.run(['probabilities'], feed)[0]
-  path = openvino_export.export_openvino(
+  path = openvino_runtime.export_openvino(
       fx.model, 'int8', fx.transformed_train, output_dir=out,
       num_calibration_samples=_CALIBRATION_SAMPLES)
-  from leantfx.runtimes import openvino as openvino_runtime  # pylint: disable=g-import-not-at-top
   compiled = openvino_runtime.compile_model(path, 1)
   result = compiled({p: fx.transformed_eval[p.get_any_name().split(':')[0]]
                      for p in compiled.inputs})
@@ -96,10 +93,10 @@ def _transformed_int8(runtime, fx, tmp_path):
 
 
 def _servable(runtime, name, version_dir):
-  from leantfx.serving import runtime_servables  # pylint: disable=g-import-not-at-top
-  if runtime == registry.ONNX:
-    return runtime_servables.ONNXServable(name, 1, str(version_dir))
-  return runtime_servables.OpenVINOServable(name, 1, str(version_dir))
+  from leantfx.serving import loading  # pylint: disable=g-import-not-at-top
+  served = loading.load_servable(name, 1, str(version_dir))
+  assert served.platform == runtime
+  return served
 
 
 def _check(fx, runtime, mode, tmp_path, name, request=None,
@@ -116,11 +113,11 @@ def _check(fx, runtime, mode, tmp_path, name, request=None,
       runtime, fx.model, fx.tft_output, fx.spec.label, fx.spec.classes, mode,
       fx.raw_train, output_dir=str(version_dir),
       num_calibration_samples=_CALIBRATION_SAMPLES)
-  expected_file = (onnx_export.MODEL_FILE if runtime == registry.ONNX
-                   else openvino_export.XML_FILE)
+  expected_file = (onnx_runtime.MODEL_FILE if runtime == registry.ONNX
+                   else openvino_runtime.XML_FILE)
   assert path == str(version_dir / expected_file)
   if runtime == registry.OPENVINO:
-    assert os.path.isfile(version_dir / openvino_export.BIN_FILE)
+    assert os.path.isfile(version_dir / openvino_runtime.BIN_FILE)
 
   out = _run_raw(runtime, path, fx.raw_eval)
   probabilities = out['probabilities']
@@ -220,7 +217,7 @@ def test_penguins_openvino_takes_ids_and_the_lookups_travel_with_it(
   # pylint: disable=g-import-not-at-top
   import json
   import openvino as ov
-  from leantfx import raw_serving
+  from leantfx.runtimes import string_lookups
   # pylint: enable=g-import-not-at-top
   fx = penguins_fixture
   request = _penguins_request(fx)
@@ -234,7 +231,7 @@ def test_penguins_openvino_takes_ids_and_the_lookups_travel_with_it(
     np.testing.assert_allclose(answer['probabilities'], fx.predict(request),
                                atol=_FLOAT_TOLERANCE)
   version_dir = tmp_path / name / '1'
-  with open(version_dir / raw_serving.STRING_LOOKUPS_FILE,
+  with open(version_dir / string_lookups.STRING_LOOKUPS_FILE,
             encoding='utf-8') as f:
     vocabularies = json.load(f)
   assert sorted(vocabularies) == ['island', 'sex']
@@ -323,10 +320,11 @@ def test_a_graph_openvino_cannot_convert_is_a_config_error(
 
 
 def test_string_lookup_gives_the_vocabulary_tables_ids(penguins_fixture):
-  """raw_serving.StringLookup (numpy) and vocabulary_table (TF) agree."""
+  """string_lookups.StringLookup (numpy) and vocabulary_table (TF) agree."""
   # pylint: disable=g-import-not-at-top
   import tensorflow as tf
   from leantfx import raw_serving
+  from leantfx.runtimes import string_lookups
   # pylint: enable=g-import-not-at-top
   vocabulary = penguins_fixture.tft_output.vocabulary_by_name('island')
   values = np.array(list(vocabulary) + [b'Atlantis', b'', 'Biscoe'],
@@ -334,7 +332,7 @@ def test_string_lookup_gives_the_vocabulary_tables_ids(penguins_fixture):
   table = raw_serving.vocabulary_table(vocabulary)
   want = table.lookup(tf.constant([
       v if isinstance(v, bytes) else v.encode() for v in values])).numpy()
-  got = raw_serving.StringLookup(vocabulary)(values)
+  got = string_lookups.StringLookup(vocabulary)(values)
   np.testing.assert_array_equal(got, want)
   assert got.dtype == np.int64
   assert got[-3] == got[-2] == len(vocabulary)
@@ -343,8 +341,8 @@ def test_string_lookup_gives_the_vocabulary_tables_ids(penguins_fixture):
 def test_a_corrupt_lookups_file_is_not_served(penguins_fixture, tmp_path):
   """Vocabularies for a column the IR does not take: the version is refused."""
   # pylint: disable=g-import-not-at-top
-  from leantfx import raw_serving
-  from leantfx.serving import runtime_servables
+  from leantfx.runtimes import string_lookups
+  from leantfx.serving import loading
   from leantfx.serving import servable as servable_lib
   # pylint: enable=g-import-not-at-top
   _runtime(registry.OPENVINO)
@@ -353,12 +351,12 @@ def test_a_corrupt_lookups_file_is_not_served(penguins_fixture, tmp_path):
   raw_runtimes.export_raw(registry.OPENVINO, fx.model, fx.tft_output,
                           fx.spec.label, fx.spec.classes, 'float32', None,
                           output_dir=str(out))
-  raw_serving.write_string_lookups(str(out), {'colour': [b'red']})
+  string_lookups.write_string_lookups(str(out), {'colour': [b'red']})
   with pytest.raises(servable_lib.LoadError, match=r"names \['colour'\]"):
-    runtime_servables.OpenVINOServable('m', 1, str(out))
-  (out / raw_serving.STRING_LOOKUPS_FILE).write_text('[1, 2]')
+    loading.load_servable('m', 1, str(out))
+  (out / string_lookups.STRING_LOOKUPS_FILE).write_text('[1, 2]')
   with pytest.raises(servable_lib.LoadError, match='list of terms'):
-    runtime_servables.OpenVINOServable('m', 1, str(out))
+    loading.load_servable('m', 1, str(out))
 
 
 @pytest.mark.parametrize('runtime', raw_runtimes.RUNTIMES)
@@ -536,7 +534,7 @@ def test_openvino_with_vocabularies_pushes_raw_with_its_lookups(
   from leantfx.components.optimize import config as config_lib
   from leantfx.components.optimize.steps import raw_fold
   from leantfx.runtimes import push
-  from leantfx import raw_serving
+  from leantfx.runtimes import string_lookups
   # pylint: enable=g-import-not-at-top
   _runtime(registry.OPENVINO)
   fx = penguins_fixture
@@ -556,10 +554,10 @@ def test_openvino_with_vocabularies_pushes_raw_with_its_lookups(
       source_model_uri='m', technique_chain=[], mode='float32',
       metrics=facts)
   assert sorted(pushed.manifest['files']) == [
-      'model.bin', 'model.xml', raw_serving.STRING_LOOKUPS_FILE]
+      'model.bin', 'model.xml', string_lookups.STRING_LOOKUPS_FILE]
   push.check_version(pushed.directory)
   # A truncated lookups file is a truncated version.
-  path = os.path.join(pushed.directory, raw_serving.STRING_LOOKUPS_FILE)
+  path = os.path.join(pushed.directory, string_lookups.STRING_LOOKUPS_FILE)
   with open(path, 'r+b') as f:
     f.truncate(10)
   with pytest.raises(ConfigError, match='does not match its manifest'):

@@ -6,10 +6,13 @@ export of conftest's trained digits CNN, made by the optimizer's own export
 what the Keras model answers; ``leantfx serve`` loads the same export
 through the registry and answers it too.
 
-Adding a runtime is its modules: the code outside them (the layer folders
-of tests/test_layers.py) neither writes a runtime's name nor compares
-anything with a server runtime's name, so nothing there branches on which
-runtime it holds; it reaches each one through the registries.
+Adding a runtime is one module and its line in the registry: a runtime that
+is not leantfx's (new_runtime.py, beside this file) is registered by that
+line alone, and the optimizer's export, its predictors, the push and
+``leantfx serve`` all reach it. The code outside the runtimes' modules (the
+layer folders of tests/test_layers.py) neither writes a runtime's name nor
+compares anything with a server runtime's name, so nothing there branches
+on which runtime it holds; it reaches each one through the registry.
 """
 import ast
 import os
@@ -19,17 +22,20 @@ import numpy as np
 import pytest
 
 from leantfx.components.optimize.evaluation import measure
-from leantfx.components.optimize.export import exporters
 from leantfx.components.optimize.export import raw_exports
+from leantfx.components.optimize.export import raw_runtimes
 from leantfx.components.optimize.export import runtime_variants
 from leantfx.components.optimize.export import tflite as tflite_export
 from leantfx.errors import ConfigError
 from leantfx.runtimes import push
 from leantfx.runtimes import registry
 from leantfx.runtimes import runtime as runtime_lib
+from leantfx.runtimes import serving_export
 from leantfx.runtimes import timing
 from leantfx.serving import loading
 from leantfx.serving import servable
+from leantfx.serving import status
+from tests.optimize import new_runtime
 
 pytestmark = pytest.mark.unit
 
@@ -60,8 +66,16 @@ def test_the_push_and_the_server_read_each_runtime_s_files_from_it():
   assert push.RUNTIME_FILES['openvino'] == ('model.xml', 'model.bin')
   assert push.RUNTIME_FILES['onnx'] == ('model.onnx',)
   assert servable.TFLITE_FILENAME == 'model.tflite'
-  # Every runtime is served, found by its model file.
-  assert set(loading.SERVABLES) == set(registry.BY_NAME.values())
+  # Every runtime is served, found by its model file: on its serving session
+  # (every server runtime), or by a servable of its own (TFLite).
+  for found in registry.BY_NAME.values():
+    assert (found in loading.SERVABLES) != _has_serving_session(found)
+  assert list(loading.SERVABLES) == [registry.get('tflite')]
+
+
+def _has_serving_session(found):
+  return (type(found).serving_session is not
+          runtime_lib.Runtime.serving_session)
 
 
 def test_artifact_paths_round_trip(tmp_path):
@@ -79,7 +93,7 @@ def test_artifact_paths_round_trip(tmp_path):
 
 def _export(name, model, folder):
   if name == 'tflite':
-    saved_model = tflite_export.save_serving_model(
+    saved_model = serving_export.save_serving_model(
         model, os.path.join(folder, 'saved_model'))
     path = os.path.join(folder, 'model.tflite')
     tflite_export.export_saved_model_tflite(saved_model, 'float32',
@@ -132,15 +146,76 @@ def test_each_runtime_predicts_and_times_its_float32_export(
 
 
 def test_each_layer_reaches_every_runtime_through_its_registry():
-  # Exports: one Exporter per server runtime, in the module named as the
-  # runtime; the raw-column fold has a part for every runtime.
-  assert exporters.SERVER_RUNTIMES == registry.SERVER_RUNTIMES
-  for name, exporter in exporters.BY_RUNTIME.items():
-    assert exporter.runtime is registry.get(name)
-    assert type(exporter).__module__.endswith(f'.export.{name}')
+  # Exports: one Exporter per server runtime, in the runtime's own module;
+  # TFLite has none (its variants are built beside training); the
+  # raw-column fold has a part for every runtime.
+  assert registry.SERVER_RUNTIMES == ('openvino', 'onnx')
+  assert registry.get('tflite').exporter is None
+  for name in registry.SERVER_RUNTIMES:
+    exporter = registry.exporter(name)
+    assert exporter is registry.get(name).exporter
+    assert type(exporter).__module__ == f'leantfx.runtimes.{name}'
+  with pytest.raises(ConfigError, match="No server runtime 'tflite'"):
+    registry.exporter('tflite')
   assert set(raw_exports.RAW_EXPORTS) == set(registry.RUNTIMES)
-  # Serving: a servable for every runtime, keyed by the Runtime.
-  assert set(loading.SERVABLES) == set(registry.BY_NAME.values())
+  # Serving: every server runtime on its session, through one servable.
+  assert all(_has_serving_session(registry.get(name))
+             for name in registry.SERVER_RUNTIMES)
+
+
+def test_a_new_runtime_is_one_module_and_one_registry_line(
+    teacher, digits, tmp_path, monkeypatch):
+  runtime = new_runtime.RUNTIME
+  # The one line: leantfx/runtimes/registry.py's BY_NAME lists the runtime.
+  monkeypatch.setitem(registry.BY_NAME, runtime.name, runtime)
+
+  # The optimizer's export reaches its Exporter by the runtime's name.
+  assert registry.exporter(runtime.name) is runtime.exporter
+  scratch = str(tmp_path / 'scratch')
+  os.makedirs(scratch)
+  path = runtime_variants.export(runtime.name, teacher, 'float32', None,
+                                 str(tmp_path / 'litert_float32'), 0,
+                                 {'scratch': scratch})
+  assert os.path.basename(path) == 'model.litert'
+  data = measure.LabeledData.from_dataset(digits.eval_ds())
+  batch = {n: v[:EXAMPLES] for n, v in data.features.items()}
+  expected = teacher.predict(batch, verbose=0)
+
+  # Its predictor, as the raw-column fold and the report reach it by name.
+  predictor = raw_runtimes.raw_predictor(runtime.name, path, 1)
+  np.testing.assert_allclose(predictor.predict(batch), expected,
+                             atol=FLOAT32_ATOL)
+  timer = runtime_variants.timer(runtime.name, 'c/litert', path, 1,
+                                 data.example(0))
+  assert len(timer.time_invokes(2, time.perf_counter)) == 2
+
+  # Pushed to a versioned folder with its manifest, and served from it:
+  # leantfx serve finds the runtime by its model file and runs its session.
+  pushed = push.push_runtime_model(
+      runtime.name, os.path.dirname(path), str(tmp_path / 'push'), 'digits',
+      source_model_uri='keras', technique_chain=[], mode='float32',
+      metrics={}, clock=lambda: 7)
+  assert sorted(os.listdir(pushed.directory)) == [
+      'manifest.json', 'model.litert']
+  assert loading.runtime_of(pushed.directory) is runtime
+  served = loading.load_servable('digits', pushed.version, pushed.directory)
+  try:
+    assert served.platform == 'litert'
+    signature = served.signatures['serving_default']
+    (output,) = signature.outputs
+    answer = served.run('serving_default',
+                        {a: batch[a] for a in signature.inputs}, [output])
+  finally:
+    served.close()
+  np.testing.assert_allclose(answer[output], expected, atol=FLOAT32_ATOL)
+
+  # A file that no longer matches its manifest is refused, as for every
+  # runtime the servable wraps.
+  with open(os.path.join(pushed.directory, 'model.litert'), 'r+b') as f:
+    f.truncate(100)
+  with pytest.raises(servable.LoadError, match='does not match') as failed:
+    loading.load_servable('digits', pushed.version, pushed.directory)
+  assert failed.value.code == status.Code.DATA_LOSS
 
 
 # ------------------------------------- no code branches on a runtime's name ---
@@ -155,8 +230,9 @@ _FOLDERS = ('leantfx', 'schemas', 'models', 'components', 'pipeline',
 # lists them.
 _RUNTIME_MODULES = frozenset(
     [f'leantfx/runtimes/{n}.py' for n in registry.RUNTIMES] +
-    [f'components/optimize/export/{n}.py' for n in registry.RUNTIMES] +
-    ['leantfx/runtimes/registry.py'])
+    ['leantfx/runtimes/registry.py',
+     # TFLite's conversion, which the optimizer runs beside training.
+     'components/optimize/export/tflite.py'])
 # The registry's constants naming the server runtimes (registry.OPENVINO,
 # ...). TFLite's (registry.TFLITE) may be used: it is the baseline every run
 # builds, which the config requires and push_tflite pushes.
@@ -233,7 +309,7 @@ def test_the_name_check_finds_a_runtime_chosen_by_name(source):
 
 def test_the_name_check_lets_the_interfaces_through():
   source = '''"""Exports 'onnx' and the rest through the registry."""
-exporter = exporters.get(runtime)
+exporter = registry.exporter(runtime)
 if exporter.lookups_outside:
   vocabularies = read(model)
 path = exporter.export_raw(saved_model, mode, samples, vocabularies, out)
@@ -260,6 +336,6 @@ def test_no_code_outside_a_runtime_s_modules_branches_on_its_name():
         found += [f'{relative}:{line}: {what}' for line, what in uses]
   assert not found, (
       'Code outside the runtimes\' own modules names a runtime; reach it '
-      'through leantfx/runtimes/registry.py (Runtime), components/optimize/'
-      'export/exporters.py (Exporter) or serving/loading.SERVABLES:\n' +
+      'through leantfx/runtimes/registry.py (its Runtime, whose exporter '
+      'and serving session serving/loading.py wraps):\n' +
       '\n'.join(found))

@@ -17,8 +17,8 @@ import tensorflow as tf
 from leantfx.components.optimize import config as config_lib
 from leantfx.components.optimize import flow
 from leantfx.components.optimize.evaluation import measure
-from leantfx.components.optimize.export import onnx as onnx_export
-from leantfx.components.optimize.export import openvino as openvino_export
+from leantfx.runtimes import onnx as onnx_runtime
+from leantfx.runtimes import openvino as openvino_runtime
 from leantfx.runtimes import push
 from leantfx.components.optimize.export import runtime_variants
 from leantfx.runtimes import registry as runtimes
@@ -154,8 +154,8 @@ def test_a_model_the_converters_cannot_convert_is_skipped_and_listed(
 
 
 @pytest.mark.parametrize('export, runtime', [
-    (openvino_export.export_openvino, 'OpenVINO'),
-    (onnx_export.export_onnx, 'ONNX'),
+    (openvino_runtime.export_openvino, 'OpenVINO'),
+    (onnx_runtime.export_onnx, 'ONNX'),
 ])
 def test_an_empty_calibration_set_is_a_clear_error(teacher, tmp_path, export,
                                                    runtime):
@@ -214,9 +214,9 @@ def test_openvino_and_nncf_send_no_telemetry(tmp_path, monkeypatch):
   saved = str(tmp_path / 'saved_model')
   tf.saved_model.save(module, saved, signatures={'serving_default':
                                                      module.serve})
-  ov_model = openvino_export.convert(saved)
+  ov_model = openvino_runtime.convert(saved)
   rows = np.random.default_rng(0).random((8, 1, 4), dtype=np.float32)
-  quantized = openvino_export.quantize_int8(ov_model,
+  quantized = openvino_runtime.quantize_int8(ov_model,
                                             [{'x': r} for r in rows])
   assert quantized is not None
   assert sent == []

@@ -13,6 +13,7 @@ import tf_keras
 
 from leantfx.components.optimize.evaluation import measure
 from leantfx.components.optimize.export import tflite as tflite_export
+from leantfx.runtimes import serving_export
 from leantfx.errors import ConfigError
 from tests.optimize import conftest
 
@@ -104,18 +105,18 @@ def test_unknown_mode_is_a_config_error(teacher):
 
 def test_representative_data_may_be_a_batched_dataset(teacher, digits):
   ds = digits.train_ds(batch_size=32)
-  specs = tflite_export.serving_input_specs(teacher)
-  samples = tflite_export.calibration_samples(ds, specs, num_samples=40)
+  specs = serving_export.serving_input_specs(teacher)
+  samples = serving_export.calibration_samples(ds, specs, num_samples=40)
   assert len(samples) == 40
   assert samples[0][_INPUT].shape == (1, 64)
-  unbatched = tflite_export.calibration_samples(ds.unbatch(), specs, 3)
+  unbatched = serving_export.calibration_samples(ds.unbatch(), specs, 3)
   assert unbatched[0][_INPUT].shape == (1, 64)
 
 
 def test_representative_data_missing_an_input_is_a_config_error(teacher):
-  specs = tflite_export.serving_input_specs(teacher)
+  specs = serving_export.serving_input_specs(teacher)
   with pytest.raises(ConfigError, match=r"lack the model input\(s\) \['image_xf'\]"):
-    tflite_export.calibration_samples({'pixels': np.zeros((2, 64))}, specs)
+    serving_export.calibration_samples({'pixels': np.zeros((2, 64))}, specs)
 
 
 def test_qat_model_converts_to_int8_without_representative_data(

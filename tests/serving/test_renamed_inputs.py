@@ -23,8 +23,7 @@ from tensorflow_serving.apis import get_model_metadata_pb2
 from tensorflow_serving.apis import predict_pb2
 from tensorflow_serving.apis import prediction_service_pb2_grpc
 
-from leantfx.components.optimize.export import onnx as onnx_export
-from leantfx.components.optimize.export import openvino as openvino_export
+from leantfx.runtimes import onnx as onnx_runtime
 from leantfx.runtimes import openvino as openvino_runtime
 from leantfx import serving_client as client_lib
 from leantfx.serving import feature_names
@@ -60,9 +59,9 @@ def base(tmp_path_factory):
       os.path.join(version('wine'), feature_names.SAVED_MODEL_FOLDER),
       MAPPING)
   model_builders.columns_tflite(version('wine_plain'), version('wine_lite'))
-  onnx_export.export_onnx(keras_model, 'float32',
+  onnx_runtime.export_onnx(keras_model, 'float32',
                           output_dir=version('wine_onnx'))
-  openvino_export.export_openvino(keras_model, 'float32',
+  openvino_runtime.export_openvino(keras_model, 'float32',
                                   output_dir=version('wine_openvino'))
   for model in ('wine_lite', 'wine_onnx', 'wine_openvino'):
     feature_names.write_feature_names(version(model), MAPPING)

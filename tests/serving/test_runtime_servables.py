@@ -1,7 +1,7 @@
 """leantfx serve on the ModelOptimizer's OpenVINO and ONNX pushes.
 
 A small Keras model is exported the way the optimizer exports it
-(openvino_export / onnx_export), pushed with push.push_runtime_model, and
+(leantfx/runtimes/openvino.py, onnx.py), pushed with push.push_runtime_model, and
 loaded by the real ModelManager loader: predictions match Keras; a newer
 version whose model file was truncated after the push is refused (DATA_LOSS)
 and the old version keeps serving.
@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 import tf_keras
 
-from leantfx.components.optimize.export import onnx as onnx_export
-from leantfx.components.optimize.export import openvino as openvino_export
+from leantfx.runtimes import onnx as onnx_runtime
+from leantfx.runtimes import openvino as openvino_runtime
 from leantfx.runtimes import push
 from leantfx.errors import ConfigError
 from leantfx.serving import model_config
@@ -32,8 +32,8 @@ def _model():
 
 
 @pytest.mark.parametrize('runtime, export, truncated', [
-    ('openvino', openvino_export.export_openvino, 'model.bin'),
-    ('onnx', onnx_export.export_onnx, 'model.onnx'),
+    ('openvino', openvino_runtime.export_openvino, 'model.bin'),
+    ('onnx', onnx_runtime.export_onnx, 'model.onnx'),
 ])
 def test_serves_a_pushed_version_and_refuses_a_truncated_one(
     tmp_path, runtime, export, truncated):
@@ -87,7 +87,7 @@ def test_deploy_writes_a_triton_config_that_parses_and_an_ovms_config(
   from leantfx.cli import main  # pylint: disable=g-import-not-at-top
   from leantfx.serving import runtime_deploy  # pylint: disable=g-import-not-at-top
   exported = str(tmp_path / 'exported')
-  onnx_export.export_onnx(_model(), 'float32', output_dir=exported)
+  onnx_runtime.export_onnx(_model(), 'float32', output_dir=exported)
   repository = str(tmp_path / 'onnx')
   push.push_runtime_model('onnx', exported, repository, 'm',
                           source_model_uri='keras', technique_chain=[],

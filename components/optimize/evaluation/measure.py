@@ -47,7 +47,7 @@ from leantfx.components.optimize.techniques import _keras_utils
 from leantfx.components.optimize.evaluation import quality as quality_lib
 from leantfx.errors import ConfigError
 from leantfx.runtimes import tflite as tflite_runtime
-from leantfx.runtimes.tflite import SERVING_SIGNATURE
+from leantfx.runtimes.serving_export import SERVING_SIGNATURE
 from leantfx.runtimes.tflite import TFLitePredictor
 from leantfx.runtimes.tflite import TFLiteTimer
 from leantfx.runtimes.timing import DEFAULT_NUM_THREADS

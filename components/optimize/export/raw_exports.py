@@ -20,16 +20,15 @@ the budget allows (raw_features.RawParityError).
 
 TFLite folds into the .tflite graph (raw_features.py); each server runtime
 (OpenVINO, ONNX) converts the same wrapper SavedModel through its Exporter
-(raw_runtimes.py, exporters.py).
+(raw_runtimes.py; the Exporter is the runtime's: leantfx/runtimes/).
 """
 import abc
 import os
 import tempfile
 from typing import Any, Dict, Mapping, Tuple
 
-from leantfx import raw_serving
+from leantfx.runtimes import string_lookups
 from leantfx.components.optimize.evaluation import measure
-from leantfx.components.optimize.export import exporters
 from leantfx.components.optimize.export import raw_features
 from leantfx.components.optimize.export import raw_runtimes
 from leantfx.components.optimize.export import runtime_variants
@@ -192,7 +191,7 @@ class ServerRawExport(RawExport):
     # The runtime's own facts (OpenVINO: what OVMS, which compiles the IR as
     # pushed, would answer at batch 1; leantfx deploy ovms reads it).
     facts.update(measured.get('push_facts', {}))
-    looked_up = sorted(raw_serving.read_string_lookups(out_dir))
+    looked_up = sorted(string_lookups.read_string_lookups(out_dir))
     if looked_up:
       # OpenVINO: these columns' strings become ids before the IR (in
       # leantfx serve; in the timed call's Python part, not in the IR's p50).
@@ -208,10 +207,10 @@ class ServerRawExport(RawExport):
 
 
 # Every runtime's part, by runtime name: TFLite's, and one per server
-# runtime (each through its Exporter: exporters.py).
+# runtime (each through its Exporter: registry.exporter).
 RAW_EXPORTS: Dict[str, RawExport] = {
     e.runtime: e for e in [TFLiteRawExport()] + [
-        ServerRawExport(runtime) for runtime in exporters.SERVER_RUNTIMES]}
+        ServerRawExport(runtime) for runtime in runtimes_lib.SERVER_RUNTIMES]}
 
 
 def export_checked(model, variant: measure.VariantMetrics,

@@ -32,10 +32,10 @@ Where the raw -> transformed step lives, per runtime:
            hash-table op, so a vocabulary column cannot be looked up in its
            graph: for such a model the wrapper takes that column as its
            int64 vocabulary ids (``lookups_outside``), the vocabularies
-           travel beside the IR (raw_serving.STRING_LOOKUPS_FILE, pushed and
-           hashed in the version's manifest) and serving/
-           runtime_servables.py maps a request's strings to ids with them
-           (raw_serving.StringLookup, the table's mapping in numpy) before
+           travel beside the IR (leantfx/runtimes/string_lookups.py, pushed and
+           hashed in the version's manifest) and OpenVINO's serving
+           session maps a request's strings to ids with them
+           (string_lookups.StringLookup, the table's mapping in numpy) before
            the model.
 
 Parity (tests/optimize/test_raw_features.py): on eval rows the raw-input
@@ -55,6 +55,7 @@ import tensorflow as tf
 
 from leantfx.components.optimize.evaluation import measure
 from leantfx.components.optimize.export import tflite as tflite_export
+from leantfx.runtimes import serving_export
 from leantfx.errors import ConfigError
 from leantfx.errors import InputDataError
 from leantfx.models import features
@@ -105,7 +106,7 @@ def categorical_vocabularies(model, tf_transform_output, label: str
   serving_spec = raw_serving.serving_feature_spec(
       tf_transform_output.raw_feature_spec(), label)
   return _vocabularies(tf_transform_output, serving_spec,
-                       tflite_export.serving_input_specs(model))
+                       serving_export.serving_input_specs(model))
 
 
 def save_raw_serving_model(model, tf_transform_output, label: str,
@@ -122,7 +123,7 @@ def save_raw_serving_model(model, tf_transform_output, label: str,
       signature then answers 'predictions', as the Trainer's does).
     export_dir: the SavedModel directory to write.
     lookups_outside: each vocabulary column comes in as its int64 ids
-      ([batch], raw_serving.StringLookup's output) instead of strings, so
+      ([batch], string_lookups.StringLookup's output) instead of strings, so
       the graph holds no lookup table (for OpenVINO, which runs none).
 
   Returns:
@@ -131,7 +132,7 @@ def save_raw_serving_model(model, tf_transform_output, label: str,
   Raises:
     ConfigError: the Transform does not produce one of the model's inputs.
   """
-  specs = tflite_export.serving_input_specs(model)
+  specs = serving_export.serving_input_specs(model)
   transformed = tf_transform_output.transformed_feature_spec()
   missing = sorted(set(specs) - set(transformed))
   if missing:
@@ -190,7 +191,7 @@ def save_raw_serving_model(model, tf_transform_output, label: str,
   tf.saved_model.save(
       holder, export_dir,
       signatures={
-          tflite_export.SERVING_SIGNATURE: serve.get_concrete_function()
+          serving_export.SERVING_SIGNATURE: serve.get_concrete_function()
       })
   return export_dir
 
@@ -201,7 +202,7 @@ def export_raw_tflite(model, tf_transform_output, label: str,
                           Mapping[str, np.ndarray]] = None,
                       *, output_path: Optional[str] = None,
                       num_calibration_samples: int = (
-                          tflite_export.DEFAULT_CALIBRATION_SAMPLES)
+                          serving_export.DEFAULT_CALIBRATION_SAMPLES)
                      ) -> bytes:
   """Converts ``model`` behind the Transform to a raw-input .tflite.
 
@@ -250,7 +251,7 @@ def run_raw_tflite(model_content: bytes, raw: Mapping[str, np.ndarray],
   """
   interpreter = tf.lite.Interpreter(model_content=model_content,
                                     num_threads=num_threads)
-  runner = interpreter.get_signature_runner(tflite_export.SERVING_SIGNATURE)
+  runner = interpreter.get_signature_runner(serving_export.SERVING_SIGNATURE)
   details = runner.get_input_details()
   feed = {}
   for name, detail in details.items():

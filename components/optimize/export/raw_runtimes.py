@@ -8,11 +8,12 @@ regression). The graph is raw_features.save_raw_serving_model's wrapper
 SavedModel (the real tf.Transform layer for numeric and pixel columns, a
 constant hash table from the Transform's vocabulary file for each
 vocabulary column), converted by the runtime's ``Exporter``
-(exporters.get(runtime).export_raw: export/openvino.py, export/onnx.py).
+(registry.exporter(runtime).export_raw: leantfx/runtimes/openvino.py,
+onnx.py).
 A runtime that runs no lookup table (``Exporter.lookups_outside``:
 OpenVINO) takes each vocabulary column as its int64 ids, and the export
 writes the vocabularies beside its model file
-(raw_serving.STRING_LOOKUPS_FILE, pushed with it).
+(string_lookups.STRING_LOOKUPS_FILE, pushed with it).
 
 An export is run here as a client runs it, through its runtime's predictor
 (leantfx/runtimes: ``Runtime.predictor`` with the vocabularies found beside
@@ -32,15 +33,15 @@ import numpy as np
 
 from leantfx import raw_serving
 from leantfx.components.optimize.evaluation import measure
-from leantfx.components.optimize.export import exporter as exporter_lib
-from leantfx.components.optimize.export import exporters
+from leantfx.runtimes import exporter as exporter_lib
 from leantfx.components.optimize.export import raw_features
-from leantfx.components.optimize.export import tflite as tflite_export
+from leantfx.runtimes import serving_export
 from leantfx.errors import ConfigError
 from leantfx.runtimes import registry as runtimes_lib
 from leantfx.runtimes import runtime as runtime_lib
+from leantfx.runtimes import string_lookups
 
-RUNTIMES = exporters.SERVER_RUNTIMES
+RUNTIMES = runtimes_lib.SERVER_RUNTIMES
 FLOAT32 = exporter_lib.FLOAT32
 INT8 = exporter_lib.INT8
 MODES = exporter_lib.MODES
@@ -77,7 +78,7 @@ def export_raw(runtime: str, model, tf_transform_output, label: str,
                raw_train_features: Optional[Mapping[str, np.ndarray]],
                *, output_dir: str,
                num_calibration_samples: int = (
-                   tflite_export.DEFAULT_CALIBRATION_SAMPLES)) -> str:
+                   serving_export.DEFAULT_CALIBRATION_SAMPLES)) -> str:
   """Writes ``model`` behind the Transform as OpenVINO IR or ONNX.
 
   ``prepare_raw`` then ``convert_raw`` in this process (the ModelOptimizer
@@ -115,7 +116,7 @@ def prepare_raw(runtime: str, model, tf_transform_output, label: str,
                 raw_train_features: Optional[Mapping[str, np.ndarray]],
                 *, scratch: str,
                 num_calibration_samples: int = (
-                    tflite_export.DEFAULT_CALIBRATION_SAMPLES)
+                    serving_export.DEFAULT_CALIBRATION_SAMPLES)
                ) -> Dict[str, Any]:
   """The half of ``export_raw`` that needs the Keras model and the Transform.
 
@@ -134,7 +135,7 @@ def prepare_raw(runtime: str, model, tf_transform_output, label: str,
     raise ConfigError(
         f'No raw-feature export for runtime {runtime!r}; use one of '
         f'{RUNTIMES} (TFLite: raw_features.export_raw_tflite).')
-  exporter = exporters.get(runtime)
+  exporter = runtimes_lib.exporter(runtime)
   if mode not in exporter.modes:
     raise ConfigError(f'Unknown {runtimes_lib.LABELS[runtime]} mode {mode!r}; '
                       f'use one of {exporter.modes}.')
@@ -146,7 +147,7 @@ def prepare_raw(runtime: str, model, tf_transform_output, label: str,
           'calibrate; none were given.')
     samples = raw_calibration_samples(raw_train_features,
                                       num_calibration_samples)
-    tflite_export.require_calibration_samples(
+    serving_export.require_calibration_samples(
         samples, runtimes_lib.LABELS[runtime], mode)
     _check_columns(raw_train_features, tf_transform_output, label)
   vocabularies = {}
@@ -177,8 +178,8 @@ def convert_raw(*, runtime: str, saved_model: str, mode: str,
   Raises:
     ConfigError: the runtime's converter cannot take the graph.
   """
-  return exporters.get(runtime).export_raw(saved_model, mode, samples,
-                                           vocabularies, output_dir)
+  return runtimes_lib.exporter(runtime).export_raw(
+      saved_model, mode, samples, vocabularies, output_dir)
 
 
 def raw_predictor(runtime: str, path: str, num_threads: int = 1
@@ -188,7 +189,7 @@ def raw_predictor(runtime: str, path: str, num_threads: int = 1
   The runtime's predictor, given the vocabularies found beside ``path``
   (an export whose runtime takes vocabulary ids carries them).
   """
-  lookups = raw_serving.read_string_lookups(os.path.dirname(path))
+  lookups = string_lookups.read_string_lookups(os.path.dirname(path))
   return runtimes_lib.get(runtime).predictor(path, num_threads, lookups)
 
 

@@ -1,8 +1,8 @@
 """A candidate's variants in the server runtimes: OpenVINO and ONNX Runtime.
 
 For one optimized tf_keras model, ``export_and_score`` exports each
-(runtime, mode) pair through the runtime's Exporter (exporters.py:
-export/openvino.py, export/onnx.py) and measures its
+(runtime, mode) pair through the runtime's Exporter (its
+``Runtime.exporter``: leantfx/runtimes/openvino.py, onnx.py) and measures its
 accuracy on the eval set through its own runtime at batch 1; ``time_built``
 times pairs in the same interleaved rounds (measure.measure_latency_interleaved,
 the runtime's own call on inputs bound once; the one-line Python call path
@@ -23,15 +23,14 @@ import tensorflow as tf
 from leantfx import stopping
 from leantfx.components.optimize.evaluation import measure
 from leantfx.components.optimize.evaluation import quality as quality_lib
-from leantfx.components.optimize.export import exporter as exporter_lib
-from leantfx.components.optimize.export import exporters
-from leantfx.components.optimize.export import tflite as tflite_export
+from leantfx.runtimes import exporter as exporter_lib
+from leantfx.runtimes import serving_export
 from leantfx.runtimes import registry as runtimes_lib
 
 FLOAT32 = exporter_lib.FLOAT32
 INT8 = exporter_lib.INT8
 MODES = exporter_lib.MODES
-SERVER_RUNTIMES = exporters.SERVER_RUNTIMES
+SERVER_RUNTIMES = runtimes_lib.SERVER_RUNTIMES
 
 
 def variant_dir_name(runtime: str, mode: str) -> str:
@@ -47,10 +46,10 @@ def export(runtime: str, model, mode: str, representative_data, out_dir: str,
   cache['scratch'] is a folder for them that the caller removes.
   """
   if 'saved_model' not in cache:
-    cache['saved_model'] = tflite_export.save_serving_model(
+    cache['saved_model'] = serving_export.save_serving_model(
         model, os.path.join(cache['scratch'], 'saved_model'))
   if mode == INT8 and 'samples' not in cache:
-    cache['samples'] = tflite_export.int8_calibration_samples(
+    cache['samples'] = serving_export.int8_calibration_samples(
         model, representative_data, num_calibration_samples,
         runtimes_lib.LABELS.get(runtime, runtime))
   return export_saved_model(runtime, cache['saved_model'], mode,
@@ -66,8 +65,8 @@ def export_saved_model(runtime: str, saved_model_dir: str, mode: str,
   Raises:
     ConfigError: ``runtime`` is not a server runtime.
   """
-  return exporters.get(runtime).export_saved_model(saved_model_dir, mode,
-                                                    samples, out_dir, cache)
+  return runtimes_lib.exporter(runtime).export_saved_model(
+      saved_model_dir, mode, samples, out_dir, cache)
 
 
 def predictor(runtime: str, path: str, num_threads: int):
@@ -177,7 +176,7 @@ def export_and_score(
     eval_data: measure.LabeledData,
     out_dir: str,
     num_threads: int = measure.DEFAULT_NUM_THREADS,
-    num_calibration_samples: int = tflite_export.DEFAULT_CALIBRATION_SAMPLES,
+    num_calibration_samples: int = serving_export.DEFAULT_CALIBRATION_SAMPLES,
     modes: Sequence[str] = MODES,
     details: Optional[Mapping[str, Any]] = None,
     on_failure: Optional[Callable[[str, Exception], None]] = None,
@@ -210,7 +209,7 @@ def export_and_score(
     One Built per pair exported and scored.
   """
   with tempfile.TemporaryDirectory(prefix='leantfx-runtimes-') as scratch:
-    saved_model = tflite_export.save_serving_model(
+    saved_model = serving_export.save_serving_model(
         model, os.path.join(scratch, 'saved_model'))
     job = saved_model_job(
         model, saved_model,
@@ -233,15 +232,15 @@ def saved_model_job(model, saved_model_dir: str, *, representative_data,
   its facts (parameters, sparsity, the technique's details); ``arguments``
   (candidate_name, technique, runtimes, eval_data, out_dir, num_threads,
   modes, quality) pass through. ``saved_model_dir`` holds the model's
-  serving SavedModel already (tflite_export.save_serving_model; the
+  serving SavedModel already (serving_export.save_serving_model; the
   ModelOptimizer's TFLite modes convert the same one). Everything in it
   pickles: the ModelOptimizer sends it to its worker process.
   """
   samples = None
   if (INT8 in arguments.get('modes', MODES) and
       representative_data is not None):
-    samples = tflite_export.calibration_samples(
-        representative_data, tflite_export.serving_input_specs(model),
+    samples = serving_export.calibration_samples(
+        representative_data, serving_export.serving_input_specs(model),
         num_calibration_samples)
   params, sparsity, facts = measure._model_facts(model, details)  # pylint: disable=protected-access
   return dict(arguments, saved_model_dir=saved_model_dir, samples=samples,
@@ -322,12 +321,14 @@ def worker_init(parent_pid: int) -> None:
 def warm_up() -> None:
   """Imports what a worker's exports need (run first in a new worker).
 
-  OpenVINO's and NNCF's telemetry is declined before they are imported.
+  Each Exporter prepares the process first (OpenVINO's declines its and
+  NNCF's telemetry before they are imported).
   """
-  runtimes_lib.decline_openvino_telemetry()
   for runtime in SERVER_RUNTIMES:
+    exporter = runtimes_lib.exporter(runtime)
+    exporter.prepare_process()
     for module in (runtimes_lib.REQUIRED_MODULES[runtime] +
-                   exporters.get(runtime).export_modules):
+                   exporter.export_modules):
       if runtimes_lib.module_installed(module.split('.')[0]):
         importlib.import_module(module)
 

@@ -6,8 +6,9 @@ Quantization-aware training, which changes the model before conversion, is
 components/optimize/techniques/qat.py.
 
 The model is first saved as a SavedModel with a ``serving_default`` signature
-whose input names are the model's input keys (e.g. ``image_xf``), and the
-converter reads that SavedModel, so the ``.tflite`` file carries the same
+whose input names are the model's input keys (e.g. ``image_xf``;
+leantfx/runtimes/serving_export.py, which every runtime's export reads), and
+the converter reads that SavedModel, so the ``.tflite`` file carries the same
 signature: ``interpreter.get_signature_runner()(image_xf=...)`` works on every
 mode.
 
@@ -28,12 +29,13 @@ dependencies of leantfx.
 """
 import os
 import tempfile
-from typing import Callable, Dict, Iterator, List, Mapping, Optional, Union
+from typing import Callable, Dict, List, Optional
 
 import numpy as np
 import tensorflow as tf
 
 from leantfx.errors import ConfigError
+from leantfx.runtimes import serving_export
 
 FLOAT32 = 'float32'
 FLOAT16 = 'float16'
@@ -44,81 +46,7 @@ MODES = (FLOAT32, FLOAT16, DYNAMIC_RANGE, INT8, INT16X8)
 # Modes whose activation ranges come from calibration data.
 CALIBRATED_MODES = (INT8, INT16X8)
 
-SERVING_SIGNATURE = 'serving_default'
-# The TFLite guide's examples calibrate on ~100 samples; more rarely changes
-# the ranges of a small model and makes conversion slower.
-DEFAULT_CALIBRATION_SAMPLES = 100
-
-# Features as numpy arrays keyed by input name, or a tf.data.Dataset of
-# (features, label) or of features, batched or not.
-RepresentativeData = Union[Mapping[str, np.ndarray], tf.data.Dataset]
-
 _QUANTIZATION_MODULE = 'tensorflow_model_optimization.python.core.quantization'
-
-
-def serving_input_specs(model) -> Dict[str, tf.TensorSpec]:
-  """Returns the model's inputs as TensorSpecs keyed by input name.
-
-  Dict-input models keep their dict keys; a single-input model uses the name
-  of its Input layer.
-
-  Args:
-    model: a built tf_keras model.
-
-  Returns:
-    {input name: TensorSpec with a free batch dimension}.
-  """
-  inputs = model.input
-  if isinstance(inputs, Mapping):
-    named = dict(inputs)
-  elif isinstance(inputs, (list, tuple)):
-    named = dict(zip(model.input_names, inputs))
-  else:
-    named = {model.input_names[0]: inputs}
-  return {
-      name: tf.TensorSpec([None] + list(t.shape[1:]), t.dtype, name=name)
-      for name, t in named.items()
-  }
-
-
-def save_serving_model(model, export_dir: str) -> str:
-  """Saves a tf_keras model as a SavedModel with a named serving signature.
-
-  Args:
-    model: a built tf_keras model (dict inputs allowed).
-    export_dir: the SavedModel directory to write.
-
-  Returns:
-    export_dir.
-  """
-  specs = serving_input_specs(model)
-  inputs = model.input
-  output_names = list(model.output_names)
-
-  @tf.function(input_signature=[specs])
-  def serve(features):
-    if isinstance(inputs, Mapping):
-      outputs = model(features, training=False)
-    elif isinstance(inputs, (list, tuple)):
-      outputs = model([features[n] for n in specs], training=False)
-    else:
-      outputs = model(next(iter(features.values())), training=False)
-    if isinstance(outputs, Mapping):
-      return dict(outputs)
-    if isinstance(outputs, (list, tuple)):
-      return dict(zip(output_names, outputs))
-    return {output_names[0]: outputs}
-
-  # Saving the Keras model object itself would make TF trace every layer's
-  # call for Keras' own revival (~100 s for MobileNetV2 on one thread); the
-  # converter needs only the signature and the variables it reads.
-  holder = tf.Module()
-  holder.model_variables = list(model.variables)
-  holder.serve = serve
-  tf.saved_model.save(
-      holder, export_dir,
-      signatures={SERVING_SIGNATURE: serve.get_concrete_function()})
-  return export_dir
 
 
 def is_quantization_aware(model) -> bool:
@@ -137,99 +65,14 @@ def _all_layers(model) -> List:
   return layers
 
 
-def calibration_samples(data: RepresentativeData,
-                        specs: Mapping[str, tf.TensorSpec],
-                        num_samples: int = DEFAULT_CALIBRATION_SAMPLES
-                       ) -> List[Dict[str, np.ndarray]]:
-  """Returns up to num_samples batch-1 feature dicts for calibration.
-
-  Args:
-    data: features keyed by input name as arrays with a leading example
-      dimension, or a tf.data.Dataset of (features, label) or features.
-    specs: the serving signature's inputs (names and dtypes).
-    num_samples: how many examples to take.
-
-  Returns:
-    A list of {input name: array of shape [1, ...]} in the inputs' dtypes.
-
-  Raises:
-    ConfigError: if the data lack one of the model's inputs.
-  """
-  samples = []
-  for features in _iter_feature_batches(data):
-    missing = sorted(set(specs) - set(features))
-    if missing:
-      raise ConfigError(
-          f'Representative data lack the model input(s) {missing}; they have '
-          f'{sorted(features)}. Pass the transformed train split.')
-    batch = {}
-    for n, spec in specs.items():
-      value = np.asarray(features[n])
-      # An unbatched dataset yields single examples: give them a batch axis.
-      batch[n] = value[None] if value.ndim == len(spec.shape) - 1 else value
-    rows = len(next(iter(batch.values())))
-    for i in range(rows):
-      samples.append({
-          n: batch[n][i:i + 1].astype(specs[n].dtype.as_numpy_dtype)
-          for n in specs
-      })
-      if len(samples) >= num_samples:
-        return samples
-  return samples
-
-
-def require_calibration_samples(samples: List[Dict[str, np.ndarray]],
-                                runtime: str, mode: str) -> None:
-  """Refuses an empty calibration set, naming what to do.
-
-  Every runtime's int8 export (TFLite here, OpenVINO's NNCF, ONNX Runtime's
-  static quantization) calibrates on :func:`calibration_samples`' output.
-
-  Raises:
-    ConfigError: `samples` is empty.
-  """
-  if not samples:
-    raise ConfigError(
-        f'The {runtime} {mode} calibration set is empty: the train split '
-        'gave no examples. int8 needs train examples to calibrate activation '
-        'ranges; check the train split (the Transform output) or leave int8 '
-        'out.')
-
-
-def int8_calibration_samples(model, representative_data,
-                             num_samples: int, runtime: str
-                            ) -> List[Dict[str, np.ndarray]]:
-  """A server runtime's int8 calibration set for `model`, checked.
-
-  ``runtime`` names the runtime in the messages (e.g. 'OpenVINO').
-
-  Raises:
-    ConfigError: no representative data, or they give no examples.
-  """
-  if representative_data is None:
-    raise ConfigError(f'{runtime} int8 needs representative data (the train '
-                      'split) to calibrate; none was given.')
-  samples = calibration_samples(representative_data,
-                                serving_input_specs(model), num_samples)
-  require_calibration_samples(samples, runtime, 'int8')
-  return samples
-
-
-def _iter_feature_batches(data: RepresentativeData) -> Iterator[Mapping]:
-  if isinstance(data, Mapping):
-    yield data
-    return
-  for element in data.as_numpy_iterator():
-    yield element[0] if isinstance(element, tuple) else element
-
-
 def convert_saved_model(
     saved_model_dir: str,
     mode: str,
-    representative_data: Optional[RepresentativeData] = None,
+    representative_data: Optional[serving_export.RepresentativeData] = None,
     *,
     quantization_aware: bool = False,
-    num_calibration_samples: int = DEFAULT_CALIBRATION_SAMPLES,
+    num_calibration_samples: int = (
+        serving_export.DEFAULT_CALIBRATION_SAMPLES),
     float_io: bool = False) -> bytes:
   """Converts a SavedModel's serving signature to TFLite.
 
@@ -266,7 +109,7 @@ def convert_saved_model(
         "'int8', or choose 'dynamic_range'.")
 
   converter = tf.lite.TFLiteConverter.from_saved_model(
-      saved_model_dir, signature_keys=[SERVING_SIGNATURE])
+      saved_model_dir, signature_keys=[serving_export.SERVING_SIGNATURE])
   if mode != FLOAT32:
     converter.optimizations = [tf.lite.Optimize.DEFAULT]
   if mode == FLOAT16:
@@ -288,8 +131,8 @@ def convert_saved_model(
     ]
   if needs_data:
     specs = _signature_inputs(saved_model_dir)
-    samples = calibration_samples(representative_data, specs,
-                                  num_calibration_samples)
+    samples = serving_export.calibration_samples(representative_data, specs,
+                                                 num_calibration_samples)
     if not samples:
       raise ConfigError(
           f'The representative data for TFLite mode {mode!r} are empty; '
@@ -341,18 +184,20 @@ def _generator(samples: List[Dict[str, np.ndarray]]) -> Callable:
 
 def _signature_inputs(saved_model_dir: str) -> Dict[str, tf.TensorSpec]:
   loaded = tf.saved_model.load(saved_model_dir)
-  fn = loaded.signatures[SERVING_SIGNATURE]
+  fn = loaded.signatures[serving_export.SERVING_SIGNATURE]
   _, kwargs = fn.structured_input_signature
   return dict(kwargs)
 
 
 def export_tflite(model,
                   mode: str,
-                  representative_data: Optional[RepresentativeData] = None,
+                  representative_data: Optional[
+                      serving_export.RepresentativeData] = None,
                   *,
                   output_path: Optional[str] = None,
                   saved_model_dir: Optional[str] = None,
-                  num_calibration_samples: int = DEFAULT_CALIBRATION_SAMPLES
+                  num_calibration_samples: int = (
+                      serving_export.DEFAULT_CALIBRATION_SAMPLES)
                  ) -> bytes:
   """Converts a tf_keras model to TFLite through a signed SavedModel.
 
@@ -384,7 +229,7 @@ def export_tflite(model,
         "model for 'int8', or choose 'dynamic_range'.")
   with tempfile.TemporaryDirectory(prefix='leantfx-tflite-') as tmp:
     export_dir = saved_model_dir or os.path.join(tmp, 'saved_model')
-    save_serving_model(model, export_dir)
+    serving_export.save_serving_model(model, export_dir)
     flatbuffer = export_saved_model_tflite(
         export_dir, mode, representative_data,
         quantization_aware=quantization_aware, output_path=output_path,
@@ -395,11 +240,12 @@ def export_tflite(model,
 def export_saved_model_tflite(
     saved_model_dir: str,
     mode: str,
-    representative_data: Optional[RepresentativeData] = None,
+    representative_data: Optional[serving_export.RepresentativeData] = None,
     *,
     quantization_aware: bool = False,
     output_path: Optional[str] = None,
-    num_calibration_samples: int = DEFAULT_CALIBRATION_SAMPLES) -> bytes:
+    num_calibration_samples: int = (
+        serving_export.DEFAULT_CALIBRATION_SAMPLES)) -> bytes:
   """export_tflite's conversion, of a serving SavedModel already saved.
 
   The ModelOptimizer saves each candidate's serving SavedModel once

@@ -15,6 +15,7 @@ from leantfx.components.optimize import config as config_lib
 from leantfx.components.optimize.evaluation import measure
 from leantfx.components.optimize.evaluation import quality as quality_lib
 from leantfx.components.optimize.export import tflite as tflite_export
+from leantfx.runtimes import serving_export
 
 
 def build_tflite_variants(keras_model: tf_keras.Model, candidate_name: str,
@@ -33,7 +34,7 @@ def build_tflite_variants(keras_model: tf_keras.Model, candidate_name: str,
     keras_model: the candidate's model after its chain.
     candidate_name: names the variants '<candidate>/<mode>'.
     modes: the candidate's TFLite modes.
-    saved_model: its serving SavedModel (tflite_export.save_serving_model).
+    saved_model: its serving SavedModel (serving_export.save_serving_model).
     chain: the technique chain, as the variants record it.
     details: the chain's details, kept with each variant.
     train_ds: train batches the calibrated modes draw from.
@@ -80,7 +81,7 @@ def save_serving_model(keras_model: tf_keras.Model, candidate_name: str,
   """
   saved_model = os.path.join(scratch, candidate_name, 'saved_model')
   try:
-    tflite_export.save_serving_model(keras_model, saved_model)
+    serving_export.save_serving_model(keras_model, saved_model)
   except Exception as e:  # pylint: disable=broad-except
     record(candidate_name, 'serving SavedModel', e)
     return None

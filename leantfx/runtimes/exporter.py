@@ -1,25 +1,22 @@
-"""What the optimizer needs to export into a server runtime: one interface.
+"""How a server runtime's files are written: the ``Exporter`` interface.
 
 A server runtime (one the ModelOptimizer builds float32 and int8 variants
 for from a candidate's serving SavedModel, in its worker process) has an
-``Exporter``, defined in the export module named as the runtime is
-(openvino.py, onnx.py here) and listed in exporters.py. It is the
-optimizer-side half of the runtime: leantfx/runtimes/<name>.py holds what
-the server shares (files, predictor, timer), which may not import the
-optimizer's Keras and Transform tooling that converting needs
-(tests/test_layers.py), so the converters live here, a layer up.
+``Exporter``: its ``Runtime.exporter`` (runtime.py), defined in the
+runtime's own module (openvino.py, onnx.py here) beside its files,
+predictor, timer and serving session. The optimizer reaches it only through
+the registry (``registry.exporter``).
 
-TFLite is not an ``Exporter``: every run builds its five modes in the
-ModelOptimizer's own process (steps/tflite_variants.py), as the baseline
-the gate compares against, and its raw-column fold converts the Keras model
-and the Transform together (raw_features.py).
+TFLite has none (``Runtime.exporter`` is None): every run builds its five
+modes in the ModelOptimizer's own process
+(components/optimize/steps/tflite_variants.py), as the baseline the gate
+compares against, and its raw-column fold converts the Keras model and the
+Transform together (components/optimize/export/raw_features.py).
 """
 import abc
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
-
-from leantfx.runtimes import runtime as runtime_lib
 
 FLOAT32 = 'float32'
 INT8 = 'int8'
@@ -30,18 +27,20 @@ class Exporter(abc.ABC):
   """How the optimizer writes a server runtime's files.
 
   Attributes:
-    runtime: the runtime exported to (leantfx/runtimes/registry.py).
     modes: the modes it builds.
     lookups_outside: a raw-feature export takes vocabulary columns as
       their int64 ids (the runtime runs no lookup table), and the
-      vocabularies are written beside the model (raw_serving).
+      vocabularies are written beside the model (string_lookups.py).
     export_modules: modules the export imports beyond the runtime's
       ``required_modules`` (the worker imports them before its first job).
   """
-  runtime: runtime_lib.Runtime
   modes: Tuple[str, ...] = MODES
   lookups_outside: bool = False
   export_modules: Tuple[str, ...] = ()
+
+  def prepare_process(self) -> None:
+    """Runs in a process before it imports the export's modules (a worker's
+    warm-up); nothing by default."""
 
   @abc.abstractmethod
   def export_saved_model(self, saved_model_dir: str, mode: str,
@@ -69,8 +68,9 @@ class Exporter(abc.ABC):
     """Writes a raw-feature export of the wrapper SavedModel.
 
     Args:
-      saved_model: raw_features.save_raw_serving_model's wrapper (with
-        ``lookups_outside``, the vocabulary columns taken as ids).
+      saved_model: the wrapper SavedModel of components/optimize/export/
+        raw_features.save_raw_serving_model (with ``lookups_outside``, the
+        vocabulary columns taken as ids).
       mode: one of ``modes``; int8 leaves the folded Transform in float.
       samples: batch-1 raw requests ({column: value[i:i+1]}) calibrating
         int8, vocabulary columns as strings.
