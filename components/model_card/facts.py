@@ -21,6 +21,7 @@ from leantfx.components.optimize import spec as optimize_spec
 from leantfx.components.optimize.evaluation import report as report_lib
 from leantfx.components.validation_gate import spec as gate_spec
 from leantfx.models.training import trainer_executor
+from leantfx.runtimes import registry
 
 # StatisticsGen's file in each Split-<name> folder (TFX 1.16's
 # stats_artifact_utils.BINARY_PB_BASENAME).
@@ -196,8 +197,9 @@ def runtime_picks(report: Optional[types.Artifact]) -> Optional[
   path = os.path.join(report.uri, report_lib.VARIANTS_FILE)
   with fileio.open(path) as f:
     record = json.load(f)
-  picks = {'tflite': {'selected': record.get('selected'),
-                      'pushed_to': record.get('pushed_to')}}
+  # The report keeps TFLite's pick (the one every run builds) on its own.
+  picks = {registry.TFLITE: {'selected': record.get('selected'),
+                             'pushed_to': record.get('pushed_to')}}
   picks.update(record.get('runtime_picks') or {})
   variants = {d['variant']['name']: d['variant']
               for d in record.get('decisions', [])}
