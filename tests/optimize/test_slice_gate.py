@@ -18,6 +18,7 @@ from leantfx.components.optimize.evaluation import quality as quality_lib
 from leantfx.components.optimize.evaluation import report
 from leantfx.components.optimize.evaluation import selection
 from leantfx.components.optimize.export import tflite as tflite_export
+from leantfx.runtimes import serving_export
 from leantfx.components.optimize.steps import slice_rows
 from leantfx.models import features
 from tests.optimize import raw_fixture
@@ -56,7 +57,7 @@ def _write_raw_examples(fixture, path):
 def sliced(penguins_fixture, tmp_path_factory):
   path = str(tmp_path_factory.mktemp('raw_eval') / 'eval.gz')
   rows = _write_raw_examples(penguins_fixture, path)
-  inputs = tflite_export.serving_input_specs(penguins_fixture.model)
+  inputs = serving_export.serving_input_specs(penguins_fixture.model)
   transformed = penguins_fixture.tft_output.transformed_feature_spec()
   feature_spec = {n: transformed[n] for n in
                   list(inputs) + [features.LABEL_KEY]}
@@ -87,7 +88,7 @@ def test_sliced_rows_are_the_transformed_rows_with_their_island(
 
 def _variant(model, hurt):
   """The model with its class scores rotated on the rows ``hurt`` picks."""
-  specs = tflite_export.serving_input_specs(model)
+  specs = serving_export.serving_input_specs(model)
   inputs = {n: tf_keras.Input(shape=s.shape[1:], dtype=s.dtype, name=n)
             for n, s in specs.items()}
   scores = model(inputs)
