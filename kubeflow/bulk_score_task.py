@@ -25,6 +25,7 @@ from typing import Any, Dict, Optional, Sequence
 
 from leantfx import span_scoring
 from leantfx.errors import LeantfxError
+from leantfx.kubeflow import container_task
 
 TASK_ID = 'BulkScore'
 PUSHER_TASK = 'Pusher'
@@ -120,24 +121,8 @@ def add_to_spec(pipeline_spec: Dict[str, Any], example_gen_task: str,
   missing = sorted(set(INPUT_TYPES) - set(parameters) - {DATA_ROOT})
   if missing:
     raise ValueError(f'BulkScore needs parameter(s) {missing}.')
-  executor_label = f'{TASK_ID}_executor'
-  components[TASK_ID] = {
-      'executorLabel': executor_label,
-      'inputDefinitions': {
-          'artifacts': {name: {'artifactType': kind}
-                        for name, kind in artifact_types.items()},
-          'parameters': {name: {'parameterType': kind}
-                         for name, kind in INPUT_TYPES.items()}},
-      'outputDefinitions': {'parameters': {
-          name: {'parameterType': kind}
-          for name, kind in OUTPUT_TYPES.items()}},
-  }
-  pipeline_spec['deploymentSpec']['executors'][executor_label] = {
-      'container': {
-          'image': image,
-          'command': ['python', '-m', __name__],
-          'args': ['--executor_input', '{{$}}'],
-      }}
+  container_task.add_component(pipeline_spec, TASK_ID, __name__, image,
+                               INPUT_TYPES, OUTPUT_TYPES, artifact_types)
   tasks[TASK_ID] = {
       'componentRef': {'name': TASK_ID},
       'taskInfo': {'name': TASK_ID},

@@ -35,6 +35,8 @@ from tfx.proto import example_gen_pb2
 from tfx.proto import range_config_pb2
 from tfx.utils import proto_utils
 
+from leantfx.kubeflow import container_task
+
 TASK_ID = 'ResolveSpan'
 # Inputs (ExampleGen's parameter names).
 INPUT_BASE = 'input_base'
@@ -152,24 +154,10 @@ def add_to_spec(pipeline_spec: Dict[str, Any], example_gen_task: str,
   if missing:
     raise ValueError(f'Task {example_gen_task!r} has no parameter(s) '
                      f'{missing}: it is not a file-based ExampleGen.')
-  component_name = TASK_ID
-  executor_label = f'{TASK_ID}_executor'
-  pipeline_spec['components'][component_name] = {
-      'executorLabel': executor_label,
-      'inputDefinitions': {'parameters': {
-          name: {'parameterType': kind} for name, kind in INPUT_TYPES.items()}},
-      'outputDefinitions': {'parameters': {
-          name: {'parameterType': kind}
-          for name, kind in OUTPUT_TYPES.items()}},
-  }
-  pipeline_spec['deploymentSpec']['executors'][executor_label] = {
-      'container': {
-          'image': image,
-          'command': ['python', '-m', __name__],
-          'args': ['--executor_input', '{{$}}'],
-      }}
+  container_task.add_component(pipeline_spec, TASK_ID, __name__, image,
+                               INPUT_TYPES, OUTPUT_TYPES)
   tasks[TASK_ID] = {
-      'componentRef': {'name': component_name},
+      'componentRef': {'name': TASK_ID},
       'taskInfo': {'name': TASK_ID},
       'inputs': {'parameters': {
           name: dict(gen_params[name]) for name in INPUT_TYPES}},
