@@ -16,6 +16,7 @@ at most ``max_concurrent_requests`` run at once (429 beyond); sockets time out
 after ``request_timeout_s``, which is also the deadline of a queued request.
 """
 import http.server
+import io
 import logging
 import re
 import socket
@@ -25,6 +26,7 @@ import time
 import urllib.parse
 from typing import Optional, Tuple
 
+from leantfx.serving import http_loop
 from leantfx.serving import json_tensor
 from leantfx.serving import json_writer
 from leantfx.serving import metrics as metrics_lib
@@ -133,6 +135,31 @@ class RestApi:
     if name and self._service.manager.is_known_model(name):
       return name
     return metrics_lib.UNKNOWN_MODEL
+
+  def inline(self, method: str, path: str) -> bool:
+    """Whether a request can be answered without waiting on other requests.
+
+    A predict call that goes through the batch scheduler waits for its batch:
+    it must not hold the thread that reads every connection.
+    """
+    service = self._service
+    if method != 'POST' or service.batcher is None:
+      return True
+    if service.batch_all:
+      return False
+    match = _PREDICTION_RE.fullmatch(path.split('?', 1)[0])
+    if match is None or match.group(4).lower() != 'predict':
+      return True
+    raw_name, raw_version, raw_label, _ = match.groups()
+    try:
+      spec = prediction_service.ModelSpec(
+          _decode_name(raw_name, 'model name') or '',
+          _parse_version(raw_version),
+          _decode_name(raw_label, 'model version label'))
+      with service.acquire(spec) as servable:
+        return not servable.batching_pays
+    except status.ServingError:
+      return True  # The answer is an error, at once.
 
   def handle(self, method: str, path: str, body: bytes,
              started: Optional[float] = None) -> Response:
@@ -264,6 +291,13 @@ class _Handler(http.server.BaseHTTPRequestHandler):
   def setup(self):
     self.timeout = self.server.request_timeout_s
     super().setup()
+    prefix = self.server.take_prefix(self.connection)
+    if prefix:
+      # The raw socket stream (a buffered one would wait to fill its
+      # buffer), detached so that the dropped reader does not close it.
+      self.rfile = io.BufferedReader(_Prefixed(prefix, self.rfile.detach()),
+                                     self.rbufsize if self.rbufsize > 0
+                                     else io.DEFAULT_BUFFER_SIZE)
     # Responses go out in one write; without Nagle it leaves at once instead
     # of waiting for the client's delayed ACK (40 ms on Linux).
     try:
@@ -356,11 +390,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
   def _handle(self, method: str):
     server = self.server
     started = time.monotonic()
-    if not server.slots.acquire(blocking=False):
-      body = json_writer.error_body(
-          f'Too many requests in flight (limit {server.max_concurrent}); '
-          'retry later.')
-      self._send(429, body, close=True)
+    refused = server.too_many()
+    if refused is not None:
+      self._send(429, refused, close=True)
       return
     # The slot covers the work, the response's write does not: a client that
     # has read its answer and sends the next request must find the slot free.
@@ -403,6 +435,26 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     self._handle('DELETE')
 
 
+class _Prefixed(io.RawIOBase):
+  """Bytes already read from a connection, then the connection itself."""
+
+  def __init__(self, prefix: bytes, rest):
+    super().__init__()
+    self._prefix = memoryview(prefix)
+    self._rest = rest
+
+  def readable(self) -> bool:
+    return True
+
+  def readinto(self, buffer) -> int:
+    if self._prefix:
+      n = min(len(buffer), len(self._prefix))
+      buffer[:n] = self._prefix[:n]
+      self._prefix = self._prefix[n:]
+      return n
+    return self._rest.readinto(buffer)
+
+
 class _HttpServer(socketserver.ThreadingMixIn, http.server.HTTPServer):
   daemon_threads = True
   block_on_close = False
@@ -419,6 +471,8 @@ class _HttpServer(socketserver.ThreadingMixIn, http.server.HTTPServer):
     self.in_flight = 0
     self.in_flight_lock = threading.Condition()
     self.draining = False
+    self._prefixes = {}
+    self._prefixes_lock = threading.Lock()
     super().__init__(address, _Handler, bind_and_activate=listener is None)
     if listener is not None:
       # Worker processes accept on the listening socket of the process that
@@ -428,37 +482,67 @@ class _HttpServer(socketserver.ThreadingMixIn, http.server.HTTPServer):
       self.server_address = listener.getsockname()
       self.server_name, self.server_port = self.server_address[:2]
 
+  def adopt(self, sock: socket.socket, prefix: bytes) -> None:
+    """Serves a connection in its own thread, `prefix` read from it already."""
+    if prefix:
+      with self._prefixes_lock:
+        self._prefixes[id(sock)] = prefix
+    try:
+      address = sock.getpeername()
+    except OSError:
+      address = ('', 0)
+    self.process_request(sock, address)
+
+  def take_prefix(self, sock: socket.socket) -> bytes:
+    with self._prefixes_lock:
+      return self._prefixes.pop(id(sock), b'')
+
+  def too_many(self) -> Optional[bytes]:
+    """Takes a request slot; None, or the 429 body when none is free."""
+    if self.slots.acquire(blocking=False):
+      return None
+    return json_writer.error_body(
+        f'Too many requests in flight (limit {self.max_concurrent}); '
+        'retry later.')
+
 
 class RestServer:
-  """The REST API listening on (host, port) in a background thread."""
+  """The REST API listening on (host, port), served by an event loop.
+
+  Ordinary keep-alive requests are read and answered by one thread
+  (``http_loop.HttpLoop``); a connection whose request needs more of HTTP
+  (a chunked or oversized body, ``Expect``, HTTP/1.0, ...) is handed to a
+  thread of its own (``_Handler``).
+  """
 
   def __init__(self, api: RestApi, host: str, port: int, max_body_bytes: int,
                request_timeout_s: Optional[float], max_concurrent: int,
                listener: Optional[socket.socket] = None):
     self._server = _HttpServer((host, port), api, max_body_bytes,
                                request_timeout_s, max_concurrent, listener)
-    self._thread: Optional[threading.Thread] = None
+    server = self._server
+    self._loop = http_loop.HttpLoop(
+        server.socket, api.handle, api.inline, server.adopt, max_body_bytes,
+        request_timeout_s, server.too_many, server.slots.release, server,
+        server_header=_Handler.server_version)
 
   @property
   def port(self) -> int:
     return self._server.server_address[1]
 
   def start(self) -> None:
-    self._thread = threading.Thread(target=self._server.serve_forever,
-                                    kwargs={'poll_interval': 0.2},
-                                    name='leantfx-rest', daemon=True)
-    self._thread.start()
+    self._loop.start()
 
   def stop_accepting(self) -> None:
     """Closes the listening socket; open connections finish their request."""
     self._server.draining = True
-    self._server.shutdown()
-    self._server.server_close()
+    self._loop.stop_accepting()
 
   def wait_idle(self, timeout_s: float) -> bool:
     """Waits for in-flight requests to finish; False on timeout."""
     server = self._server
     with server.in_flight_lock:
-      return server.in_flight_lock.wait_for(lambda: server.in_flight == 0,
+      idle = server.in_flight_lock.wait_for(lambda: server.in_flight == 0,
                                             timeout=timeout_s)
-
+    self._loop.join(1.0)
+    return idle

@@ -69,7 +69,7 @@ class SavedModelServable(servable_lib.Servable):
         signatures[key] = signature_lib.signature_from_def(
             key, self._signature_defs[key])
     self._signatures = signatures
-    self._packed_functions = {}
+    self._pack_plans = {}
 
   @property
   def signatures(self) -> Mapping[str, signature_lib.Signature]:
@@ -88,34 +88,49 @@ class SavedModelServable(servable_lib.Servable):
     one [batch, 64] input. When every input is a [batch] column of its
     spec's dtype (TF Serving's row format of raw columns), the columns of
     one dtype travel as one [batch, k] tensor into a function, traced once
-    per signature and dtype grouping, that splits them in the graph and
-    calls the signature there. Anything else takes the plain path, which
+    per signature (with its per-column dtype checks: ``_pack_plan``), that
+    splits them in the graph and calls the signature there. Anything else takes the plain path, which
     gives TF Serving's errors.
     """
-    specs = function.structured_input_signature[1]
-    if len(inputs) < _PACK_MIN_INPUTS or set(inputs) != set(specs):
+    plan = self._pack_plans.get(signature_name)
+    if plan is None:
+      plan = self._pack_plan(signature_name, function)
+      self._pack_plans[signature_name] = plan
+    aliases, checks, groups, packed = plan
+    if packed is None or len(inputs) != len(aliases) or \
+        inputs.keys() != aliases:
       return None
-    batch, groups = None, {}
-    for alias in sorted(inputs):
-      array, spec = inputs[alias], specs[alias]
-      if array.ndim != 1 or spec.shape.rank != 1 or (
-          batch is not None and array.shape[0] != batch):
+    batch = None
+    for alias, wanted in checks:
+      array = inputs[alias]
+      if array.ndim != 1 or (batch is not None and array.shape[0] != batch):
         return None
-      if spec.dtype == self._tf.string:
+      if wanted is None:  # A string column: bytes, str or objects.
         if array.dtype.kind not in 'OSU':
           return None
-      elif array.dtype != spec.dtype.as_numpy_dtype:
+      elif array.dtype != wanted:
         return None
       batch = array.shape[0]
-      groups.setdefault(spec.dtype, []).append(alias)
-    key = (signature_name,
-           tuple((dtype.name, tuple(names)) for dtype, names in groups.items()))
-    packed = self._packed_functions.get(key)
-    if packed is None:
-      packed = self._pack(function, groups)
-      self._packed_functions[key] = packed
     return packed, [np.stack([inputs[a] for a in names], axis=1)
-                    for names in groups.values()]
+                    for names in groups]
+
+  def _pack_plan(self, signature_name: str, function):
+    """(aliases, per-alias dtype checks, groups, packed function) of a
+    signature whose inputs are all [batch] columns; (.., None) otherwise."""
+    specs = function.structured_input_signature[1]
+    aliases = set(specs)
+    if len(specs) < _PACK_MIN_INPUTS or any(
+        spec.shape.rank != 1 for spec in specs.values()):
+      return aliases, (), (), None
+    groups = {}
+    checks = []
+    for alias in sorted(specs):
+      spec = specs[alias]
+      checks.append((alias, None if spec.dtype == self._tf.string
+                     else np.dtype(spec.dtype.as_numpy_dtype)))
+      groups.setdefault(spec.dtype, []).append(alias)
+    return (aliases, tuple(checks), tuple(tuple(n) for n in groups.values()),
+            self._pack(function, groups))
 
   def _pack(self, function, groups):
     tf = self._tf
@@ -155,6 +170,6 @@ class SavedModelServable(servable_lib.Servable):
 
   def close(self) -> None:
     self._functions = {}
-    self._packed_functions = {}
+    self._pack_plans = {}
     self._loaded = None
 

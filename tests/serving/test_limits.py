@@ -2,6 +2,7 @@
 passes while it waits for a batch; the server keeps serving after both."""
 import json
 import os
+import socket
 import threading
 import time
 
@@ -56,12 +57,27 @@ def test_too_many_requests_in_flight_is_429(model_base):
     server.stop(grace_s=5)
 
 
+@pytest.mark.parametrize('batching', [False, True])
 def test_a_client_that_has_its_answer_finds_the_slot_free(model_base,
-                                                          monkeypatch):
-  # The slot is released before the response is written: a client sending its
-  # next request as soon as it has read an answer never gets a 429. The pause
-  # after each write stands for a server thread descheduled right after it
-  # (what a loaded machine does), which made this race show in CI.
+                                                          batching):
+  # The slot is released before the answer is queued, on the event loop's
+  # own path (batching off) and on the pool's (batching on): a client sending
+  # its next request as soon as it has read an answer never gets a 429.
+  server = _server(model_base, max_concurrent_requests=1,
+                   enable_batching=batching,
+                   batching=batching_parameters_for_tests())
+  try:
+    codes = [_predict(server.rest_port)[0] for _ in range(5)]
+    assert codes == [200] * 5
+  finally:
+    server.stop(grace_s=5)
+
+
+def test_a_handed_off_connection_frees_its_slot_before_writing(model_base,
+                                                               monkeypatch):
+  # A chunked request is answered by the threaded handler. The pause after
+  # each write stands for a server thread descheduled right after it (what a
+  # loaded machine does), which made this race show in CI.
   from leantfx.serving import rest_api
   original = rest_api._Handler._send
 
@@ -73,11 +89,27 @@ def test_a_client_that_has_its_answer_finds_the_slot_free(model_base,
   monkeypatch.setattr(rest_api._Handler, '_send', send_then_pause)
   server = _server(model_base, max_concurrent_requests=1,
                    enable_batching=False)
+  body = json.dumps({'instances': [DIGIT]}).encode()
+  head = (b'POST /v1/models/digits:predict HTTP/1.1\r\nHost: x\r\n'
+          b'Transfer-Encoding: chunked\r\n\r\n')
+  chunked = head + b'%x\r\n' % len(body) + body + b'\r\n0\r\n\r\n'
   try:
-    codes = [_predict(server.rest_port)[0] for _ in range(5)]
-    assert codes == [200] * 5
+    codes = []
+    for _ in range(3):
+      with socket.create_connection(('127.0.0.1', server.rest_port),
+                                    timeout=10) as sock:
+        sock.sendall(chunked)
+        codes.append(sock.recv(65536)[:12])
+      codes.append(_predict(server.rest_port)[0])
+    assert codes == [b'HTTP/1.1 200', 200] * 3
   finally:
     server.stop(grace_s=5)
+
+
+def batching_parameters_for_tests():
+  from leantfx.serving import batching_parameters
+  return batching_parameters.BatchingConfig(max_batch_size=64,
+                                            batch_timeout_micros=0)
 
 
 def test_an_overloaded_queue_answers_503_at_once(model_base):

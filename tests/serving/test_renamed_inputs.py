@@ -306,7 +306,11 @@ def test_renamed_columns_take_the_packed_call(base):
   got = servable.run('serving_default',
                      {name: columns[key] for name, key in MAPPING.items()},
                      ['probabilities'])['probabilities']
-  assert len(model._packed_functions) == 1  # pylint: disable=protected-access
+  # pylint: disable=protected-access
+  fits = model._packed('serving_default', model._functions['serving_default'],
+                       {key: columns[key] for key in MAPPING.values()})
+  assert fits is not None and model._pack_plans['serving_default'][3] is fits[0]
+  # pylint: enable=protected-access
   np.testing.assert_allclose(got, _call_with_keys(base, 'wine', columns),
                              rtol=1e-6)
   servable.close()

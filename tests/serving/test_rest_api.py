@@ -434,6 +434,49 @@ def test_chunked_body_accepted(server):
   assert response.startswith(b'HTTP/1.1 200'), response[:300]
 
 
+def test_chunked_body_sent_after_its_head(server):
+  # The head alone reaches the event loop, which hands the connection to a
+  # thread; the thread must read the chunks as they come, not wait to fill a
+  # buffer (the 10 s read timeout would pass first).
+  body = json.dumps({'instances': [DIGIT]}).encode()
+  with socket.create_connection(('127.0.0.1', server.rest_port),
+                                timeout=10) as sock:
+    sock.sendall(b'POST /v1/models/digits:predict HTTP/1.1\r\nHost: x\r\n'
+                 b'Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n')
+    time.sleep(0.3)
+    sock.sendall(b'%x\r\n' % len(body) + body + b'\r\n')
+    time.sleep(0.1)
+    sock.sendall(b'0\r\n\r\n')
+    started = time.monotonic()
+    response = sock.recv(65536)
+  assert response.startswith(b'HTTP/1.1 200'), response[:300]
+  assert time.monotonic() - started < 5
+
+
+def test_pipelined_and_split_requests_are_answered_in_order(server):
+  # Two requests in one write, then one written a few bytes at a time: the
+  # event loop answers each once it is complete, in the order sent.
+  def request(path, body=b''):
+    return (f'POST {path} HTTP/1.1\r\nHost: x\r\n'
+            f'Content-Length: {len(body)}\r\n\r\n').encode() + body
+  good = json.dumps({'instances': [DIGIT]}).encode()
+  with socket.create_connection(('127.0.0.1', server.rest_port),
+                                timeout=10) as sock:
+    sock.sendall(request('/v1/models/digits:predict', good) +
+                 request('/v1/models/nope:predict', good))
+    third = request('/v1/models/digits:predict', good)
+    for i in range(0, len(third), 7):
+      sock.sendall(third[i:i + 7])
+      time.sleep(0.001)
+    data = b''
+    deadline = time.monotonic() + 10
+    while data.count(b'HTTP/1.1 ') < 3 and time.monotonic() < deadline:
+      data += sock.recv(65536)
+  answers = [part.split(b'\r\n', 1)[0] for part in
+             data.split(b'HTTP/1.1 ')[1:]]
+  assert answers == [b'200 OK', b'404 Not Found', b'200 OK'], data[:600]
+
+
 def test_keep_alive_serves_several_requests_on_one_connection(server):
   import http.client
   connection = http.client.HTTPConnection('127.0.0.1', server.rest_port,
