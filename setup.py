@@ -70,8 +70,9 @@ setuptools.setup(
         # pytest-xdist: `make test` runs the test files on two workers (the
         # machine's two cores; a pipeline run keeps about one core busy).
         'test': ['pytest', 'pytest-xdist', 'hypothesis'],
-        # The serving benchmark's baseline is the Flask app most users write.
-        'bench': ['flask'],
+        # The serving benchmark's baseline is the Flask app most users write,
+        # under werkzeug in one process and under gunicorn with workers.
+        'bench': ['flask', 'gunicorn'],
         # The x86 server runtimes the ModelOptimizer exports to beside TFLite
         # (leantfx/runtimes/openvino.py, onnx.py). An extra,
         # not install_requires, so a slim image can leave them out: the
