@@ -79,17 +79,30 @@ def _env() -> Dict[str, str]:
 
 
 def baseline_server(kind: str, path: str, model_name: str) -> None:
-  """A threaded Flask app answering POST /v1/models/<name>:predict.
+  """The Flask app of make_app under werkzeug's threaded server.
+
+  Prints ``port <n>`` and serves forever.
+  """
+  from werkzeug import serving  # pylint: disable=g-import-not-at-top
+  app = make_app(kind, path, model_name)
+  server = serving.make_server('127.0.0.1', 0, app, threaded=True)
+  print(f'port {server.server_port}', flush=True)
+  server.serve_forever()
+
+
+def make_app(kind: str, path: str, model_name: str):
+  """A Flask app answering POST /v1/models/<name>:predict.
 
   kind 'saved_model': `serving_default` of the SavedModel at path, one
   tensor per raw column built from the row-format instances. kind 'keras':
   `model.predict` of the tf_keras model at path on the instances' transformed
-  features. Prints ``port <n>`` and serves forever.
+  features. The model is loaded and called once before the app is returned
+  (gunicorn calls this in each worker: ``benchmarks.bench_serving:make_app(
+  "saved_model", PATH, NAME)``).
   """
   import leantfx  # noqa: F401  Keras 2 before TensorFlow (leantfx/__init__.py).
   import flask  # pylint: disable=g-import-not-at-top
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from werkzeug import serving  # pylint: disable=g-import-not-at-top
   if kind == 'saved_model':
     signature = tf.saved_model.load(path).signatures['serving_default']
     specs = signature.structured_input_signature[1]
@@ -134,9 +147,7 @@ def baseline_server(kind: str, path: str, model_name: str) -> None:
     return flask.Response(json.dumps({'predictions': predict(instances)}),
                           mimetype='application/json')
 
-  server = serving.make_server('127.0.0.1', 0, app, threaded=True)
-  print(f'port {server.server_port}', flush=True)
-  server.serve_forever()
+  return app
 
 
 def _leantfx() -> str:

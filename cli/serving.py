@@ -76,6 +76,19 @@ def add_commands(subparsers) -> None:
       '--max-num-load-retries', type=int, default=5,
       help='Retries of a failing version before it is given up (default 5).')
   serve_parser.add_argument(
+      '--tensorflow-intra-op-parallelism', type=argtypes.non_negative_int,
+      default=1, metavar='N',
+      help="Threads one TensorFlow op of a SavedModel may use (TF Serving's "
+      '--tensorflow_intra_op_parallelism; 0: TensorFlow picks, one per '
+      'core). Default 1, as every runtime is served: a batch-1 request ran '
+      'its digits SavedModel call in about half the time on one thread as '
+      'on the default pools (docs/serving.md); raise it for large batches.')
+  serve_parser.add_argument(
+      '--tensorflow-inter-op-parallelism', type=argtypes.non_negative_int,
+      default=1, metavar='N',
+      help="Ops of a SavedModel run at once (TF Serving's "
+      '--tensorflow_inter_op_parallelism; 0: TensorFlow picks). Default 1.')
+  serve_parser.add_argument(
       '--workers', type=argtypes.positive_int, default=1,
       help='Server processes sharing the ports; one Python process uses '
       'about one core, so give it the cores you have. Each loads the '
@@ -216,6 +229,8 @@ def build_server(args: argparse.Namespace, **overrides):
       request_timeout_s=args.request_timeout_s,
       file_system_poll_wait_seconds=args.file_system_poll_wait_seconds,
       max_num_load_retries=args.max_num_load_retries,
+      tensorflow_intra_op_parallelism=args.tensorflow_intra_op_parallelism,
+      tensorflow_inter_op_parallelism=args.tensorflow_inter_op_parallelism,
       enable_batching=mode == 'on', auto_batching=mode == 'auto',
       batching=batching)
   settings.update(overrides)

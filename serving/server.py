@@ -19,6 +19,7 @@ from leantfx.serving import model_config
 from leantfx.serving import model_manager
 from leantfx.serving import prediction_service
 from leantfx.serving import rest_api
+from leantfx.serving import saved_model_servable
 from leantfx.serving import server_config as server_config_lib
 
 _log = logging.getLogger(__name__)
@@ -43,6 +44,9 @@ class ModelServer:
       loader: version loader (tests inject failures through it).
     """
     self.config = config
+    saved_model_servable.set_tensorflow_threads(
+        config.tensorflow_intra_op_parallelism,
+        config.tensorflow_inter_op_parallelism)
     source = models if callable(models) else (lambda: list(models))
     self.manager = model_manager.ModelManager(
         source, max_num_load_retries=config.max_num_load_retries,

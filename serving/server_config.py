@@ -29,6 +29,11 @@ class ServerConfig:
     max_concurrent_requests: REST requests handled at once; beyond it, 429.
     grpc_max_workers: gRPC handler threads.
     shutdown_grace_s: how long a graceful stop waits for in-flight requests.
+    tensorflow_intra_op_parallelism: threads a SavedModel's op may use
+      (0: TensorFlow's default); set once per process, before TensorFlow
+      runs its first op.
+    tensorflow_inter_op_parallelism: a SavedModel's ops run at once (0:
+      TensorFlow's default).
     enable_batching: merge concurrent predict requests, for every model.
     auto_batching: merge them only for the models whose kind gains from it
       (``Servable.batching_pays``: SavedModels); the others run each
@@ -53,6 +58,8 @@ class ServerConfig:
   max_concurrent_requests: int = 128
   grpc_max_workers: int = 16
   shutdown_grace_s: float = 30.0
+  tensorflow_intra_op_parallelism: int = 1
+  tensorflow_inter_op_parallelism: int = 1
   enable_batching: bool = False
   auto_batching: bool = False
   batching: batching_parameters.BatchingConfig = (

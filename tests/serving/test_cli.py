@@ -104,6 +104,38 @@ def test_predict_command_reports_server_errors(server, tmp_path, capsys):
 
 
 @pytest.mark.e2e
+def test_tensorflow_threads_default_to_one_and_apply_in_a_fresh_process(
+    model_base):
+  args = _parse(['serve', '--model-base-path', '/tmp/x'])
+  assert (args.tensorflow_intra_op_parallelism,
+          args.tensorflow_inter_op_parallelism) == (1, 1)
+  args = _parse(['serve', '--model-base-path', '/tmp/x',
+                 '--tensorflow-intra-op-parallelism', '0',
+                 '--tensorflow-inter-op-parallelism', '3'])
+  assert (args.tensorflow_intra_op_parallelism,
+          args.tensorflow_inter_op_parallelism) == (0, 3)
+  with pytest.raises(SystemExit):
+    _parse(['serve', '--tensorflow-intra-op-parallelism', '-1'])
+  # In a process where TensorFlow has run nothing yet, the first SavedModel
+  # loaded sets the pools.
+  code = ('import sys, os\n'
+          'from leantfx.serving import saved_model_servable as s\n'
+          's.set_tensorflow_threads(1, 2)\n'
+          'base = os.path.join(sys.argv[1], "digits")\n'
+          'version = max(os.listdir(base), key=int)\n'
+          's.SavedModelServable("digits", int(version), '
+          'os.path.join(base, version))\n'
+          'import tensorflow as tf\n'
+          'print(tf.config.threading.get_intra_op_parallelism_threads(), '
+          'tf.config.threading.get_inter_op_parallelism_threads())\n')
+  done = subprocess.run([sys.executable, '-c', code, model_base],
+                        capture_output=True, text=True, timeout=300,
+                        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2'))
+  assert done.returncode == 0, done.stderr[-2000:]
+  assert done.stdout.split()[-2:] == ['1', '2']
+
+
+@pytest.mark.e2e
 def test_sigterm_finishes_in_flight_request_and_exits_0(model_base, tmp_path):
   # A 2 s batch timeout with a big max batch keeps one request in flight (in
   # the batch queue) when SIGTERM arrives.
