@@ -77,5 +77,5 @@ def test_the_ceiling_is_computed_from_the_profiles(exported, monkeypatch):
   assert [r['measured'] for r in rows[:2]] == pytest.approx(
       [sum(f32.values()), sum(int8.values())])
   ceiling = (sum(int8.values()) - int8['1x1 conv'] + f32['1x1 conv'] / 4)
-  assert rows[2]['measured'] == pytest.approx(2.0 / ceiling)
+  assert rows[2]['computed'] == pytest.approx(2.0 / ceiling)
   assert 'ceiling' in rows[2]['figure']
