@@ -186,6 +186,37 @@ def _push(runtime: str, mode: str, exported: str, base_parent: str,
   return os.path.join(base_parent, model_name)
 
 
+def export_and_push(model, found: RunInputs, workdir: str, model_name: str,
+                    runtimes=RUNTIMES, modes=MODES
+                   ) -> Dict[str, Dict[str, str]]:
+  """Each runtime's and mode's raw-column export of ``model``, pushed.
+
+  Args:
+    model: the trained tf_keras model (transformed-feature inputs).
+    found: the run's inputs (run_inputs): the Transform, the calibration
+      rows, and the trained model's uri, whose feature-names file is pushed
+      beside each export.
+    workdir: where the model bases go (``<workdir>/<runtime>-<mode>/``,
+      replaced if present).
+    model_name: the model's folder under each base's parent.
+    runtimes: a subset of RUNTIMES.
+    modes: a subset of MODES.
+
+  Returns:
+    {runtime: {mode: model base}}.
+  """
+  bases: Dict[str, Dict[str, str]] = {}
+  with tempfile.TemporaryDirectory(prefix='leantfx-raw-variants-') as scratch:
+    for runtime in runtimes:
+      for mode in modes:
+        parent = os.path.join(workdir, f'{runtime}-{mode}')
+        shutil.rmtree(parent, ignore_errors=True)
+        exported = _export(runtime, mode, model, found, scratch)
+        bases.setdefault(runtime, {})[mode] = _push(
+            runtime, mode, exported, parent, model_name, found)
+  return bases
+
+
 def build(output: str, workdir: str, dataset: str = 'digits',
           found: Optional[RunInputs] = None) -> Dict[str, Dict[str, str]]:
   """Exports the run's trained model with raw columns, every runtime and mode.
@@ -205,20 +236,12 @@ def build(output: str, workdir: str, dataset: str = 'digits',
     --model-base-path BASE --model-name DATASET`` loads.
   """
   from leantfx.components.optimize import inputs  # pylint: disable=g-import-not-at-top
-  found = found or run_inputs(output, dataset)
-  model = inputs.load_keras_model(inputs.keras_model_dir(found.model_uri))
   saved = os.path.join(output, 'serving', dataset)
   if not os.path.isdir(saved):
     raise SystemExit(f'{saved} does not exist: the run pushed no SavedModel.')
-  bases: Dict[str, Dict[str, str]] = {}
-  with tempfile.TemporaryDirectory(prefix='leantfx-raw-variants-') as scratch:
-    for runtime in RUNTIMES:
-      for mode in MODES:
-        parent = os.path.join(workdir, f'{runtime}-{mode}')
-        shutil.rmtree(parent, ignore_errors=True)
-        exported = _export(runtime, mode, model, found, scratch)
-        bases.setdefault(runtime, {})[mode] = _push(
-            runtime, mode, exported, parent, dataset, found)
+  found = found or run_inputs(output, dataset)
+  model = inputs.load_keras_model(inputs.keras_model_dir(found.model_uri))
+  bases = export_and_push(model, found, workdir, dataset)
   bases[SAVED_MODEL] = {'float32': saved}
   return bases
 
