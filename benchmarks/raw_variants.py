@@ -24,6 +24,16 @@ busy machine slows every variant alike); accuracy is the eval split sent
 through the same call, row by row.
 
   nice -n 19 .venv/bin/python -m benchmarks.raw_variants --output OUTPUT
+
+From another benchmark (ML Metadata and the raw rows read once)::
+
+  found = raw_variants.run_inputs(output)
+  bases = raw_variants.build(output, workdir, found=found)
+  rows = raw_variants.time_offline(bases, raw_variants.eval_rows(found))
+
+At ``threads`` 1 (the servables' default, and ``leantfx serve``'s) each
+folder is loaded by load_servable itself; at another count, by the backend
+load_servable picks, given that many threads (load_servable takes none).
 """
 import argparse
 import dataclasses
