@@ -22,35 +22,36 @@ os.environ.setdefault('TF_ENABLE_ONEDNN_OPTS', '1')
 
 
 # Test files that take minutes (pipeline runs), longest first, as measured
-# by `make test PYTEST_ARGS=--durations=0` (2026-12-02, per-file sums in
-# seconds: 1114, 426, 394, 387, 232, 217, 211, 206, 169, 162, 162, 121).
-# They are collected first and `make test` passes --no-loadscope-reorder, so
-# xdist hands them out before the many short files, which then fill the gaps
-# (longest-first scheduling). xdist's default order (most tests first) left
-# one long file running alone at the end.
+# by `make test PYTEST_ARGS=--durations=60` (2026-12-07, 2 workers, the
+# machine shared; per-file sums of the listed setup and call times, seconds,
+# in the comment beside each). They are collected first and `make test`
+# passes --no-loadscope-reorder, so xdist hands them out before the many
+# short files, which then fill the gaps (longest-first scheduling). xdist's
+# default order (most tests first) left one long file running alone at the
+# end.
 SLOW_FILES_LONGEST_FIRST = (
-    'tests/e2e/test_pipeline_e2e.py',
-    # Every compiled task, two spans in a row: about 8 minutes beside other
-    # tests (2026-12-06).
-    'tests/orchestration/test_kfp_two_runs.py',
-    # One MobileNetV2 run: 402 s on an idle machine (2026-12-04).
-    'tests/e2e/test_image_model_e2e.py',
-    # A default run with the optimizer, then a server per runtime: 268 s
-    # beside another test file (2026-12-06).
-    'tests/e2e/test_users_csv_e2e.py',
-    'tests/orchestration/test_watch_e2e.py',
-    'tests/data/test_data_e2e.py',
-    'tests/e2e/test_portable_e2e.py',
-    'tests/orchestration/test_kfp_optimizer.py',
-    'tests/orchestration/test_watch_formats_e2e.py',
-    'tests/orchestration/test_kfp_drift.py',
-    'tests/orchestration/test_watch_failures_e2e.py',
-    'tests/training/test_training_e2e.py',
-    'tests/optimize/test_raw_runtimes.py',
-    'tests/orchestration/test_kfp_span_window.py',
-    'tests/e2e/test_regression_e2e.py',
-    # Two generated spans through `leantfx run --no-optimize` (2026-12-06).
-    'tests/e2e/test_generated_spans_e2e.py',
+    'tests/e2e/test_pipeline_e2e.py',  # 958
+    # One MobileNetV2 run with the optimizer: 922 s alone at load 2-5
+    # (2026-12-07; Trainer 345 s, ModelOptimizer 328 s, Evaluator 78 s).
+    'tests/e2e/test_image_model_e2e.py',  # 901
+    # Every compiled task, two spans in a row, one process per task: 767 s
+    # alone at load 4-7 (2026-12-07).
+    'tests/orchestration/test_kfp_two_runs.py',  # 607
+    'tests/orchestration/test_watch_e2e.py',  # 543
+    'tests/e2e/test_portable_e2e.py',  # 440
+    'tests/data/test_data_e2e.py',  # 319
+    'tests/e2e/test_users_csv_e2e.py',  # 303
+    'tests/orchestration/test_watch_formats_e2e.py',  # 246
+    'tests/e2e/test_stop_e2e.py',  # 162
+    'tests/orchestration/test_kfp_optimizer.py',  # 137
+    'tests/e2e/test_regression_e2e.py',  # 130
+    'tests/orchestration/test_watch_failures_e2e.py',  # 124
+    'tests/orchestration/test_kfp_drift.py',  # 116
+    'tests/e2e/test_binary_e2e.py',  # 114
+    'tests/training/test_training_e2e.py',  # 105
+    'tests/orchestration/test_kfp_span_window.py',  # 90
+    'tests/optimize/test_raw_runtimes.py',  # 87
+    'tests/e2e/test_generated_spans_e2e.py',  # 41
 )
 
 
