@@ -148,11 +148,13 @@ def part_run(work: str, state: Dict[str, Any]) -> List[Dict[str, Any]]:
 
 def part_offline(work: str, state: Dict[str, Any]) -> List[Dict[str, Any]]:
   from benchmarks import raw_variants  # pylint: disable=g-import-not-at-top
-  bases = raw_variants.build(state['digits_output'],
-                             os.path.join(work, 'variants'))
+  output = state['digits_output']
+  found = raw_variants.run_inputs(output)
+  bases = raw_variants.build(output, os.path.join(work, 'variants'),
+                             found=found)
   state['bases'] = bases
-  timed = raw_variants.time_offline(bases, state['digits_output'])
-  by_key = {(t['runtime'], t['mode']): t for t in timed}
+  timed = raw_variants.time_offline(bases, raw_variants.eval_rows(found))
+  by_key = {tuple(t['variant'].split(' ', 1)): t for t in timed}
   chain = [('savedmodel', 'float32', None, 'the SavedModel (TensorFlow)')]
   for runtime in ('tflite', 'openvino', 'onnx'):
     if (runtime, 'float32') in by_key:
