@@ -95,10 +95,19 @@ def machine() -> Dict[str, Any]:
     versions['wrk'] = 'not installed'
   commit = subprocess.run(['git', 'rev-parse', '--short', 'HEAD'], cwd=ROOT,
                           capture_output=True, text=True, check=False)
+  try:
+    with open('/proc/sys/kernel/sched_autogroup_enabled',
+              encoding='utf-8') as f:
+      autogroup = f.read().strip() == '1'
+  except OSError:
+    autogroup = None
   return {'cpu_model': cpu['model'], 'cpu_flags': cpu['flags'],
           'cores': cpu['cores'], 'memory_gb': round(mem_kb / 2**20, 1),
           'kernel': platform.release(), 'versions': versions,
-          'commit': commit.stdout.strip() or 'unknown'}
+          'commit': commit.stdout.strip() or 'unknown',
+          # With autogroup on, nice does not shield this run from jobs of
+          # other sessions (docs/development.md, "Benchmarks").
+          'sched_autogroup': autogroup}
 
 
 def _row(rows: List[Dict[str, Any]], row_id: str, what: str, value: float,
@@ -489,7 +498,8 @@ def figures_markdown(doc: Dict[str, Any]) -> str:
       f"({doc['seconds'] / 60:.1f} min), commit {m['commit']}",
       f"- CPU: {m['cpu_model']}, {m['cores']} cores, flags "
       f"{', '.join(m['cpu_flags']) or 'none of avx2/avx512/amx'}",
-      f"- memory {m['memory_gb']} GB, kernel {m['kernel']}",
+      f"- memory {m['memory_gb']} GB, kernel {m['kernel']}, autogroup "
+      f"scheduling {'on' if m.get('sched_autogroup') else 'off'}",
       f"- load average (1 min) {doc['load_before']:.2f} before, "
       f"{doc['load_after']:.2f} after",
       '- versions: ' + ', '.join(f'{k} {v}' for k, v in
