@@ -13,8 +13,11 @@ both), and the per-seed differences decide the verdict:
   paired t-test at 5%: stricter than "2 standard errors" for few seeds,
   where 2 SE would call 1 draw in 5 of pure noise a difference.
 
-Differences that are the same for every seed (standard deviation 0) are
-outside noise unless they are 0: every seed agreed.
+The standard deviation is never taken below the metric's resolution (one
+report example's share for an accuracy; 0 for a continuous error such as
+RMSE): per-seed differences are only known to one example, and seeds that
+agree to the example (standard deviation 0) would otherwise make a
+difference of a single example per seed "better" or "worse".
 """
 import math
 import statistics
@@ -24,7 +27,9 @@ WITHIN_NOISE = 'within noise'
 BETTER = 'better'
 WORSE = 'worse'
 RULE = ('within noise: |mean of the paired per-seed differences| <= t(0.975, '
-        'seeds - 1) x their standard error (a paired t-test at 5%)')
+        'seeds - 1) x their standard error (a paired t-test at 5%; the '
+        'standard deviation at least the resolution, one report example for '
+        'an accuracy)')
 
 
 def t_quantile(degrees_of_freedom: int) -> float:
@@ -33,14 +38,16 @@ def t_quantile(degrees_of_freedom: int) -> float:
   return float(stats.t.ppf(0.975, degrees_of_freedom))
 
 
-def compare(differences: Sequence[float],
-            higher_is_better: bool = True) -> Dict[str, Any]:
+def compare(differences: Sequence[float], higher_is_better: bool = True,
+            resolution: float = 0.0) -> Dict[str, Any]:
   """The verdict on paired per-seed differences (arm - other arm).
 
   Args:
     differences: one difference per seed, in the metric's units.
     higher_is_better: True for accuracy (a positive difference is better),
       False for an error such as RMSE.
+    resolution: the smallest step a difference can take (1 / report
+      examples for an accuracy), the floor of the standard deviation.
 
   Returns:
     {'mean', 'min', 'max', 'sd', 'se', 't', 'half_width', 'seeds',
@@ -52,6 +59,8 @@ def compare(differences: Sequence[float],
       difference that is not a finite number.
   """
   values = [float(d) for d in differences]
+  if resolution < 0:
+    raise ValueError(f'The resolution must be >= 0, got {resolution}.')
   if len(values) < 2:
     raise ValueError(
         f'A verdict needs the differences of at least 2 seeds, got '
@@ -60,7 +69,7 @@ def compare(differences: Sequence[float],
     raise ValueError(f'Every difference must be a finite number: {values}.')
   mean = statistics.mean(values)
   sd = statistics.stdev(values)
-  se = sd / math.sqrt(len(values))
+  se = max(sd, resolution) / math.sqrt(len(values))
   t = t_quantile(len(values) - 1)
   half_width = t * se
   # A tolerance for float noise in differences that are equal on paper.

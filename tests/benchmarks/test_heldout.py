@@ -73,6 +73,19 @@ def test_figure_prints_mean_range_interval_and_verdict():
       'within noise')
 
 
+def test_one_example_per_seed_is_within_noise_at_that_resolution():
+  # The first held-out run of the default distillation recipe: the distilled
+  # student one report example (of 360) behind scratch on each of 3 seeds.
+  one_behind = (-1 / 360,) * 3
+  assert heldout.compare(one_behind)['verdict'] == heldout.WORSE
+  result = heldout.compare(one_behind, resolution=1 / 360)
+  assert result['verdict'] == heldout.WITHIN_NOISE
+  assert result['se'] == pytest.approx((1 / 360) / math.sqrt(3))
+  # Three examples behind on every seed is outside that floor.
+  assert heldout.compare((-3 / 360,) * 3, resolution=1 / 360)['verdict'] == (
+      heldout.WORSE)
+
+
 @pytest.mark.parametrize('differences', [(), (0.1,), (0.1, float('nan'))])
 def test_compare_refuses_what_it_cannot_judge(differences):
   with pytest.raises(ValueError, match='at least 2 seeds|finite'):
