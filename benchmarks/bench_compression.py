@@ -409,7 +409,8 @@ def transfer_rows(data, seeds: int,
   Arms, per seed:
 
     (a) scratch: the student trained on the labeled rows alone, for as many
-        optimizer steps as (b) (more epochs over the smaller set);
+        optimizer steps as (b) (more epochs over the smaller set; whole
+        passes, so up to one pass more);
     (b) distilled: ``distillation.distill`` on all train images with alpha 0
         (soft targets only), the default candidate's temperature, epochs and
         learning rate;
