@@ -6,7 +6,7 @@ Measured on scikit-learn's ``load_digits()`` (pixels / 16 as
 recipe grid, the low-rank rank search); and a report split of 360 rows on
 which every accuracy below is measured, rows that no choice ever scored
 (neither this bench's earlier choices, nor the pipeline's eval split on
-which the student size was chosen). Until 2026-12-06 the bench reported on
+which the student size was chosen). Until 2026-12-07 the bench reported on
 one half of the 360 selection rows, and the default distillation recipe had
 been chosen on that half: those figures are history in
 docs/measurements.md.
@@ -162,7 +162,7 @@ def split_indices(examples: int, never_report: np.ndarray
 
   A fixed permutation (SEED) cuts train (the first TRAIN_FRACTION) from the
   rest. The rest is the selection split: recipes are scored and chosen
-  there (until 2026-12-06 it was cut into a selection and a report half,
+  there (until 2026-12-07 it was cut into a selection and a report half,
   and the default distillation recipe was chosen on that report half). The
   report split is REPORT_EXAMPLES rows taken from the old train part that
   are not in ``never_report``: rows no earlier choice scored. Train is the

@@ -170,7 +170,7 @@ def leantfx_rmse(split: Dict[str, Any], fit_rows: np.ndarray,
   data = data.shuffle(len(fit_rows), seed=seed).repeat().batch(
       training.batch_size)
   model.fit(data, epochs=EPOCHS, steps_per_epoch=steps // EPOCHS, verbose=0)
-  predicted = model.predict(features(score_rows), batch_size=256, verbose=0)
+  predicted = model(features(score_rows), training=False).numpy()
   return _scores(predicted.reshape(-1), y[score_rows])[0]
 
 
