@@ -342,7 +342,9 @@ def readme_rows(seeds: int = SEEDS) -> List[Dict[str, Any]]:
                f"{_recipe_text(config, facts['optimizer_steps'])}; "
                f"{facts['compression']:.1f}x fewer params than the teacher; "
                f'{train} train rows, {reported} report rows no choice '
-               f'scored; {seeds} paired seeds)'),
+               f'scored; {seeds} paired seeds, as many as fit the README '
+               "table's 6 minutes: 3 seeds took 152 s niced beside other "
+               'work)'),
       'figure': (f'{100 * statistics.mean(distilled):.2f}% vs '
                  f'{100 * statistics.mean(scratch):.2f}%: '
                  + heldout.figure(result, scale=100, unit='point')),

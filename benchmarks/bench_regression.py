@@ -237,8 +237,9 @@ def heldout_rows(split: Dict[str, Any], seeds: int,
   mine = [leantfx_rmse(split, train, evaluation, default, seed)
           for seed in range(seeds)]
   rows = []
-  steps = (f'{TRAIN_STEPS} steps of 32, {seeds} seeds, '
-           f'{len(train)} train / {len(evaluation)} eval rows')
+  steps = (f'{TRAIN_STEPS} steps of 32 as the pipeline trains, {seeds} '
+           f'seeds (3 take 44 s niced beside other work), {len(train)} '
+           f'train / {len(evaluation)} eval rows')
   command = ('.venv/bin/python -m benchmarks.bench_regression --readme '
              f'--heldout-seeds {seeds} --readme-row ')
   if only in (None, 'vs_other'):
