@@ -9,8 +9,8 @@ same eval split. The target: leantfx's RMSE within 5% of Ridge's, or
 better.
 
 Beside it, the ModelOptimizer's TFLite variants (float32, float16,
-dynamic_range, int8 of the trained model) and the trained float SavedModel
-are run on the whole transformed eval split (the optimizer itself reports on
+dynamic_range, int8 of the trained model) and the trained float Keras
+model (the Trainer's, loaded with tf_keras) are run on the whole transformed eval split (the optimizer itself reports on
 its halves), side by side: each one's RMSE and its increase over the float
 model's.
 
@@ -337,7 +337,7 @@ def _variant_rmse(summary):
       np.array(labels, np.float32))
   model_dir = os.path.join(
       summary.executions['Trainer'].outputs['model'][0].uri, KERAS_MODEL_DIR)
-  scores = {'float SavedModel': measure.scores_on(model_dir, data,
+  scores = {'float Keras model': measure.scores_on(model_dir, data,
                                                   quality.RMSE)}
   report = summary.executions['ModelOptimizer'].outputs['report'][0].uri
   for mode in ('float32', 'float16', 'dynamic_range', 'int8'):
@@ -384,7 +384,7 @@ def main(argv=None) -> int:
       ridge_rmse, ridge_r2 = _ridge(train, evaluation)
       rmse = summary.metrics['root_mean_squared_error']
       variants = _variant_rmse(summary)
-      reference = variants['float SavedModel']['rmse']
+      reference = variants['float Keras model']['rmse']
       for name, scores in variants.items():
         rows.append({
             'seed': seed, 'model': name, 'eval_rmse': scores['rmse'],
