@@ -35,10 +35,10 @@ from leantfx.pipeline import beam_presets
 _MIN_TRAIN_STEPS = {'digits': 1000, 'penguins': 1000, 'diabetes': 1000}
 _PASSES_OPTIONS = ('train_passes', 'min_train_steps', 'max_train_steps')
 # Bundled datasets whose default model has other hidden layers: diabetes
-# (442 rows, a nearly linear target) is a linear model. Measured on its eval
-# split at 1000 steps: RMSE 73.99 with the (64, 32) MLP, 57.78 with (16,),
-# 55.59 with none, against 55.79 for scikit-learn's RidgeCV
-# (benchmarks/bench_regression.py).
+# (442 rows, a nearly linear target) is a linear model: chosen on
+# cross-validation folds of its train split, reported on the eval split with
+# its seed spread (`bench_regression --heldout`; docs/measurements.md,
+# "Regression"; the current figures in docs/figures.md).
 _DEFAULT_HIDDEN_UNITS = {'diabetes': ()}
 # The ModelOptimizer's budget term of the other task: refused when set.
 _OTHER_TASK_BUDGET = {
