@@ -220,7 +220,7 @@ def _free_port() -> int:
 
 def _gunicorn(saved_model_base: str, workers: int):
   port = _free_port()
-  saved = bench_serving._newest(saved_model_base)  # pylint: disable=protected-access
+  saved = harness.newest_version(saved_model_base)
   app = (f'benchmarks.bench_serving:make_app("saved_model", {saved!r}, '
          '"digits")')
   process = subprocess.Popen(
@@ -234,7 +234,7 @@ def _gunicorn(saved_model_base: str, workers: int):
 
 
 def _flask(saved_model_base: str):
-  saved = bench_serving._newest(saved_model_base)  # pylint: disable=protected-access
+  saved = harness.newest_version(saved_model_base)
   return bench_serving._start(  # pylint: disable=protected-access
       [sys.executable, '-c', bench_serving._RUN_BASELINE,  # pylint: disable=protected-access
        'saved_model', saved, 'digits'], 'port ')

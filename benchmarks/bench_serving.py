@@ -170,16 +170,9 @@ def _pipeline(dataset: str, output: str, runtimes: str) -> None:
                      f'(exit {result.returncode}):\n{result.stdout[-3000:]}')
 
 
-def _newest(folder: str) -> str:
-  versions = [d for d in os.listdir(folder) if d.isdigit()]
-  if not versions:
-    raise SystemExit(f'{folder} holds no pushed version')
-  return os.path.join(folder, max(versions, key=int))
-
-
 def _inputs_of(folder: str) -> str:
   """'raw' or 'transformed': what the newest push in folder takes."""
-  with open(os.path.join(_newest(folder), 'manifest.json'),
+  with open(os.path.join(harness.newest_version(folder), 'manifest.json'),
             encoding='utf-8') as f:
     metrics = json.load(f).get('metrics') or {}
   return (metrics.get('serving_inputs') or {}).get('inputs', 'transformed')
@@ -209,7 +202,7 @@ def _bodies(dataset: str, output: str) -> Dict[str, List[str]]:
   records = [r.numpy() for r in tf.data.TFRecordDataset(
       glob.glob(os.path.join(uri, 'Split-eval', '*')),
       compression_type='GZIP')]
-  model = tf.saved_model.load(_newest(os.path.join(output, 'serving',
+  model = tf.saved_model.load(harness.newest_version(os.path.join(output, 'serving',
                                                    dataset)))
   raw_names = set(model.signatures['serving_default']
                   .structured_input_signature[1])
@@ -376,7 +369,7 @@ def _dataset_rows(dataset: str, output: str, workdir: str, args
   saved = os.path.join(output, 'serving', dataset)
   servers: List[Tuple[str, str, List[str], Optional[Tuple[str, bool]]]] = [
       ('baseline: Flask, SavedModel serving_default', 'raw',
-       [sys.executable, '-c', _RUN_BASELINE, 'saved_model', _newest(saved),
+       [sys.executable, '-c', _RUN_BASELINE, 'saved_model', harness.newest_version(saved),
         dataset], None)]
   if dataset == 'digits':
     model_uri = _summary(dataset, output).executions['Trainer'].outputs[
@@ -420,7 +413,7 @@ def _dataset_rows(dataset: str, output: str, workdir: str, args
   baseline = rows[0]
   for row in rows:
     row['x_baseline_rps'] = row['rps'] / baseline['rps']
-  cost = _graph_cost(_newest(saved), bodies['raw'][0])
+  cost = _graph_cost(harness.newest_version(saved), bodies['raw'][0])
   rows.append(dict(dataset=dataset, server='serving_default in-process (no '
                    'server)', input='raw', **cost))
   return rows
@@ -433,7 +426,7 @@ def _hot_swap(output: str, workdir: str) -> Dict[str, float]:
   from tensorflow_serving.apis import predict_pb2  # pylint: disable=g-import-not-at-top
   from tensorflow_serving.apis import prediction_service_pb2_grpc  # pylint: disable=g-import-not-at-top
   model_dir = os.path.join(workdir, 'swap', 'digits')
-  source = _newest(os.path.join(output, 'serving', 'digits'))
+  source = harness.newest_version(os.path.join(output, 'serving', 'digits'))
   shutil.copytree(source, os.path.join(model_dir, '1'))
   signature = tf.saved_model.load(source).signatures['serving_default']
   request = predict_pb2.PredictRequest()

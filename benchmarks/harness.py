@@ -14,6 +14,14 @@ RESULTS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)),
                            'results')
 
 
+def newest_version(base: str) -> str:
+  """The newest ``<base>/<version>`` folder (what ``leantfx serve`` loads)."""
+  versions = [d for d in os.listdir(base) if d.isdigit()]
+  if not versions:
+    raise SystemExit(f'{base} holds no version folder.')
+  return os.path.join(base, max(versions, key=int))
+
+
 def format_table(rows: Sequence[Dict[str, Any]]) -> str:
   """Returns rows as a fixed-width text table (columns in first-seen order)."""
   columns: List[str] = []

@@ -261,14 +261,6 @@ def eval_rows(found: RunInputs):
   return found.raw.eval
 
 
-def newest_version(base: str) -> str:
-  """The newest ``<base>/<version>`` folder (what ``leantfx serve`` loads)."""
-  versions = [d for d in os.listdir(base) if d.isdigit()]
-  if not versions:
-    raise SystemExit(f'{base} holds no version folder.')
-  return os.path.join(base, max(versions, key=int))
-
-
 def call_name(threads: int) -> str:
   """How every variant is called, for the rows."""
   return (f'servable.run, batch 1, {threads} thread'
@@ -363,7 +355,7 @@ def _time_worker(job_path: str) -> None:
   loaded = {}
   for runtime, modes in job['bases'].items():
     for mode, base in modes.items():
-      version_dir = newest_version(base)
+      version_dir = harness.newest_version(base)
       servable = _load(version_dir, os.path.basename(base.rstrip('/')),
                        threads)
       inputs = servable.signatures[SIGNATURE].inputs

@@ -11,6 +11,7 @@ import os
 import numpy as np
 import pytest
 
+from benchmarks import harness
 from benchmarks import raw_variants
 from leantfx import feature_names
 from leantfx.components.optimize.evaluation import measure
@@ -57,7 +58,7 @@ def test_the_export_is_pushed_as_a_raw_pick_is(pushed):
   _, _, bases = pushed
   base = bases['tflite']['float32']
   assert os.path.basename(base) == 'digits'
-  version = raw_variants.newest_version(base)
+  version = harness.newest_version(base)
   manifest = push.check_version(version)  # Every file matches its sha256.
   assert sorted(manifest['files']) == [feature_names.FILE_NAME, 'model.tflite']
   assert manifest['tflite_mode'] == 'float32'
@@ -75,7 +76,7 @@ def test_time_offline_scores_and_times_through_the_servable(pushed):
   assert row['call'] == 'servable.run, batch 1, 1 thread, raw columns'
   assert row['calls'] == 20
   assert 0 < row['p50_ms'] <= row['p99_ms']
-  version = raw_variants.newest_version(bases['tflite']['float32'])
+  version = harness.newest_version(bases['tflite']['float32'])
   assert row['size_bytes'] == sum(
       os.path.getsize(os.path.join(version, f)) for f in os.listdir(version))
   # The fold computes what the Transform then the Keras model compute: the
