@@ -136,7 +136,7 @@ def part_run(work: str, state: Dict[str, Any]) -> List[Dict[str, Any]]:
   record = json.load(open(sorted(glob.glob(os.path.join(
       output, 'logs', 'run-*.json')))[-1], encoding='utf-8'))
   summary = done.stdout[done.stdout.index('leantfx run finished'):]
-  state['summary'] = summary
+  state['summary'] = summary.replace(output, 'OUT')
   command = 'leantfx run --output OUT  (make run)'
   rows: List[Dict[str, Any]] = []
   _row(rows, 'run.seconds', 'default run (digits, every runtime), wall time',
@@ -461,12 +461,9 @@ _SAMPLE_KEEP = ('leantfx run finished', '  accuracy', '  blessed', '  pushed',
 
 def _sample_lines(summary: str) -> str:
   """The summary's main lines, output folder shown as OUT."""
-  lines = []
-  for line in summary.splitlines():
-    if line.startswith(_SAMPLE_KEEP) and 'takes the raw columns' not in line:
-      lines.append(re.sub(r'/\S*/digits(?=/|\b)', 'OUT', line, count=1)
-                   if 'OUT' not in line else line)
-  return '\n'.join(lines)
+  return '\n'.join(
+      line for line in summary.splitlines()
+      if line.startswith(_SAMPLE_KEEP) and 'takes the raw columns' not in line)
 
 
 _BLOCK = re.compile(r'(<!-- figures:(\w+) -->\n)(.*?)(\n<!-- /figures:\2 -->)',
