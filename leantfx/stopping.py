@@ -34,6 +34,7 @@ from typing import Callable, Iterator, List, Optional, Sequence
 import psutil
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+_current_stop = None  # The innermost stop_on_signals block's _Stop.
 # How long a stopped process gets to exit before SIGKILL. The processes a run
 # starts keep the default SIGTERM action (they die at once); the grace covers
 # one that handles it (a serving worker stopping gracefully).
@@ -46,6 +47,31 @@ EXIT_DEADLINE_S = 25.0
 # <linux/prctl.h>
 _PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
+
+
+def stop_behind(error: Optional[BaseException]) -> Optional['StopRequested']:
+  """The stop an exception was raised while handling, if any.
+
+  Code a stop unwinds through may raise in its own cleanup, and its exception
+  then replaces the stop: TensorFlow's tf_stack asserts "Concurrent access?"
+  when a stop leaves a function it was tracing. A caller that skips a
+  failed step (the optimizer's candidates) asks this first, so that the
+  stop goes on instead of passing for a failure.
+  """
+  seen = set()
+  while error is not None and id(error) not in seen:
+    if isinstance(error, StopRequested):
+      return error
+    seen.add(id(error))
+    error = error.__cause__ or error.__context__
+  return None
+
+
+def stop_in_progress() -> Optional['StopRequested']:
+  """The stop a signal began in this process's stop_on_signals block, if
+  any (begun as soon as the signal arrives, before its handler runs)."""
+  stop = _current_stop
+  return stop.request if stop is not None else None
 
 
 def signal_name(signum: int) -> str:
@@ -363,7 +389,9 @@ def stop_on_signals(
   if threading.current_thread() is not threading.main_thread():
     yield StopGuard(None)
     return
+  global _current_stop
   stop = _Stop(grace_s, exit_deadline_s, redeliver_s, say, before_forced_exit)
+  outer_stop, _current_stop = _current_stop, stop
   previous = {signum: signal.signal(signum, stop.on_signal)
               for signum in STOP_SIGNALS}
   reader, writer = socket.socketpair()
@@ -394,6 +422,7 @@ def stop_on_signals(
   try:
     yield StopGuard(stop)
   finally:
+    _current_stop = outer_stop
     if previous_fd is not None:
       signal.set_wakeup_fd(previous_fd)
     for signum, handler in previous.items():

@@ -270,3 +270,54 @@ def test_a_main_thread_stuck_in_c_is_forced_out_at_the_deadline():
   assert command.returncode == 143
   assert 'forced exit: SIGTERM during a C call' in out
   assert took >= 3.0  # not before the deadline
+
+
+@pytest.mark.unit
+def test_a_stop_behind_a_cleanup_error_is_found():
+  # TensorFlow's tf_stack asserts "Concurrent access?" when a stop leaves a
+  # function it was tracing: the assertion replaces the stop, which stays its
+  # context. A plain failure has no stop behind it.
+  stop = stopping.StopRequested(signal.SIGTERM, 0)
+  try:
+    try:
+      raise stop
+    except stopping.StopRequested:
+      raise AssertionError('Concurrent access?')  # pylint: disable=raise-missing-from
+  except AssertionError as error:
+    assert stopping.stop_behind(error) is stop
+  try:
+    raise ValueError('a real failure') from KeyError('x')
+  except ValueError as error:
+    assert stopping.stop_behind(error) is None
+  assert stopping.stop_behind(None) is None
+
+
+# In a child: a stop's deadline thread ends the process that took the signal.
+_IN_PROGRESS_CODE = textwrap.dedent('''
+    import signal, sys, time
+    from leantfx import stopping
+    seen = [stopping.stop_in_progress()]
+    try:
+      with stopping.stop_on_signals(grace_s=0.1, exit_deadline_s=30) as guard:
+        seen.append(stopping.stop_in_progress())
+        try:
+          signal.raise_signal(signal.SIGTERM)
+          time.sleep(5)
+        finally:
+          seen.append(stopping.stop_in_progress())
+          guard.acknowledge()
+    except stopping.StopRequested as stop:
+      seen.append(stopping.stop_in_progress())
+      print([type(s).__name__ for s in seen], seen[2] is stop, flush=True)
+      sys.exit(stop.exit_code)
+''')
+
+
+@pytest.mark.unit
+def test_a_stop_is_in_progress_from_its_signal_to_the_end_of_its_block():
+  result = subprocess.run([sys.executable, '-c', _IN_PROGRESS_CODE],
+                          capture_output=True, text=True,
+                          timeout=GONE_WITHIN_S)
+  assert result.returncode == 143, result.stderr[-2000:]
+  assert result.stdout.split('\n')[0] == (
+      "['NoneType', 'NoneType', 'StopRequested', 'NoneType'] True")

@@ -17,6 +17,7 @@ from absl import logging
 import tensorflow as tf
 import tf_keras
 
+from leantfx import stopping
 from leantfx.components.optimize import config as config_lib
 from leantfx.components.optimize.evaluation import measure
 from leantfx.components.optimize.steps import chains
@@ -82,6 +83,11 @@ def build_variants(model: tf_keras.Model,
   failures = [] if failures is None else failures
 
   def record(candidate_name, stage, error):
+    # A stop that a library's cleanup turned into its own error, or that a
+    # library swallowed: the run stops, the candidate did not fail.
+    stop = stopping.stop_behind(error) or stopping.stop_in_progress()
+    if stop is not None:
+      raise stop
     logging.exception('Candidate %s failed at %s; skipped.', candidate_name,
                       stage)
     failures.append({'candidate': candidate_name, 'stage': stage,
