@@ -14,7 +14,8 @@ table: README quotes no number that is not a row of it
 The parts (README_PARTS, comma-separated; default all, in this order; a
 subset, or README_DIGITS_OUTPUT=DIR reusing a finished run's output for the
 offline and serving parts, writes benchmarks/results/readme-partial.json
-and leaves the table and README alone):
+and leaves the table and README alone; README_RENDER_ONLY=1 measures
+nothing and renders figures.md and README's blocks from figures.json):
 
 - run: the default ``leantfx run`` (digits, every runtime) in a fresh output
   folder: its wall time, the ModelOptimizer's share, the eval accuracy, and
@@ -48,6 +49,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import textwrap
 import time
 import urllib.request
 from typing import Any, Callable, Dict, List, Optional
@@ -421,7 +423,7 @@ def readme_blocks(doc: Dict[str, Any]) -> Dict[str, str]:
   if 'run.seconds' in rows:
     cost.append(
         f"the default run (`make run`: digits, every runtime) took "
-        f"{rows['run.seconds']['figure']} in all, "
+        f"{rows['run.seconds']['figure']} from the command to its exit, "
         f"{rows['run.optimizer_seconds']['figure']} of it in the "
         f"ModelOptimizer (eval accuracy {rows['run.accuracy']['figure']}).")
   if 'scale.minutes' in rows:
@@ -436,17 +438,24 @@ def readme_blocks(doc: Dict[str, Any]) -> Dict[str, str]:
   if 'serving.flask' in rows:
     serve, flask = rows['serving.serve'], rows['serving.flask']
     best = rows['serving.best']
+    label = best['what'].split(': ', 1)[1].replace('leantfx serve, ', '')
     cost.append(
         f"Served over REST (wrk, 8 connections, one digits row a request): "
-        f"`leantfx serve` answers {_fmt_int(serve['value'])} requests/s on "
+        f"`leantfx serve` answers {_fmt_int(serve['rps'])} requests/s on "
         f"the pushed SavedModel in one process, "
         f"{rows['serving.serve.x_flask']['figure']} a Flask app calling the "
-        f"same model ({_fmt_int(flask['value'])}/s); its fastest "
-        f"configuration here, {best['what'].split(': ', 1)[1]}, answers "
-        f"{_fmt_int(best['value'])}/s at a p99 of {best['p99_ms']:.1f} ms.")
+        f"same model ({_fmt_int(flask['rps'])}/s); its fastest "
+        f"configuration here ({label}) answers "
+        f"{_fmt_int(rows[best['of']]['rps'])}/s at a p99 of "
+        f"{best['p99_ms']:.1f} ms.")
   if 'venv.gb' in rows:
     cost.append(f"The installed stack takes {rows['venv.gb']['figure']}.")
-  blocks['cost'] = '\n'.join(cost)
+  # The first line runs on into the second, as one paragraph; the others
+  # are paragraphs of their own.
+  paragraphs = [cost[0] + ' ' + cost[1]] + cost[2:] if len(cost) > 1 else cost
+  blocks['cost'] = '\n\n'.join(
+      textwrap.fill(p, width=76, break_long_words=False,
+                    break_on_hyphens=False) for p in paragraphs)
   if doc.get('summary'):
     blocks['sample'] = ('```\n$ leantfx run --output OUT   (' + when +
                         ', in the run above)\n' +
@@ -466,7 +475,8 @@ def _sample_lines(summary: str) -> str:
       if line.startswith(_SAMPLE_KEEP) and 'takes the raw columns' not in line)
 
 
-_BLOCK = re.compile(r'(<!-- figures:(\w+) -->\n)(.*?)(\n<!-- /figures:\2 -->)',
+# A block: its opening line, its body (whole lines), its closing marker.
+_BLOCK = re.compile(r'(<!-- figures:(\w+) -->\n)(.*?)(<!-- /figures:\2 -->)',
                     re.S)
 
 
@@ -474,12 +484,30 @@ def rewrite_readme(text: str, blocks: Dict[str, str]) -> str:
   """README's text with each generated block's body replaced."""
   def body(match):
     name = match.group(2)
-    return match.group(1) + blocks.get(name, match.group(3)) + match.group(4)
+    if name not in blocks:
+      return match.group(0)
+    inner = blocks[name] + '\n' if blocks[name] else ''
+    return match.group(1) + inner + match.group(4)
   return _BLOCK.sub(body, text)
 
 
 def readme_block_texts(text: str) -> Dict[str, str]:
-  return {m.group(2): m.group(3) for m in _BLOCK.finditer(text)}
+  """Each generated block's body, without its last newline."""
+  return {m.group(2): m.group(3)[:-1] if m.group(3).endswith('\n')
+          else m.group(3) for m in _BLOCK.finditer(text)}
+
+
+def write_outputs(doc: Dict[str, Any]) -> None:
+  """docs/figures.json and figures.md from doc; README's blocks from it."""
+  with open(FIGURES_JSON, 'w', encoding='utf-8') as f:
+    json.dump(doc, f, indent=1)
+    f.write('\n')
+  with open(FIGURES_MD, 'w', encoding='utf-8') as f:
+    f.write(figures_markdown(doc))
+  with open(README, encoding='utf-8') as f:
+    text = f.read()
+  with open(README, 'w', encoding='utf-8') as f:
+    f.write(rewrite_readme(text, readme_blocks(doc)))
 
 
 def figures_markdown(doc: Dict[str, Any]) -> str:
@@ -526,6 +554,12 @@ PART_FUNCTIONS: Dict[str, Callable[[str, Dict[str, Any]],
 
 def main(argv: Optional[List[str]] = None) -> int:
   del argv
+  if os.environ.get('README_RENDER_ONLY'):
+    # The table as it is: figures.md and README's blocks rendered again
+    # (after a change to how they are written, not to what was measured).
+    with open(FIGURES_JSON, encoding='utf-8') as f:
+      write_outputs(json.load(f))
+    return 0
   parts = [p for p in os.environ.get('README_PARTS', ','.join(PARTS)).split(
       ',') if p]
   unknown = sorted(set(parts) - set(PARTS))
@@ -571,15 +605,7 @@ def main(argv: Optional[List[str]] = None) -> int:
   if tuple(parts) == PARTS and not reuse:
     # Only a whole run replaces the table: its rows were measured side by
     # side, on one machine, in one sitting.
-    with open(FIGURES_JSON, 'w', encoding='utf-8') as f:
-      json.dump(doc, f, indent=1)
-      f.write('\n')
-    with open(FIGURES_MD, 'w', encoding='utf-8') as f:
-      f.write(figures_markdown(doc))
-    with open(README, encoding='utf-8') as f:
-      text = f.read()
-    with open(README, 'w', encoding='utf-8') as f:
-      f.write(rewrite_readme(text, readme_blocks(doc)))
+    write_outputs(doc)
     notes += [f'table: {FIGURES_MD}', f'README blocks rewritten: {README}']
   else:
     path = os.path.join(harness.RESULTS_DIR, 'readme-partial.json')
