@@ -159,6 +159,11 @@ def compile_model(xml_path: str, num_threads: int,
       hints.performance_mode: hints.PerformanceMode.LATENCY,
       hints.inference_precision: ov.Type.f32,
       props.enable_profiling: bool(profiling),
+      # The plugin pins its threads by default, each process to the same
+      # first cores: two `leantfx serve --workers 2` processes shared one
+      # core (875 req/s on 1.05 cores of 2, digits, docs/figures.md of
+      # 2026-12-07 04:09) while ONNX Runtime's workers used both.
+      hints.enable_cpu_pinning: False,
   })
 
 
