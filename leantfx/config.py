@@ -59,6 +59,20 @@ class DatasetSpec:
     column_names: (feature key, name as written) of every column whose
       feature key differs from its name in the file (leantfx/columns.py);
       label, feature lists and classes above use the keys.
+    text_features: free-text columns (role 'text'): tokenized, a vocabulary
+      of words and word pairs with a frequency floor, TF-IDF weights
+      (models/text_features.py).
+    date_features: date or timestamp columns (role 'date'): calendar
+      features computed from the string as written (models/date_features.py).
+    date_formats: (feature key, format) of every date feature: a strptime
+      pattern ('%Y-%m-%d', '%Y-%m-%dT%H:%M:%S%z', '%d/%m/%Y', ...), the one
+      format every value of the column follows (leantfx/column_roles.py).
+    identifier_columns: columns of role 'identifier' (near-unique per row):
+      not features, but carried through scoring (leantfx score's output).
+    missing_markers: values read as missing in numeric columns besides the
+      empty field ('NA', 'n/a', 'null', '-', ...; leantfx/column_roles.py).
+    column_roles: (feature key, role, reason) of every column but the label,
+      as decided and stated (leantfx/column_roles.py).
   """
   name: str
   label: str
@@ -74,11 +88,21 @@ class DatasetSpec:
   image_key: Optional[str] = None
   noisy_rows: str = 'impute'
   column_names: Tuple[Tuple[str, str], ...] = ()
+  text_features: Tuple[str, ...] = ()
+  date_features: Tuple[str, ...] = ()
+  date_formats: Tuple[Tuple[str, str], ...] = ()
+  identifier_columns: Tuple[str, ...] = ()
+  missing_markers: Tuple[str, ...] = ()
+  column_roles: Tuple[Tuple[str, str, str], ...] = ()
 
   def __post_init__(self):
     # From JSON the pairs arrive as lists; tuples keep the spec hashable.
-    object.__setattr__(self, 'column_names',
-                       tuple(tuple(pair) for pair in self.column_names))
+    for name in ('column_names', 'date_formats', 'column_roles'):
+      object.__setattr__(self, name,
+                         tuple(tuple(item) for item in getattr(self, name)))
+    for name in ('text_features', 'date_features', 'identifier_columns',
+                 'missing_markers'):
+      object.__setattr__(self, name, tuple(getattr(self, name)))
     _check(all(len(pair) == 2 for pair in self.column_names),
            f'column_names must be (feature key, name) pairs, got '
            f'{self.column_names}.')
@@ -108,6 +132,13 @@ class DatasetSpec:
            f'Dataset {self.name!r} names a feature column twice.')
     _check(self.label not in features,
            f'The label {self.label!r} is also listed as a feature.')
+    _check(set(dict(self.date_formats)) == set(self.date_features),
+           f'Dataset {self.name!r}: every date feature needs one format and '
+           f'only date features have one: {self.date_features} vs '
+           f'{self.date_formats}.')
+    _check(not set(self.identifier_columns) & set(features + (self.label,)),
+           f'Dataset {self.name!r}: identifier columns '
+           f'{self.identifier_columns} are not features and not the label.')
     _check(self.noisy_rows in NOISY_ROW_POLICIES,
            f'Unknown noisy-row policy {self.noisy_rows!r}; use one of '
            f'{NOISY_ROW_POLICIES}.')
@@ -144,7 +175,13 @@ class DatasetSpec:
   def feature_columns(self) -> Tuple[str, ...]:
     image = (self.image_key,) if self.image_key else ()
     return (self.numeric_features + self.categorical_features +
-            self.image_features + image)
+            self.text_features + self.date_features + self.image_features +
+            image)
+
+  @property
+  def date_format(self) -> Dict[str, str]:
+    """{date feature key: its strptime format}."""
+    return dict(self.date_formats)
 
 
 def _product(values) -> int:
