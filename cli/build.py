@@ -467,7 +467,7 @@ def build_pipeline_config(args: argparse.Namespace, target: Target) -> Built:
   if optimization is not None and evaluation.slices:
     optimization = dataclasses.replace(
         optimization, slices=slice_gate(evaluation, spec))
-  notes = []
+  notes = list(role_notes(spec))
   if args.min_auc is not None and len(spec.classes) != 2:
     raise ConfigError(
         f'--min-auc gates on the AUC of a two-class label, and '
@@ -547,6 +547,17 @@ def build_pipeline_config(args: argparse.Namespace, target: Target) -> Built:
   if choice is not None:
     notes.append(f'  {choice.line()}')
   return Built(config, data, tuple(notes), choice)
+
+
+def role_notes(spec: config_lib.DatasetSpec) -> List[str]:
+  """The plan's lines of each column's role and why (leantfx/column_roles.py)."""
+  if not spec.column_roles:
+    return []
+  lines = ['  columns (roles inferred from the span; --column-role COLUMN=ROLE '
+           'overrides):']
+  for key, role, reason in spec.column_roles:
+    lines.append(f'    {spec.original_name(key)}: {role} ({reason})')
+  return lines
 
 
 def model_card_config(args: argparse.Namespace

@@ -10,8 +10,9 @@ import argparse
 import dataclasses
 import os
 import re
-from typing import Optional, Tuple
+from typing import Any, Dict, Optional, Tuple
 
+from leantfx import column_roles
 from leantfx import columns as columns_lib
 from leantfx import config as config_lib
 from leantfx.cli import data_checks
@@ -178,6 +179,13 @@ def resolve_dataset(args: argparse.Namespace, local_root: Optional[str],
   fmt = data_format(args.data_format, local_root)
   span = getattr(args, 'span', None)
   if dataset is not None:
+    for option in ('column_role', 'date_format'):
+      if getattr(args, option, None):
+        raise ConfigError(
+            f'--{option.replace("_", "-")} gives roles to the columns of '
+            f'your own data; the bundled dataset {dataset!r} has its roles '
+            'fixed. Drop the option, or train on your own data with '
+            '--data-root without --dataset.')
     spec = datasets.BUNDLED[dataset]
     if fmt != 'csv':
       spec = data_formats.bundled_spec(dataset, fmt, spec)
@@ -222,6 +230,7 @@ def resolve_dataset(args: argparse.Namespace, local_root: Optional[str],
 
   name = args.name or name_from_path(local_root)
   if fmt == 'images':
+    _refuse_csv_only_options(args)
     height, width, channels = image_shape(args.image_shape)
     image = dict(label=args.label or 'label', image_key='image',
                  image_shape=(height, width, channels), image_max_value=255.0,
@@ -242,17 +251,24 @@ def resolve_dataset(args: argparse.Namespace, local_root: Optional[str],
         'holds the class or number to predict.')
   column_names = ()
   label = args.label
+  roles = {}
   if fmt == 'csv':
     profile = input_checks.profile_csv_data_root(
         local_root, args.label, categorical_columns=args.categorical,
-        span=span, normalize_labels=args.normalize_labels)
+        span=span, normalize_labels=args.normalize_labels,
+        role_overrides=column_roles.parse_role_overrides(
+            getattr(args, 'column_role', ())),
+        date_formats=column_roles.parse_date_formats(
+            getattr(args, 'date_format', ())))
     keys = profile.feature_keys
     numeric = tuple(keys[c] for c in profile.numeric_columns)
     categorical = tuple(keys[c] for c in profile.categorical_columns)
+    roles = role_fields(profile)
     label = keys[args.label]
     column_names = tuple((key, name) for name, key in keys.items()
                          if key != name)
   else:
+    _refuse_csv_only_options(args)
     profile = data_checks.profile_tfrecord_data_root(local_root, args.label,
                                                      span=span)
     _check_tfrecord_names(profile, args.label)
@@ -268,9 +284,44 @@ def resolve_dataset(args: argparse.Namespace, local_root: Optional[str],
       task=decision.task,
       numeric_features=tuple(numeric),
       categorical_features=tuple(categorical), model='mlp',
-      schema_file=args.schema, column_names=column_names)
+      schema_file=args.schema, column_names=column_names, **roles)
   return ResolvedData(os.path.abspath(local_root), spec, profile, fmt,
                       decision)
+
+
+def role_fields(profile) -> Dict[str, Any]:
+  """The DatasetSpec fields of a CSV profile's column roles, under the keys.
+
+  Raises:
+    ConfigError: a span whose every column is an identifier.
+  """
+  keys = profile.feature_keys
+  of = lambda role: tuple(keys[c] for c in profile.columns_of(role))
+  fields = dict(
+      text_features=of(column_roles.TEXT),
+      date_features=of(column_roles.DATE),
+      date_formats=tuple((keys[c], f)
+                         for c, f in profile.date_formats.items()),
+      identifier_columns=of(column_roles.IDENTIFIER),
+      missing_markers=profile.missing_markers,
+      column_roles=tuple((keys[r.column], r.role, r.reason)
+                         for r in profile.roles))
+  if not any(r.is_feature for r in profile.roles):
+    raise ConfigError(
+        f'Every feature column of span {profile.span} ({profile.span_dir}) '
+        'is an identifier (near-unique per row), so nothing is left to '
+        'learn from: ' + '; '.join(column_roles.describe(profile.roles)) +
+        '. Give a column a role with --column-role COLUMN=ROLE.')
+  return fields
+
+
+def _refuse_csv_only_options(args: argparse.Namespace) -> None:
+  """--column-role and --date-format read CSV columns; refused elsewhere."""
+  for option in ('column_role', 'date_format'):
+    if getattr(args, option, None):
+      raise ConfigError(
+          f'--{option.replace("_", "-")} gives roles to the columns of CSV '
+          'data; these examples are TFRecord or images. Drop the option.')
 
 
 def _check_tfrecord_names(profile, label: str) -> None:

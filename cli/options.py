@@ -108,7 +108,20 @@ def add_pipeline_options(parser: argparse.ArgumentParser,
            'classification or regression')
   data.add('--categorical', action='append', default=[], metavar='COLUMN',
            help='treat COLUMN as categorical even if its values look '
-           'numeric (repeatable)')
+           'numeric (repeatable; the same as --column-role COLUMN='
+           'categorical)')
+  data.add('--column-role', action='append', default=[],
+           metavar='COLUMN=ROLE',
+           help='give a CSV column its role instead of the inferred one '
+           '(repeatable): numeric, categorical, boolean, date, text or '
+           'identifier (left out of the features). The run prints every '
+           "column's role and why")
+  data.add('--date-format', action='append', default=[],
+           metavar='[COLUMN=]FORMAT',
+           help='the strptime format of date columns (or of one column), '
+           'instead of the one found: %%Y-%%m-%%d, %%Y-%%m-%%dT%%H:%%M:%%S%%z, '
+           '%%Y-%%m-%%dT%%H:%%M:%%S, %%Y-%%m-%%d %%H:%%M:%%S, %%Y/%%m/%%d, '
+           '%%d/%%m/%%Y, %%m/%%d/%%Y, %%d.%%m.%%Y (repeatable)')
   data.add('--normalize-labels', action='store_true',
            help='strip white space around CSV labels ("barolo " is "barolo");'
            ' without it such labels are refused before anything runs. '

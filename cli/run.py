@@ -89,6 +89,9 @@ def _run(args: argparse.Namespace, output: str, log_path: str,
                 data_format=data.data_format, span=data.profile.span,
                 # What the checks counted; the run adds read and used.
                 rows={'checked': data.profile.num_rows},
+                columns=[dict(column=config.dataset.original_name(key),
+                              role=role, reason=reason)
+                         for key, role, reason in config.dataset.column_roles],
                 task=data.task.task, task_reason=data.task.reason,
                 task_requested=data.task.requested,
                 pipeline_name=config.pipeline_name,

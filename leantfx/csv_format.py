@@ -184,6 +184,26 @@ def batches(path: str, columns: Sequence[str],
       yield batch
 
 
+def null_markers(batch: pa.RecordBatch, columns: Sequence[str],
+                 markers: Sequence[str]) -> pa.RecordBatch:
+  """The batch with ``markers`` ('NA', 'n/a', ...) in ``columns`` as missing.
+
+  The numeric columns whose missing values are written as markers
+  (leantfx/column_roles.py) are then typed and encoded as numbers with
+  gaps, as if the fields were empty.
+  """
+  if not columns or not markers:
+    return batch
+  value_set = pa.array(list(markers), pa.string())
+  arrays = []
+  for name, column in zip(batch.schema.names, batch.columns):
+    if name in columns:
+      is_marker = pc.fill_null(pc.is_in(column, value_set=value_set), False)
+      column = pc.if_else(is_marker, pa.scalar(None, pa.string()), column)
+    arrays.append(column)
+  return pa.RecordBatch.from_arrays(arrays, names=batch.schema.names)
+
+
 def span_header(files: Sequence[str]) -> List[str]:
   """The header every file of a span shares (read_header of each).
 
@@ -210,11 +230,18 @@ def span_header(files: Sequence[str]) -> List[str]:
 
 
 def checked_batches(path: str, columns: Sequence[str],
-                    byte_range: Optional[Tuple[int, int]] = None
+                    byte_range: Optional[Tuple[int, int]] = None,
+                    marker_columns: Sequence[str] = (),
+                    markers: Sequence[str] = ()
                    ) -> Iterator[pa.RecordBatch]:
-  """``batches``, with a record that is not valid CSV as an InputDataError."""
+  """``batches``, with a record that is not valid CSV as an InputDataError.
+
+  ``markers`` in ``marker_columns`` come out missing (null_markers).
+  """
   try:
-    yield from batches(path, columns, tuple(byte_range) if byte_range else None)
+    for batch in batches(path, columns,
+                         tuple(byte_range) if byte_range else None):
+      yield null_markers(batch, marker_columns, markers)
   except pa.ArrowInvalid as e:
     raise InputDataError(
         f'{path}: not valid CSV ({e}). `leantfx run` on the data names the '
@@ -325,26 +352,29 @@ def encode_batch(batch: pa.RecordBatch, kinds: Mapping[str, Optional[str]],
 
 
 def span_kinds(files: Sequence[str], header: Sequence[str],
-               text_columns: Sequence[str]) -> Dict[str, Optional[str]]:
+               text_columns: Sequence[str], marker_columns: Sequence[str] = (),
+               markers: Sequence[str] = ()) -> Dict[str, Optional[str]]:
   """Every column's kind over all files (text_columns: text)."""
   kinds: Dict[str, Optional[str]] = {}
   for path in files:
-    for batch in batches(path, header):
+    for batch in checked_batches(path, header, None, marker_columns, markers):
       kinds = merge_kinds(kinds, batch_kinds(batch, skip=text_columns))
   kinds.update({name: BYTES for name in text_columns})
   return kinds
 
 
 def encode_files(files: Sequence[str], text_columns: Sequence[str],
-                 strip_column: Optional[str] = None) -> Iterator[bytes]:
+                 strip_column: Optional[str] = None,
+                 marker_columns: Sequence[str] = (),
+                 markers: Sequence[str] = ()) -> Iterator[bytes]:
   """The serialized tf.Examples of CSV files, typed over all of them.
 
   What the CSV ExampleGen writes, in one process (``leantfx schema infer``
   infers a schema from them, so it matches the pipeline's examples).
   """
   header = read_header(files[0])
-  kinds = span_kinds(files, header, text_columns)
+  kinds = span_kinds(files, header, text_columns, marker_columns, markers)
   keys = columns.feature_keys(header)
   for path in files:
-    for batch in batches(path, header):
+    for batch in checked_batches(path, header, None, marker_columns, markers):
       yield from encode_batch(batch, kinds, keys, strip_column)

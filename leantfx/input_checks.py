@@ -34,6 +34,7 @@ import re
 import tempfile
 from typing import Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
+from leantfx import column_roles
 from leantfx import columns as columns_lib
 from leantfx import csv_format
 from leantfx import row_counts
@@ -77,6 +78,8 @@ class CsvProfile:
     label_not_finite_count: how many rows have such a label.
     rows_by_file: {span-N/file name: data rows} (leantfx/row_counts.py).
     feature_keys: {column as written: feature key} (leantfx/columns.py).
+    roles: every feature column's role and its reason
+      (leantfx/column_roles.py), header order.
   """
   data_root: str
   span: int
@@ -96,6 +99,22 @@ class CsvProfile:
       default_factory=dict, hash=False)
   feature_keys: Mapping[str, str] = dataclasses.field(
       default_factory=dict, hash=False)
+  roles: Tuple[column_roles.ColumnRole, ...] = ()
+
+  def columns_of(self, role: str) -> Tuple[str, ...]:
+    """The feature columns of one role (column_roles.ROLES), header order."""
+    return tuple(r.column for r in self.roles if r.role == role)
+
+  @property
+  def missing_markers(self) -> Tuple[str, ...]:
+    """The missing-value markers found in numeric columns, sorted."""
+    return tuple(sorted({m for r in self.roles for m, _ in r.markers}))
+
+  @property
+  def date_formats(self) -> Dict[str, str]:
+    """{date column: its format}."""
+    return {r.column: r.date_format for r in self.roles
+            if r.role == column_roles.DATE}
 
 
 def latest_span(data_root: str,
@@ -199,7 +218,10 @@ def profile_csv_data_root(data_root: str,
                           categorical_columns: Sequence[str] = (),
                           required_columns: Sequence[str] = (),
                           span: Optional[int] = None,
-                          normalize_labels: bool = False) -> CsvProfile:
+                          normalize_labels: bool = False,
+                          role_overrides: Mapping[str, str] = None,
+                          date_formats: Mapping[Optional[str], str] = None
+                         ) -> CsvProfile:
   """Checks the latest span of a CSV data root and describes its columns.
 
   Args:
@@ -215,6 +237,10 @@ def profile_csv_data_root(data_root: str,
     span: profile this span instead of the latest (``--span``).
     normalize_labels: strip white space around labels instead of refusing
       labels that differ only by it (``--normalize-labels``).
+    role_overrides: {column: role} of ``--column-role`` (with inferred
+      columns only; ``categorical_columns`` are categorical overrides).
+    date_formats: {column or None (every date column): strptime format} of
+      ``--date-format``.
 
   Returns:
     A CsvProfile of the latest span.
@@ -244,14 +270,25 @@ def profile_csv_data_root(data_root: str,
     raise InputDataError(f'{files[0]} (span {span}), line 1: {e}') from e
 
   label_index = columns.index(label)
+  overrides = dict(role_overrides or {})
+  overrides.update({c: column_roles.CATEGORICAL for c in categorical_given})
+  column_roles.check_overrides(overrides, columns, label)
   if numeric_given is None:
-    numeric_candidates = [
-        i for i, c in enumerate(columns)
-        if i != label_index and c not in categorical_given
-    ]
+    numeric_candidates = [i for i in range(len(columns)) if i != label_index]
   else:
     numeric_candidates = [columns.index(c) for c in numeric_given]
   declared_numeric = numeric_given is not None
+  formats = dict(date_formats or {})
+  unknown = [c for c in formats if c is not None and c not in columns]
+  if unknown:
+    raise ConfigError(
+        f'--date-format names {_names(unknown)}, not in the header '
+        f'{list(columns)}.')
+  role_stats = {} if declared_numeric else {
+      i: column_roles.ColumnStats(
+          columns[i], formats.get(columns[i], formats.get(None)),
+          forced=columns[i] in formats)
+      for i in numeric_candidates}
 
   width = len(columns)
   missing = [0] * width
@@ -300,9 +337,15 @@ def profile_csv_data_root(data_root: str,
         value = fields[i]
         if not value:
           continue
+        if not declared_numeric and value in column_roles.MISSING_MARKERS:
+          role_stats[i].add_marker(value)
+          continue
         problem, is_text = _numeric_problem(value)
         if problem is None:
           finite[i] += 1
+          if role_stats:
+            role_stats[i].add_number(value, '.' not in value and
+                                     'e' not in value.lower())
           continue
         if declared_numeric:
           raise InputDataError(
@@ -313,6 +356,7 @@ def profile_csv_data_root(data_root: str,
               'missing-value marker CsvExampleGen understands).')
         if is_text:
           text[i] += 1
+          role_stats[i].add_text(value, path, line)
         else:
           not_finite[i] += 1
         if first_bad[i] is None:
@@ -341,30 +385,19 @@ def profile_csv_data_root(data_root: str,
         'Fill in values, or delete the column(s) from every file of the span.')
 
   if declared_numeric:
-    numeric_set = set(numeric_candidates)
+    roles = tuple(
+        column_roles.ColumnRole(c, column_roles.NUMERIC
+                                if c in numeric_given else
+                                column_roles.CATEGORICAL, 'the dataset says so')
+        for i, c in enumerate(columns) if i != label_index)
   else:
-    numeric_set = set()
-    for i in numeric_candidates:
-      if text[i] + not_finite[i] == 0:
-        numeric_set.add(i)
-        continue
-      non_empty = num_rows - missing[i]
-      if text[i] and finite[i] < _NUMERIC_SHARE_FOR_TYPO * non_empty:
-        continue  # a categorical column that has some numeric-looking values
-      # Mostly numbers, or all parse as float but some are NaN/infinity.
-      path, line, value, problem = first_bad[i]
-      bad = text[i] + not_finite[i]
-      raise InputDataError(
-          f'{path} (span {span}), line {line}, column {columns[i]!r}: '
-          f'{_shorten(value)!r} {problem}, yet {finite[i]} of the '
-          f'{non_empty} non-empty values of {columns[i]!r} are numbers '
-          f'({bad} in total are not; this is the first). Fix the value, '
-          'leave the field empty to mark it missing (an empty field is the '
-          'only missing-value marker CsvExampleGen understands; NA, NaN, null '
-          'and inf are not), '
-          f'or pass --categorical {columns[i]} if the column really is '
-          'categorical.')
-
+    _check_numeric_typos(columns, numeric_candidates, overrides, missing,
+                         finite, text, not_finite, first_bad, num_rows, span)
+    roles = tuple(
+        column_roles.decide(role_stats[i], num_rows, span,
+                            overrides.get(columns[i]))
+        for i in numeric_candidates)
+  by_role = _columns_by_role(roles)
   label_values = set(label_counts)
   _check_label_variants(label, label_counts, span, span_dir)
   if len(label_values) < 2:
@@ -376,16 +409,15 @@ def profile_csv_data_root(data_root: str,
         'varies). Check that --label names the right column, or add rows '
         'with other values.')
 
-  features = [i for i in range(width) if i != label_index]
   return CsvProfile(
       data_root=root,
       span=span,
       span_dir=span_dir,
       files=tuple(files),
       columns=tuple(columns),
-      numeric_columns=tuple(columns[i] for i in features if i in numeric_set),
-      categorical_columns=tuple(
-          columns[i] for i in features if i not in numeric_set),
+      numeric_columns=by_role[column_roles.NUMERIC],
+      categorical_columns=(by_role[column_roles.CATEGORICAL] +
+                           by_role[column_roles.BOOLEAN]),
       label=label,
       label_values=_sorted_labels(label_values),
       num_rows=num_rows,
@@ -393,7 +425,44 @@ def profile_csv_data_root(data_root: str,
       label_not_finite=tuple(label_not_finite),
       label_not_finite_count=label_not_finite_count,
       rows_by_file=row_counts.by_name(rows_by_file),
-      feature_keys=keys)
+      feature_keys=keys,
+      roles=roles)
+
+
+def _columns_by_role(roles: Sequence[column_roles.ColumnRole]
+                    ) -> Dict[str, Tuple[str, ...]]:
+  """{role: its columns in header order}, every role listed."""
+  return {role: tuple(r.column for r in roles if r.role == role)
+          for role in column_roles.ROLES}
+
+
+def _check_numeric_typos(columns, candidates, overrides, missing, finite,
+                         text, not_finite, first_bad, num_rows, span) -> None:
+  """Refuses a column of numbers with a few typos or infinities in it.
+
+  Mostly numbers with a few other values is a numeric column with typos
+  (the markers of column_roles.MISSING_MARKERS were taken out already),
+  which would silently become a category column; NaN-free numbers with an
+  infinity cannot be scaled. A column the user gave a role is left to it.
+  """
+  for i in candidates:
+    if columns[i] in overrides or text[i] + not_finite[i] == 0:
+      continue
+    non_empty = num_rows - missing[i]
+    if text[i] and finite[i] < _NUMERIC_SHARE_FOR_TYPO * non_empty:
+      continue  # a text column that has some numeric-looking values
+    path, line, value, problem = first_bad[i]
+    bad = text[i] + not_finite[i]
+    raise InputDataError(
+        f'{path} (span {span}), line {line}, column {columns[i]!r}: '
+        f'{_shorten(value)!r} {problem}, yet {finite[i]} of the '
+        f'{non_empty} non-empty values of {columns[i]!r} are numbers '
+        f'({bad} in total are not; this is the first). Fix the value, '
+        'leave the field empty to mark it missing (an empty field and the '
+        f'markers {", ".join(sorted(column_roles.MISSING_MARKERS))} are '
+        'missing values; infinity is not), '
+        f'or pass --column-role {columns[i]}=categorical if the column '
+        'really is categorical.')
 
 
 def _check_label_variants(label: str, counts: Mapping[str, int], span: int,

@@ -18,10 +18,15 @@ import tensorflow as tf
 
 
 
-def serving_feature_spec(raw_feature_spec: Mapping[str, Any],
-                         label: str) -> Dict[str, Any]:
-  """The raw feature spec without the label: what a request carries."""
-  return {k: v for k, v in raw_feature_spec.items() if k != label}
+def serving_feature_spec(raw_feature_spec: Mapping[str, Any], label: str,
+                         exclude: Sequence[str] = ()) -> Dict[str, Any]:
+  """The raw feature spec without the label: what a request carries.
+
+  ``exclude``: other columns a request need not carry, the identifiers
+  (DatasetSpec.identifier_columns: in the examples, never a feature).
+  """
+  left_out = {label, *exclude}
+  return {k: v for k, v in raw_feature_spec.items() if k not in left_out}
 
 
 def raw_input_specs(raw_feature_spec: Mapping[str, Any]) -> Dict[str, Any]:

@@ -111,7 +111,8 @@ def _signatures(model: tf_keras.Model,
   """Builds the three serving signatures described in the module docstring."""
   model.tft_layer = tf_transform_output.transform_features_layer()
   raw_spec = tf_transform_output.raw_feature_spec()
-  serving_spec = raw_serving.serving_feature_spec(raw_spec, spec.label)
+  serving_spec = raw_serving.serving_feature_spec(raw_spec, spec.label,
+                                                  spec.identifier_columns)
 
   def predict(raw_features):
     transformed = model.tft_layer(raw_features)

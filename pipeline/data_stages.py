@@ -52,12 +52,19 @@ def csv_read_options(config: config_lib.PipelineConfig
                     ) -> csv_options.CsvReadOptions:
   """The CSV ExampleGen's options from the DatasetSpec, in the file's names."""
   spec = config.dataset
+  # Text, dates and identifiers are strings as written whatever they hold
+  # (an id of digits, a date); markers are missing only in numeric columns.
+  as_text = (spec.categorical_features + spec.text_features +
+             spec.date_features + spec.identifier_columns)
   return csv_options.CsvReadOptions(
       label=spec.original_name(spec.label),
       label_as_text=not spec.is_regression,
-      categorical_columns=tuple(
-          spec.original_name(c) for c in spec.categorical_features),
-      normalize_labels=config.ingestion.normalize_labels)
+      categorical_columns=tuple(spec.original_name(c) for c in as_text),
+      normalize_labels=config.ingestion.normalize_labels,
+      marker_columns=tuple(spec.original_name(c)
+                           for c in spec.numeric_features
+                           if spec.missing_markers),
+      missing_markers=spec.missing_markers)
 
 
 def example_gen(config: config_lib.PipelineConfig,

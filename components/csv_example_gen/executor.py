@@ -89,7 +89,9 @@ def scan_files(files: Sequence[str],
   _check_header(files[0], header, options)
   for path in files:
     count = 0
-    for batch in csv_format.checked_batches(path, header):
+    for batch in csv_format.checked_batches(path, header, None,
+                                            options.marker_columns,
+                                            options.missing_markers):
       count += batch.num_rows
       kinds = csv_format.merge_kinds(
           kinds, csv_format.batch_kinds(batch, skip=options.text_columns))
@@ -131,8 +133,9 @@ class _EncodeBlock(beam.DoFn):
 
   def process(self, block: Tuple[str, int, int]) -> Iterable[bytes]:
     path, start, end = block
-    for batch in csv_format.checked_batches(path, self._plan['header'],
-                                             (start, end)):
+    for batch in csv_format.checked_batches(
+        path, self._plan['header'], (start, end),
+        self._options.marker_columns, self._options.missing_markers):
       yield from csv_format.encode_batch(
           batch, self._plan['kinds'], self._keys,
           strip_column=(self._options.label

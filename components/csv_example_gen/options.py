@@ -22,15 +22,21 @@ class CsvReadOptions:
     categorical_columns: feature columns read as text whatever they hold.
     normalize_labels: strip leading and trailing white space from labels
       (``--normalize-labels``).
+    marker_columns: numeric columns whose ``missing_markers`` are missing
+      values (leantfx/column_roles.py).
+    missing_markers: the values read as missing in marker_columns ('NA',
+      'n/a', ...); the empty field is missing everywhere.
   """
   label: str
   label_as_text: bool = True
   categorical_columns: Tuple[str, ...] = ()
   normalize_labels: bool = False
+  marker_columns: Tuple[str, ...] = ()
+  missing_markers: Tuple[str, ...] = ()
 
   def __post_init__(self):
-    object.__setattr__(self, 'categorical_columns',
-                       tuple(self.categorical_columns))
+    for name in ('categorical_columns', 'marker_columns', 'missing_markers'):
+      object.__setattr__(self, name, tuple(getattr(self, name)))
     if not self.label:
       raise ValueError('CsvReadOptions needs the label column.')
 
@@ -44,7 +50,8 @@ class CsvReadOptions:
 def custom_config(options: CsvReadOptions) -> example_gen_pb2.CustomConfig:
   """Packs the options into ExampleGen's custom_config."""
   values = dataclasses.asdict(options)
-  values['categorical_columns'] = list(options.categorical_columns)
+  for name in ('categorical_columns', 'marker_columns', 'missing_markers'):
+    values[name] = list(getattr(options, name))
   return example_gen_config.pack(values)
 
 
