@@ -26,7 +26,9 @@ written, renamed_inputs), and its ``serving_default`` scores the rows.
 
 The output folder:
   predictions.csv     file, row (1 = the file's first record), the label as
-                      written (with --label), then every output of the model
+                      written (with --label), the columns the model does
+                      not take (identifiers) as written, then every output
+                      of the model
                       (a [batch, k] output as k columns ``name_0`` ..);
   prediction_logs/    part-NNNNN.tfrecord.gz, PredictionLog protos;
   summary.json        the model, the span, rows per file read and scored and,
@@ -88,6 +90,9 @@ class ScoreJob:
     input_keys: {input name as served: the model's own input name}.
     outputs: the output names of serving_default, in order.
     classification: the model answers classes.
+    kept: the span's columns the model does not take, the label aside
+      (identifiers: column_roles leaves them out of the features), copied
+      to predictions.csv as written so a prediction joins back to its row.
   """
   model_name: str
   version: int
@@ -103,6 +108,7 @@ class ScoreJob:
   input_keys: Mapping[str, str]
   outputs: Tuple[str, ...]
   classification: bool
+  kept: Tuple[str, ...] = ()
 
 
 def versions(model_base_path: str) -> List[int]:
@@ -270,7 +276,8 @@ def plan(model_base_path: str, data_root: str, span: Optional[int] = None,
       kinds=kinds if split != ALL_ROWS else None,
       normalize_labels=normalize_labels,
       input_keys={n: column_keys.get(n, n) for n in inputs},
-      outputs=tuple(signature.outputs), classification=classification)
+      outputs=tuple(signature.outputs), classification=classification,
+      kept=tuple(c for c in header if c not in inputs and c != label))
 
 
 def _check_numbers(batch: pa.RecordBatch, names: Sequence[str],
@@ -389,6 +396,9 @@ def score_block(job: ScoreJob, servable: servable_lib.Servable, index: int,
         columns = [(records[at:at + chunk.num_rows] + 1).tolist()]
         if labels is not None:
           columns.append(['' if v is None else v for v in labels])
+        for name in job.kept:
+          kept = chunk.column(chunk.schema.get_field_index(name))
+          columns.append(kept.fill_null('').to_pylist())
         for name in job.outputs:
           text = _text(outputs[name])
           counts['widths'][name] = len(text)
@@ -490,6 +500,7 @@ def finish(job: ScoreJob, work_dir: str, out_dir: str) -> Dict[str, Any]:
   for c in counts:
     widths.update(c['widths'])
   header = ['file', 'row'] + ([job.label] if job.label is not None else [])
+  header.extend(job.kept)
   for name in job.outputs:
     width = widths.get(name, 1)
     header.extend([name] if width == 1 else

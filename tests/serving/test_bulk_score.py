@@ -90,7 +90,9 @@ def test_every_row_is_scored_once_in_file_order_with_the_models_answer(
   assert result.returncode == 0, result.stdout + result.stderr
   assert 'rows: 65 read, 65 scored' in result.stdout, result.stdout
   header, table, summary = _read(out)
-  assert header == ['file', 'row', 'kind', 'probabilities_0',
+  # 'note' is no input of the model (as an identifier is not): kept as
+  # written, so each prediction joins back to its row.
+  assert header == ['file', 'row', 'kind', 'note', 'probabilities_0',
                     'probabilities_1', 'probabilities_2']
   assert summary['rows_by_file'] == {'a.csv': {'read': 40, 'scored': 40},
                                      'b.CSV': {'read': 25, 'scored': 25}}
@@ -99,9 +101,11 @@ def test_every_row_is_scored_once_in_file_order_with_the_models_answer(
       [('b.CSV', i) for i in range(1, 26)])
   expected = np.concatenate([_expected(keras_model, files['a.csv']),
                              _expected(keras_model, files['b.CSV'])])
-  scored = np.array([[float(v) for v in r[3:]] for r in table])
+  scored = np.array([[float(v) for v in r[4:]] for r in table])
   np.testing.assert_allclose(scored, expected, atol=1e-5)
   assert [r[2] for r in table] == [r[-1] for r in files['a.csv'] +
+                                   files['b.CSV']]
+  assert [r[3] for r in table] == [r[-2] for r in files['a.csv'] +
                                    files['b.CSV']]
   # The PredictionLogs: one per model call (here every block is one call),
   # inputs under the model's own keys, the rows in predictions.csv's order.
