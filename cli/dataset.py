@@ -259,7 +259,8 @@ def resolve_dataset(args: argparse.Namespace, local_root: Optional[str],
         role_overrides=column_roles.parse_role_overrides(
             getattr(args, 'column_role', ())),
         date_formats=column_roles.parse_date_formats(
-            getattr(args, 'date_format', ())))
+            getattr(args, 'date_format', ())),
+        schema_roles=_schema_roles(args.schema))
     keys = profile.feature_keys
     numeric = tuple(keys[c] for c in profile.numeric_columns)
     categorical = tuple(keys[c] for c in profile.categorical_columns)
@@ -313,6 +314,26 @@ def role_fields(profile) -> Dict[str, Any]:
         'learn from: ' + '; '.join(column_roles.describe(profile.roles)) +
         '. Give a column a role with --column-role COLUMN=ROLE.')
   return fields
+
+
+def _schema_roles(path: Optional[str]) -> Dict[str, Tuple[str, Any]]:
+  """The column roles a curated --schema records ({} without one).
+
+  Raises:
+    ConfigError: the file cannot be read or parsed as a schema.
+  """
+  if not path:
+    return {}
+  from google.protobuf import text_format  # pylint: disable=g-import-not-at-top
+  from tensorflow_metadata.proto.v0 import schema_pb2  # pylint: disable=g-import-not-at-top
+  try:
+    with open(path, encoding='utf-8') as f:
+      schema = text_format.Parse(f.read(), schema_pb2.Schema())
+  except (OSError, UnicodeDecodeError, text_format.ParseError) as e:
+    raise ConfigError(
+        f'--schema {path}: cannot read it as a schema.pbtxt ({e}). Pass the '
+        'file `leantfx schema infer` wrote, or fix it.') from e
+  return column_roles.schema_roles(schema)
 
 
 def _refuse_csv_only_options(args: argparse.Namespace) -> None:

@@ -17,6 +17,7 @@ from google.protobuf import text_format
 from leantfx import config as config_lib
 from leantfx import data_formats
 from leantfx import datasets
+from leantfx import column_roles
 from leantfx import input_checks
 from leantfx import memory_plan
 from leantfx import schema_infer
@@ -196,6 +197,7 @@ def cmd_infer(args: argparse.Namespace) -> int:
     schema = schema_infer.image_schema(classes, label=args.label or 'label')
   else:
     label, categorical, text_columns = args.label, args.categorical, ()
+    roles = None
     if data_format == 'csv':
       if not args.label:
         raise ConfigError(
@@ -205,20 +207,30 @@ def cmd_infer(args: argparse.Namespace) -> int:
       # The CSV checks: readable files, consistent headers, the label.
       profile = input_checks.profile_csv_data_root(
           args.data_root, args.label, categorical_columns=args.categorical,
-          span=span)
+          span=span,
+          role_overrides=column_roles.parse_role_overrides(args.column_role),
+          date_formats=column_roles.parse_date_formats(args.date_format))
       decision = task_lib.decide(args.label, profile.label_values,
                                  profile.num_rows, 'auto')
-      text_columns = tuple(args.categorical) + (
+      as_text = [r.column for r in profile.roles
+                 if r.role not in (column_roles.NUMERIC,)]
+      text_columns = tuple(as_text) + (
           () if decision.task == 'regression' else (args.label,))
       keys = profile.feature_keys
       label = keys[args.label]
       categorical = [keys[c] for c in args.categorical]
-    statistics = schema_infer.span_statistics(span_dir, data_format,
-                                              text_columns)
+      roles = {keys[r.column]: (r.role, r.date_format) for r in profile.roles}
+      for line in column_roles.describe(profile.roles):
+        print(f'  {line}')
+    statistics = schema_infer.span_statistics(
+        span_dir, data_format, text_columns,
+        roles and [r.column for r in profile.roles
+                   if r.role == column_roles.NUMERIC],
+        roles and profile.missing_markers)
     if not statistics.datasets or not statistics.datasets[0].num_examples:
       raise InputDataError(f'Span {span} ({span_dir}) holds no example to '
                            'infer a schema from.')
-    schema = schema_infer.infer_schema(statistics, label, categorical)
+    schema = schema_infer.infer_schema(statistics, label, categorical, roles)
   header = (
       f'# Inferred by `leantfx schema infer` from span {span} of '
       f'{os.path.abspath(args.data_root)} ({data_format}) on '
@@ -257,6 +269,13 @@ def _add_schema_infer(subparsers) -> None:
   infer.add_argument('--categorical', action='append', default=[],
                      metavar='COLUMN', help='an INT column that is '
                      'categorical (repeatable)')
+  infer.add_argument('--column-role', action='append', default=[],
+                     metavar='COLUMN=ROLE', help='a CSV column\'s role '
+                     'instead of the inferred one, recorded in the schema '
+                     '(repeatable; as `leantfx run --column-role`)')
+  infer.add_argument('--date-format', action='append', default=[],
+                     metavar='[COLUMN=]FORMAT', help='the strptime format '
+                     'of date columns (as `leantfx run --date-format`)')
   infer.add_argument('--format', dest='data_format',
                      choices=('csv', 'tfrecord', 'images'))
   infer.add_argument('--span', type=int)

@@ -308,7 +308,7 @@ def _date_role(stats: ColumnStats, forced: Optional[str],
   formats = stats.matching_formats()
   if forced is not None:
     if forced in formats:
-      return ColumnRole(stats.name, DATE, f'dates in {forced} (--date-format)',
+      return ColumnRole(stats.name, DATE, f'dates in {forced}, as given',
                         forced)
     misses = stats.date_misses.get(forced) or stats.date_sample[:_MAX_NAMED]
     shown = '; '.join(_where(m) for m in misses[:_MAX_NAMED])
@@ -368,14 +368,16 @@ def _date_role(stats: ColumnStats, forced: Optional[str],
 
 
 def decide(stats: ColumnStats, rows: int, span: int,
-           override: Optional[str] = None) -> ColumnRole:
+           override: Optional[str] = None,
+           source: str = '--column-role') -> ColumnRole:
   """A feature column's role from its counts (or the user's override).
 
   Args:
     stats: the column's counts over the span (finished).
     rows: data rows in the span.
     span: the span number, for messages.
-    override: the role --column-role gave, or None.
+    override: the role --column-role (or the schema) gave, or None.
+    source: who gave it, for the reason.
 
   Returns:
     The ColumnRole.
@@ -392,7 +394,8 @@ def decide(stats: ColumnStats, rows: int, span: int,
   mean_words = stats.word_sum / stats.texts if stats.texts else 0.0
   share = stats.distinct_share(present)
   if override is not None:
-    return _overridden(stats, override, date_format, span, present, share)
+    return _overridden(stats, override, date_format, span, present, share,
+                       source)
   if not stats.texts and stats.numbers:
     if (stats.count_numbers_distinct and stats.integers == stats.numbers and
         share >= IDENTIFIER_SHARE and present > _MIN_IDENTIFIER_VALUES):
@@ -436,9 +439,9 @@ def _distinct(stats: ColumnStats) -> str:
 
 
 def _overridden(stats: ColumnStats, role: str, date_format: Optional[str],
-                span: int, present: int, share: float) -> ColumnRole:
-  """The role --column-role gave, checked against the values."""
-  said = '--column-role'
+                span: int, present: int, share: float,
+                said: str) -> ColumnRole:
+  """The role --column-role or the schema gave, checked against the values."""
   if role == NUMERIC:
     if stats.texts:
       raise InputDataError(
@@ -463,7 +466,7 @@ def _overridden(stats: ColumnStats, role: str, date_format: Optional[str],
           f'--column-role {stats.name}=date, but {stats.name!r} (span '
           f'{span}) holds numbers, not dates written as text.')
     return dataclasses.replace(found, reason=f'{found.reason} ({said})')
-  if role != IDENTIFIER and share >= IDENTIFIER_SHARE and (
+  if role in (CATEGORICAL, NUMERIC, BOOLEAN) and share >= IDENTIFIER_SHARE and (
       present > _MIN_IDENTIFIER_VALUES):
     return ColumnRole(
         stats.name, role,
@@ -490,3 +493,60 @@ def check_overrides(overrides: Mapping[str, str], columns: Sequence[str],
 def describe(roles: Sequence[ColumnRole]) -> List[str]:
   """One line per column for the plan: 'column: role (reason)'."""
   return [f'{r.column}: {r.role} ({r.reason})' for r in roles]
+
+
+# The schema records each column's role: TFDV's own semantic domains where
+# one exists (natural_language_domain for text, time_domain.string_format for
+# dates, bool_domain), and this annotation tag on every feature.
+ROLE_TAG_PREFIX = 'leantfx-role:'
+
+
+def annotate_schema(schema, roles: Mapping[str, Tuple[str, Optional[str]]]):
+  """Writes roles into a tensorflow_metadata Schema, in place.
+
+  Args:
+    schema: the Schema (features named by their keys).
+    roles: {feature key: (role, date format or None)}.
+  """
+  for feature in schema.feature:
+    if feature.name not in roles:
+      continue
+    role, date_format = roles[feature.name]
+    del feature.annotation.tag[:]
+    feature.annotation.tag.append(ROLE_TAG_PREFIX + role)
+    if role in (TEXT, DATE, IDENTIFIER):
+      # A vocabulary of whole strings means nothing for these roles.
+      feature.ClearField('domain')
+      feature.ClearField('string_domain')
+      feature.ClearField('drift_comparator')
+    if role == TEXT:
+      feature.natural_language_domain.SetInParent()
+    elif role == DATE:
+      feature.time_domain.string_format = date_format
+
+
+def schema_roles(schema) -> Dict[str, Tuple[str, Optional[str]]]:
+  """{feature key: (role, date format)} a schema records (annotate_schema).
+
+  Raises:
+    ConfigError: a role tag naming no role.
+  """
+  found = {}
+  for feature in schema.feature:
+    tags = [t[len(ROLE_TAG_PREFIX):] for t in feature.annotation.tag
+            if t.startswith(ROLE_TAG_PREFIX)]
+    role = tags[0] if tags else None
+    if role is None and feature.HasField('natural_language_domain'):
+      role = TEXT
+    if role is None and feature.HasField('time_domain'):
+      role = DATE
+    if role is None:
+      continue
+    if role not in ROLES:
+      raise ConfigError(
+          f'The schema gives feature {feature.name!r} the role {role!r} '
+          f'({ROLE_TAG_PREFIX}{role}); roles are {", ".join(ROLES)}.')
+    date_format = (feature.time_domain.string_format
+                   if feature.HasField('time_domain') else None)
+    found[feature.name] = (role, date_format or None)
+  return found

@@ -220,8 +220,9 @@ def profile_csv_data_root(data_root: str,
                           span: Optional[int] = None,
                           normalize_labels: bool = False,
                           role_overrides: Mapping[str, str] = None,
-                          date_formats: Mapping[Optional[str], str] = None
-                         ) -> CsvProfile:
+                          date_formats: Mapping[Optional[str], str] = None,
+                          schema_roles: Mapping[str, Tuple[str, Optional[str]]]
+                          = None) -> CsvProfile:
   """Checks the latest span of a CSV data root and describes its columns.
 
   Args:
@@ -241,6 +242,8 @@ def profile_csv_data_root(data_root: str,
       columns only; ``categorical_columns`` are categorical overrides).
     date_formats: {column or None (every date column): strptime format} of
       ``--date-format``.
+    schema_roles: {feature key: (role, date format)} a curated schema
+      records (column_roles.schema_roles); the options above win.
 
   Returns:
     A CsvProfile of the latest span.
@@ -273,12 +276,19 @@ def profile_csv_data_root(data_root: str,
   overrides = dict(role_overrides or {})
   overrides.update({c: column_roles.CATEGORICAL for c in categorical_given})
   column_roles.check_overrides(overrides, columns, label)
+  sources = {c: '--column-role' for c in overrides}
+  formats = dict(date_formats or {})
+  for column in columns:
+    role, fmt = (schema_roles or {}).get(keys[column], (None, None))
+    if role is not None and column != label and column not in overrides:
+      overrides[column], sources[column] = role, 'the schema'
+      if fmt and column not in formats:
+        formats[column] = fmt
   if numeric_given is None:
     numeric_candidates = [i for i in range(len(columns)) if i != label_index]
   else:
     numeric_candidates = [columns.index(c) for c in numeric_given]
   declared_numeric = numeric_given is not None
-  formats = dict(date_formats or {})
   unknown = [c for c in formats if c is not None and c not in columns]
   if unknown:
     raise ConfigError(
@@ -395,7 +405,8 @@ def profile_csv_data_root(data_root: str,
                          finite, text, not_finite, first_bad, num_rows, span)
     roles = tuple(
         column_roles.decide(role_stats[i], num_rows, span,
-                            overrides.get(columns[i]))
+                            overrides.get(columns[i]),
+                            sources.get(columns[i], '--column-role'))
         for i in numeric_candidates)
   by_role = _columns_by_role(roles)
   label_values = set(label_counts)

@@ -12,6 +12,7 @@ import os
 import tempfile
 from typing import Optional, Sequence
 
+from leantfx import column_roles
 from leantfx import csv_format
 from leantfx import spans
 
@@ -24,13 +25,16 @@ SCHEMA_FILE = 'schema.pbtxt'
 
 
 def infer_schema(statistics, label: Optional[str],
-                 categorical: Sequence[str] = ()):
+                 categorical: Sequence[str] = (), roles=None):
   """Infers a schema and adds comparators and observed domains.
 
   Args:
     statistics: a DatasetFeatureStatisticsList of one span.
     label: the label feature (gets an L-infinity comparator), or None.
     categorical: INT features to treat as categorical.
+    roles: {feature key: (role, date format)} of the CSV pre-flight
+      (leantfx/column_roles.py), recorded in the schema
+      (column_roles.annotate_schema), or None.
 
   Returns:
     A tensorflow_metadata Schema.
@@ -65,6 +69,8 @@ def infer_schema(statistics, label: Optional[str],
     # the ValidationGate checks the missing share against presence.
     if feature.HasField('value_count') and feature.value_count.max == 1:
       feature.value_count.ClearField('min')
+  if roles:
+    column_roles.annotate_schema(schema, roles)
   return schema
 
 
@@ -88,11 +94,14 @@ def image_schema(classes: Sequence[str], label: str = 'label',
 
 
 def span_statistics(span_dir: str, data_format: str,
-                    text_columns: Sequence[str] = ()):
+                    text_columns: Sequence[str] = (),
+                    marker_columns: Sequence[str] = (),
+                    markers: Sequence[str] = ()):
   """TFDV statistics of a span's examples, as the pipeline's ExampleGen makes them.
 
   CSV files are encoded the ExampleGen's way first (csv_format.encode_files:
-  feature keys, ``text_columns`` as text), so the schema inferred from them
+  feature keys, ``text_columns`` as text, ``markers`` missing in
+  ``marker_columns``), so the schema inferred from them
   names and types the features as the pipeline's examples have them.
   """
   import tensorflow_data_validation as tfdv  # pylint: disable=g-import-not-at-top
@@ -103,6 +112,7 @@ def span_statistics(span_dir: str, data_format: str,
   with tempfile.TemporaryDirectory() as tmp:
     path = os.path.join(tmp, 'examples.tfrecord')
     with tf.io.TFRecordWriter(path) as writer:
-      for record in csv_format.encode_files(files, text_columns):
+      for record in csv_format.encode_files(files, text_columns, None,
+                                            marker_columns, markers):
         writer.write(record)
     return tfdv.generate_statistics_from_tfrecord(path)

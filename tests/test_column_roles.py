@@ -112,7 +112,7 @@ def test_day_and_month_that_cannot_be_told_apart_are_stated(tmp_path):
   assert '--date-format when=%m/%d/%Y' in roles['when'].reason
   roles, _ = _roles(tmp_path, date_formats={'when': '%m/%d/%Y'})
   assert roles['when'].date_format == '%m/%d/%Y'
-  assert '(--date-format)' in roles['when'].reason
+  assert 'as given' in roles['when'].reason
 
 
 @pytest.mark.unit
@@ -202,3 +202,31 @@ def test_null_markers_makes_markers_missing_in_the_given_columns():
   assert out.column(0).to_pylist() == ['1.5', None, None, None]
   assert out.column(1).to_pylist() == ['NA', 'x', 'y', 'z']  # not numeric
   assert csv_format.array_kind(out.column(0)) == csv_format.FLOAT
+
+
+@pytest.mark.unit
+def test_roles_round_trip_through_the_schema(tmp_path):
+  from tensorflow_metadata.proto.v0 import schema_pb2  # pylint: disable=g-import-not-at-top
+  _span(tmp_path, ['order_id', 'when', 'note', 'label'],
+        _rows(120, lambda i, r: [f'O{i}', '01/02/2024',
+                                 ' '.join(r.choice(_WORDS) for _ in range(5))]))
+  roles, profile = _roles(tmp_path, date_formats={'when': '%m/%d/%Y'})
+  schema = schema_pb2.Schema()
+  for column in ('order_id', 'when', 'note'):
+    schema.feature.add(name=column, type=schema_pb2.BYTES)
+    schema.feature[-1].drift_comparator.infinity_norm.threshold = 0.25
+  column_roles.annotate_schema(
+      schema, {r.column: (r.role, r.date_format) for r in profile.roles})
+  recorded = column_roles.schema_roles(schema)
+  assert recorded == {'order_id': ('identifier', None),
+                      'when': ('date', '%m/%d/%Y'), 'note': ('text', None)}
+  assert all(not f.HasField('drift_comparator') for f in schema.feature)
+  assert schema.feature[2].HasField('natural_language_domain')
+  # A run with that schema reads the same roles, the schema named as source.
+  again, _ = _roles(tmp_path, schema_roles=recorded)
+  assert {c: (r.role, r.date_format) for c, r in again.items()} == recorded
+  assert 'the schema' in again['order_id'].reason
+  # The options still win over the schema.
+  forced, _ = _roles(tmp_path, schema_roles=recorded,
+                     role_overrides={'note': 'categorical'})
+  assert forced['note'].role == 'categorical'
