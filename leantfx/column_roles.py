@@ -550,3 +550,29 @@ def schema_roles(schema) -> Dict[str, Tuple[str, Optional[str]]]:
                    if feature.HasField('time_domain') else None)
     found[feature.name] = (role, date_format or None)
   return found
+
+
+_FRACTION_RE = re.compile(r'(:[0-9]{2})\.[0-9]{1,9}')
+_NO_SECONDS_RE = re.compile(r'(T| )([0-9]{2}:[0-9]{2})(?=$|Z|[+-])')
+
+
+def parse_date(value: str, date_format: str):
+  """A value of a date column as a datetime (None: it does not follow the format).
+
+  Parses what DATE_FORMATS' patterns accept: fractional seconds are
+  dropped, missing seconds are 0, %z takes 'Z' or an offset. A value with
+  no offset is read as UTC.
+  """
+  import datetime  # pylint: disable=g-import-not-at-top
+  if not _DATE_RES[date_format].fullmatch(value):
+    return None
+  text = _FRACTION_RE.sub(r'\1', value)
+  if 'H' in date_format:
+    text = _NO_SECONDS_RE.sub(r'\1\2:00', text)
+  try:
+    parsed = datetime.datetime.strptime(text, date_format)
+  except ValueError:
+    return None  # e.g. month 13, 30 February
+  if parsed.tzinfo is None:
+    parsed = parsed.replace(tzinfo=datetime.timezone.utc)
+  return parsed

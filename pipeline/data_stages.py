@@ -147,7 +147,9 @@ def gate_and_augment(config: config_lib.PipelineConfig,
       check_drift=config.validation.check_drift,
       baseline_dir=baseline_dir,
       expected_rows=(None if config.validation.expected_rows is None else
-                     dict(config.validation.expected_rows))).with_id(GATE_ID)
+                     dict(config.validation.expected_rows)),
+      text_features=config.dataset.text_features,
+      date_formats=config.dataset.date_format).with_id(GATE_ID)
   augment = augment_component.Augment(
       examples=examples,
       schema=schema,

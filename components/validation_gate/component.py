@@ -82,7 +82,9 @@ class ValidationGate(base_component.BaseComponent):
                allow_anomalies: Sequence[str] = (),
                check_drift: bool = True,
                baseline_dir: Optional[str] = None,
-               expected_rows: Optional[Mapping[str, int]] = None):
+               expected_rows: Optional[Mapping[str, int]] = None,
+               text_features: Sequence[str] = (),
+               date_formats: Optional[Mapping[str, str]] = None):
     """Builds the component.
 
     Args:
@@ -96,6 +98,8 @@ class ValidationGate(base_component.BaseComponent):
         module docstring); None with check_drift off.
       expected_rows: {span-N/file: rows} the pre-flight counted, or None
         when no pre-flight ran (a compiled pipeline).
+      text_features: free-text features, checked as text (role_checks.py).
+      date_formats: {date feature: its format}, checked as dates.
     """
     component_spec = spec_lib.ValidationGateSpec(
         examples=examples,
@@ -107,5 +111,9 @@ class ValidationGate(base_component.BaseComponent):
         baseline_dir=baseline_dir,
         expected_rows=(None if expected_rows is None else
                        row_counts.encode(expected_rows)),
+        column_roles=(json.dumps({'text': list(text_features),
+                                  'dates': dict(date_formats or {})},
+                                 sort_keys=True)
+                      if text_features or date_formats else None),
         report=types.Channel(type=spec_lib.DataValidationReport))
     super().__init__(spec=component_spec)

@@ -33,6 +33,7 @@ from leantfx import columns
 from leantfx import row_counts
 from leantfx import spans
 from leantfx.components.validation_gate import checks
+from leantfx.components.validation_gate import role_checks
 from leantfx.components.validation_gate import spec as spec_lib
 from leantfx.errors import InputDataError
 
@@ -103,8 +104,12 @@ def baseline_candidates(baseline_dir: Optional[str]
   return candidates
 
 
-def keep_baseline(baseline_dir: str, span: int, statistics: bytes) -> bool:
+def keep_baseline(baseline_dir: str, span: int, statistics: bytes,
+                  roles: Optional[str] = None) -> bool:
   """Adds span's statistics to the baseline folder unless it has them.
+
+  ``roles``: the span's role profile (role_checks.py, JSON), kept beside
+  them (written first: the statistics file marks a complete entry).
 
   The first run that passed a span stays its baseline (as the local
   resolver keeps a span's first report). Written under a temporary name,
@@ -118,10 +123,42 @@ def keep_baseline(baseline_dir: str, span: int, statistics: bytes) -> bool:
   if fileio.exists(target):
     return False
   fileio.makedirs(folder)
+  if roles is not None:
+    roles_path = os.path.join(folder, role_checks.ROLES_FILE)
+    temporary = f'{roles_path}.tmp-{uuid.uuid4().hex}'
+    io_utils.write_string_file(temporary, roles)
+    fileio.rename(temporary, roles_path, overwrite=True)
   temporary = f'{target}.tmp-{uuid.uuid4().hex}'
   io_utils.write_bytes_file(temporary, statistics)
   fileio.rename(temporary, target, overwrite=True)
   return True
+
+
+def _role_profile(examples: types.Artifact,
+                  roles: Dict[str, Any]) -> Dict[str, Any]:
+  """The drift split's role profile (role_checks.py) of this span."""
+  import datetime  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  split_uri = artifact_utils.get_split_uri([examples], spec_lib.DRIFT_SPLIT)
+  files = sorted(fileio.glob(os.path.join(split_uri, '*')))
+  dataset = tf.data.TFRecordDataset(files, compression_type='GZIP')
+  records = (r.numpy() for r in dataset)
+  dates = roles.get('dates', {})
+  text_values, date_values = role_checks.read_split_values(
+      records, roles.get('text', []), sorted(dates))
+  return role_checks.profile_values(
+      text_values, date_values, dates,
+      datetime.datetime.now(datetime.timezone.utc))
+
+
+def _baseline_roles(baseline) -> Optional[Dict[str, Any]]:
+  """The role profile kept beside the baseline's statistics, if any."""
+  if baseline is None:
+    return None
+  path = os.path.join(os.path.dirname(baseline[2]), role_checks.ROLES_FILE)
+  if not fileio.exists(path):
+    return None
+  return json.loads(io_utils.read_string_file(path))
 
 
 def as_written(rows: List[checks.AnomalyRow],
@@ -236,6 +273,14 @@ class Executor(base_executor.BaseExecutor):
                                 previous, schema, span, spec_lib.DRIFT_SPLIT,
                                 baseline_span, allowed)
 
+    roles = json.loads(exec_properties.get(spec_lib.ROLES_KEY) or '{}')
+    role_profile = None
+    if roles:
+      role_profile = _role_profile(examples, roles)
+      rows += role_checks.role_rows(
+          role_profile, _baseline_roles(baseline), span,
+          spec_lib.DRIFT_SPLIT, baseline_span, allowed)
+
     rows = as_written(rows, examples)
     stopping = checks.blocking(rows)
     # TFX deletes a failed execution's outputs: a failing report goes where
@@ -266,7 +311,12 @@ class Executor(base_executor.BaseExecutor):
     passed_statistics = stats_by_split[spec_lib.DRIFT_SPLIT].SerializeToString()
     io_utils.write_bytes_file(
         os.path.join(report.uri, spec_lib.STATISTICS_FILE), passed_statistics)
+    roles_text = (None if role_profile is None else
+                  json.dumps(role_profile, sort_keys=True))
+    if roles_text is not None:
+      io_utils.write_string_file(
+          os.path.join(report.uri, role_checks.ROLES_FILE), roles_text)
     if (baseline_dir and known_span is not None and
-        keep_baseline(baseline_dir, span, passed_statistics)):
+        keep_baseline(baseline_dir, span, passed_statistics, roles_text)):
       logging.info('Statistics of span %d kept as a drift baseline in %s',
                    span, baseline_dir)

@@ -18,6 +18,9 @@ CHECK_DRIFT_KEY = 'check_drift'
 BASELINE_DIR_KEY = 'baseline_dir'
 # {span-N/file: rows} the pre-flight counted (leantfx/row_counts.py), JSON.
 EXPECTED_ROWS_KEY = 'expected_rows'
+# {"text": [feature, ...], "dates": {feature: format}}: the features checked
+# by their role (role_checks.py), JSON.
+ROLES_KEY = 'column_roles'
 
 # Drift is measured on this split of the current and of the previous span.
 DRIFT_SPLIT = 'train'
@@ -61,6 +64,7 @@ class ValidationGateSpec(types.ComponentSpec):
       CHECK_DRIFT_KEY: ExecutionParameter(type=int),
       BASELINE_DIR_KEY: ExecutionParameter(type=str, optional=True),
       EXPECTED_ROWS_KEY: ExecutionParameter(type=str, optional=True),
+      ROLES_KEY: ExecutionParameter(type=str, optional=True),
   }
   INPUTS = {
       # Read for its span only (ExampleGen records it as a custom property).

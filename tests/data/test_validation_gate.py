@@ -315,3 +315,39 @@ def test_the_report_names_renamed_columns_as_written():
   named = executor_lib.as_written([row, other], examples)
   assert [r.feature for r in named] == ['alcohol (%) (alcohol_1a2b3c)',
                                         'plain']
+
+
+def _write_examples(examples, dates):
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  examples.split_names = artifact_utils.encode_split_names(['train'])
+  split = os.path.join(examples.uri, 'Split-train')
+  os.makedirs(split, exist_ok=True)
+  options = tf.io.TFRecordOptions(compression_type='GZIP')
+  with tf.io.TFRecordWriter(os.path.join(split, 'data.gz'), options) as w:
+    for date in dates:
+      example = tf.train.Example()
+      example.features.feature['when'].bytes_list.value.append(date.encode())
+      w.write(example.SerializeToString())
+
+
+def test_executor_checks_dates_by_their_role_against_the_passed_span(
+    tmp_path, penguins, schema):
+  baselines = str(tmp_path / 'drift_baselines')
+  properties = {spec_lib.ALLOW_ANOMALIES_KEY: '[]',
+                spec_lib.CHECK_DRIFT_KEY: 1,
+                spec_lib.BASELINE_DIR_KEY: baselines,
+                spec_lib.ROLES_KEY: json.dumps(
+                    {'text': [], 'dates': {'when': '%Y-%m-%d'}})}
+  inputs, outputs, first = _gate_inputs(tmp_path, penguins, schema, 1)
+  _write_examples(inputs[spec_lib.EXAMPLES_KEY][0],
+                  ['2025-01-01', '2025-02-01'])
+  executor_lib.Executor().Do(inputs, outputs, properties)
+  assert os.path.isfile(os.path.join(baselines, 'span-1', 'roles.json'))
+  assert os.path.isfile(os.path.join(first.uri, 'roles.json'))
+
+  inputs, outputs, _ = _gate_inputs(tmp_path, penguins, schema, 2)
+  _write_examples(inputs[spec_lib.EXAMPLES_KEY][0],
+                  ['2023-01-01', '2023-02-01'])
+  with pytest.raises(InputDataError) as raised:
+    executor_lib.Executor().Do(inputs, outputs, properties)
+  assert "'when' DATE_RANGE_BEFORE_BASELINE" in str(raised.value)
