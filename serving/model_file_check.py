@@ -90,11 +90,16 @@ def _signal_name(number: int) -> str:
     return f'signal {number}'
 
 
+def _child_command(runtime: runtime_lib.Runtime, folder: str):
+  """The child's command line: this module run by this Python."""
+  return [sys.executable, '-m', _CHILD_MODULE, runtime.name, folder]
+
+
 def _verify_in_child(runtime: runtime_lib.Runtime, folder: str,
                      timeout_s: float) -> None:
   """Runs ``runtime.verify(folder)`` in a child process; raises its verdict."""
   model = runtime.model_path(folder)
-  command = [sys.executable, '-m', _CHILD_MODULE, runtime.name, folder]
+  command = _child_command(runtime, folder)
   try:
     done = subprocess.run(command, stdin=subprocess.DEVNULL,
                           capture_output=True, timeout=timeout_s, check=False)
