@@ -112,6 +112,7 @@ class _Model:
   versions: Dict[int, VersionState] = dataclasses.field(default_factory=dict)
   serving: Mapping[int, servable_lib.Servable] = dataclasses.field(
       default_factory=dict)
+  base_path_gone: bool = False
 
 
 class ServableHandle:
@@ -290,11 +291,17 @@ class ModelManager:
 
   def _reconcile(self, model: _Model) -> None:
     config = model.config
-    if not os.path.isdir(config.base_path) and model.serving:
-      _log.warning('Base path %s of model %s is gone (unmounted?); it keeps '
-                   'serving version(s) %s until the path is back or its '
-                   'versions change.', config.base_path, config.name,
-                   sorted(model.serving))
+    gone = not os.path.isdir(config.base_path) and bool(model.serving)
+    if gone != model.base_path_gone:
+      model.base_path_gone = gone
+      if gone:
+        _log.warning('Base path %s of model %s is gone (unmounted?); it '
+                     'keeps serving version(s) %s until the path is back.',
+                     config.base_path, config.name, sorted(model.serving))
+      else:
+        _log.info('Base path %s of model %s is back.', config.base_path,
+                  config.name)
+    if gone:
       return
     on_disk = model_config_lib.list_versions(config.base_path)
     signatures: Dict[int, int] = {}
