@@ -98,10 +98,13 @@ def _child_command(runtime: runtime_lib.Runtime, folder: str):
 def _verify_in_child(runtime: runtime_lib.Runtime, folder: str,
                      timeout_s: float) -> None:
   """Runs ``runtime.verify(folder)`` in a child process; raises its verdict."""
+  folder = os.path.abspath(folder)
   model = runtime.model_path(folder)
   command = _child_command(runtime, folder)
   try:
-    done = subprocess.run(command, stdin=subprocess.DEVNULL,
+    # From /: `python -m` puts the working directory first on sys.path,
+    # where a folder named like a package would shadow leantfx's.
+    done = subprocess.run(command, stdin=subprocess.DEVNULL, cwd=os.sep,
                           capture_output=True, timeout=timeout_s, check=False)
   except subprocess.TimeoutExpired as e:
     raise ModelFileError(
