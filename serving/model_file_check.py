@@ -27,12 +27,12 @@ refuses damaged variables with an error (a checkpoint's tensors carry
 checksums). A child would cost the five seconds TensorFlow takes to import
 at every load.
 
-Run as ``python -m leantfx.serving.model_file_check <runtime> <folder>``,
-this module is the child: it verifies, prints one JSON line
+Run as ``python -m leantfx.serving.model_file_check <runtime module>
+<runtime> <folder>``, this module is the child: it verifies, prints one JSON line
 (``{"ok": true}`` or ``{"ok": false, "error": "..."}``) and exits.
 """
+import importlib
 import json
-import logging
 import os
 import signal
 import subprocess
@@ -44,7 +44,6 @@ from leantfx.runtimes import runtime as runtime_lib
 from leantfx.serving import servable as servable_lib
 from leantfx.serving import status
 
-_log = logging.getLogger(__name__)
 
 # How long the child may take: OpenVINO compiling a large IR takes tens of
 # seconds on two cores; a loader that hangs longer fails the version.
@@ -91,8 +90,22 @@ def _signal_name(number: int) -> str:
 
 
 def _child_command(runtime: runtime_lib.Runtime, folder: str):
-  """The child's command line: this module run by this Python."""
-  return [sys.executable, '-m', _CHILD_MODULE, runtime.name, folder]
+  """The child's command line: this module run by this Python, told the
+  runtime's module (which holds it as ``RUNTIME``, as every runtime's module
+  does), so a runtime registered in this process only is found too."""
+  return [sys.executable, '-m', _CHILD_MODULE, type(runtime).__module__,
+          runtime.name, folder]
+
+
+def _child_env():
+  """This process's environment, its import path as the child's.
+
+  The child imports the runtime's module from where this process did; run
+  from /, it would otherwise lose what this process's working directory or
+  its caller put on sys.path.
+  """
+  paths = [os.path.abspath(p) for p in sys.path if p and os.path.isdir(p)]
+  return dict(os.environ, PYTHONPATH=os.pathsep.join(paths))
 
 
 def _verify_in_child(runtime: runtime_lib.Runtime, folder: str,
@@ -105,7 +118,8 @@ def _verify_in_child(runtime: runtime_lib.Runtime, folder: str,
     # From /: `python -m` puts the working directory first on sys.path,
     # where a folder named like a package would shadow leantfx's.
     done = subprocess.run(command, stdin=subprocess.DEVNULL, cwd=os.sep,
-                          capture_output=True, timeout=timeout_s, check=False)
+                          env=_child_env(), capture_output=True,
+                          timeout=timeout_s, check=False)
   except subprocess.TimeoutExpired as e:
     raise ModelFileError(
         f'{runtime.label}\'s loader did not finish with {model} within '
@@ -158,15 +172,23 @@ def check_version(runtime: runtime_lib.Runtime, folder: str,
   _verify_in_child(runtime, folder, timeout_s)
 
 
+def _runtime(module_name: str, name: str) -> runtime_lib.Runtime:
+  """The runtime named `name`: its module's RUNTIME, else the registry's."""
+  found = getattr(importlib.import_module(module_name), 'RUNTIME', None)
+  if isinstance(found, runtime_lib.Runtime) and found.name == name:
+    return found
+  return runtimes_lib.get(name)
+
+
 def _child_main(argv) -> int:
   """The child: verifies one folder and prints the verdict as JSON."""
-  if len(argv) != 2:
-    print(f'usage: python -m {_CHILD_MODULE} <runtime> <version folder>',
-          file=sys.stderr)
+  if len(argv) != 3:
+    print(f'usage: python -m {_CHILD_MODULE} <runtime module> <runtime> '
+          '<version folder>', file=sys.stderr)
     return 2
-  name, folder = argv
+  module_name, name, folder = argv
   try:
-    runtimes_lib.get(name).verify(folder)
+    _runtime(module_name, name).verify(folder)
     verdict = {'ok': True}
   except (runtime_lib.SessionLoadError, ConfigError, OSError) as e:
     verdict = {'ok': False, 'error': str(e)}
