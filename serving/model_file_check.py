@@ -45,10 +45,12 @@ from leantfx.serving import servable as servable_lib
 from leantfx.serving import status
 
 
-# How long the child may take: OpenVINO compiling a large IR takes tens of
-# seconds on two cores; a loader that hangs longer fails the version.
+# A bound for a hung loader, not a measurement: the child fails its version
+# after this long. The tests' models verify in about a second; a large IR's
+# compile takes longer, and must not be refused for it.
 VERIFY_TIMEOUT_S = 300.0
-# The child's first import (leantfx.runtimes, about 0.3 s) and its verdict.
+# The module the child runs: this one (it imports leantfx.runtimes, about
+# 0.3 s, then the runtime's own modules).
 _CHILD_MODULE = 'leantfx.serving.model_file_check'
 _MANIFEST_FILE = 'manifest.json'
 
