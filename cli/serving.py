@@ -64,6 +64,11 @@ def add_commands(subparsers) -> None:
       '--batching-parameters-file',
       help='A BatchingParameters text proto (TF Serving\'s format).')
   serve_parser.add_argument(
+      '--monitoring-config-file',
+      help="TF Serving's MonitoringConfig text proto; leantfx serve always "
+      'serves Prometheus metrics at /monitoring/prometheus/metrics, and '
+      'refuses a file that asks for anything else.')
+  serve_parser.add_argument(
       '--file-system-poll-wait-seconds', type=float, default=1.0,
       help='Seconds between polls for new versions (0 = once at start).')
   serve_parser.add_argument('--max-body-bytes', type=argtypes.size_bytes,
@@ -74,7 +79,9 @@ def add_commands(subparsers) -> None:
       help='Socket timeout and queueing deadline per request (default 30).')
   serve_parser.add_argument(
       '--max-num-load-retries', type=int, default=5,
-      help='Retries of a failing version before it is given up (default 5).')
+      help='Retries of a failing version at the next polls (default 5); '
+      'then it is retried every 30 s, doubling up to 5 min, or at once '
+      'when its files change, until it loads or is removed.')
   serve_parser.add_argument(
       '--tensorflow-intra-op-parallelism', type=argtypes.non_negative_int,
       default=1, metavar='N',
@@ -206,6 +213,9 @@ def build_server(args: argparse.Namespace, **overrides):
           'would be ignored. Drop one of them.')
     batching = batching_parameters.read_batching_parameters_file(
         args.batching_parameters_file)
+  if args.monitoring_config_file:
+    from leantfx.serving import monitoring_config  # pylint: disable=g-import-not-at-top
+    monitoring_config.read_monitoring_config_file(args.monitoring_config_file)
   mode = batching_mode(args)
   if args.model_config_file:
     if args.model_base_path or args.model_name:

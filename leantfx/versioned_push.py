@@ -16,11 +16,15 @@ handed out again.
 
 Writing a version:
   * on a local filesystem, every file goes into a hidden staging folder
-    (``.push-<pid>-<random>``) beside the versions, is fsynced, and the folder
-    is renamed into place: one rename(2), so a reader listing versions never
-    sees a half-written one. If another pusher claims the same number first
+    (``.push-<pid>-<random>-<host>``) beside the versions, is fsynced, and
+    the folder is renamed into place: one rename(2), so a reader listing
+    versions never sees a half-written one. If another pusher claims the same number first
     (the target exists, or the rename fails because it does), the next number
-    is taken, up to ``MAX_ATTEMPTS`` times;
+    is taken, up to ``MAX_ATTEMPTS`` times. A push killed before its rename
+    (SIGKILL, a power cut) leaves its staging folder behind: no reader takes
+    it (not a number), and the next push into the directory removes it once
+    the process that made it is gone (``remove_stale_staging``; its pid and
+    host are in its name);
   * on an object store (``gs://``, ``s3://``, any ``scheme://`` tf.io.gfile
     knows), renaming a folder is neither atomic nor supported by every
     filesystem plugin: the files are written in place, the payload's commit
@@ -36,9 +40,11 @@ local staging's rename and fsync, so the same code pushes to a local folder
 and to a bucket on Kubeflow.
 """
 import dataclasses
+import logging
 import os
 import re
 import shutil
+import socket
 import tempfile
 import time
 import uuid
@@ -48,6 +54,11 @@ from tfx.dsl.io import fileio
 
 LAST_VERSION_FILE = '.last_version'
 STAGING_PREFIX = '.push-'
+# .push-<pid>-<32 hex>[-<host>]: the pusher's pid, a random part, and its
+# host (staging folders written before the host was named have none).
+_STAGING_RE = re.compile(
+    r'^' + re.escape(STAGING_PREFIX) + r'(\d+)-[0-9a-f]+(?:-(.+))?$')
+_log = logging.getLogger(__name__)
 # Two pushers racing for the same number (local): the loser takes the next.
 MAX_ATTEMPTS = 5
 _VERSION_RE = re.compile(r'^[0-9]+$')
@@ -238,12 +249,14 @@ def push(directory: str,
   if not is_local(directory):
     return _push_in_place(directory, payload, version, existing, clock)
   os.makedirs(directory, exist_ok=True)
+  remove_stale_staging(directory)
   if version is not None:
     _refuse_existing(os.path.join(directory, str(version)), listed=False)
   # Hidden and non-numeric: out of list_versions and of TF Serving's scan.
   # os.mkdir (not mkdtemp's 0700) so the version gets the umask's mode.
-  staging = os.path.join(directory,
-                         f'{STAGING_PREFIX}{os.getpid()}-{uuid.uuid4().hex}')
+  staging = os.path.join(
+      directory,
+      f'{STAGING_PREFIX}{os.getpid()}-{uuid.uuid4().hex}-{_host()}')
   os.mkdir(staging)
   try:
     payload.write_body(staging)
@@ -300,6 +313,55 @@ def _push_in_place(directory: str, payload: Payload, version: Optional[int],
     raise
   record_last_version(directory, claimed)
   return Pushed(version=claimed, path=target)
+
+
+def _process_alive(pid: int) -> bool:
+  try:
+    os.kill(pid, 0)
+  except ProcessLookupError:
+    return False
+  except PermissionError:
+    return True  # Another user's process.
+  return True
+
+
+def _host() -> str:
+  """This host's name as a staging folder carries it (no '/')."""
+  return socket.gethostname().replace('/', '_') or 'localhost'
+
+
+def remove_stale_staging(directory: str) -> List[str]:
+  """Removes the staging folders of pushes into directory that were killed.
+
+  A staging folder is stale when it was made on this host by a process that
+  no longer runs. One made on another host (a shared volume) is left to
+  that host's next push; one whose pid runs again (reused) is left too.
+
+  Args:
+    directory: the versions' parent folder (local).
+
+  Returns:
+    The folders removed.
+  """
+  removed = []
+  try:
+    names = os.listdir(directory)
+  except OSError:
+    return removed
+  for name in names:
+    match = _STAGING_RE.match(name)
+    if match is None:
+      continue
+    pid, host = int(match.group(1)), match.group(2)
+    if (host is not None and host != _host()) or _process_alive(pid):
+      continue
+    path = os.path.join(directory, name)
+    shutil.rmtree(path, ignore_errors=True)
+    if not os.path.exists(path):
+      _log.info('Removed %s, the staging folder of a push that was killed '
+                '(process %d is gone).', path, pid)
+      removed.append(path)
+  return removed
 
 
 def _refuse_existing(target: str, listed: bool) -> None:

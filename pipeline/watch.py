@@ -40,7 +40,7 @@ import os
 import tempfile
 import threading
 import time
-from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Dict, FrozenSet, Iterator, List, Optional, Tuple
 
 from leantfx import spans
 from leantfx.errors import ConfigError
@@ -76,15 +76,30 @@ class RunResult:
   run_id: Optional[str] = None
 
 
-def _data_files(path: str, prefix: str = '') -> Dict[str, int]:
-  """Data file (relative name) -> size, class sub-folders included."""
+def _data_files(path: str, prefix: str = '',
+                ancestors: FrozenSet[Tuple[int, int]] = frozenset()
+               ) -> Dict[str, int]:
+  """Data file (relative name) -> size, class sub-folders included.
+
+  Folders are followed through symlinks, as a run reads them, but a folder
+  that is one of its own ancestors (a symlink loop) is listed as an entry
+  ('<name>/', size 0) and not entered: the run started on the span then
+  refuses it with its own message, as it refuses any entry that is not
+  data, instead of this listing recursing until the OS gives up (ELOOP).
+  """
+  info = os.stat(path)
+  ancestors = ancestors | {(info.st_dev, info.st_ino)}
   files = {}
   for entry in os.scandir(path):
     if not spans.is_data_entry(entry.name):
       continue
     name = prefix + entry.name
     if entry.is_dir():
-      files.update(_data_files(entry.path, name + '/'))
+      target = entry.stat()
+      if (target.st_dev, target.st_ino) in ancestors:
+        files[name + '/'] = 0
+      else:
+        files.update(_data_files(entry.path, name + '/', ancestors))
     elif entry.is_file():
       files[name] = entry.stat().st_size
   return files

@@ -1,7 +1,8 @@
 """Server-side batching settings and TF Serving's ``batching_parameters.txt``.
 
 :class:`BatchingConfig` holds the knobs of TF Serving's ``BatchingParameters``
-proto that leantfx implements. The same text file configures both servers:
+proto that leantfx implements; a file setting one of the others is refused
+(``UNIMPLEMENTED_FIELDS`` says what leantfx does instead). The same text file configures both servers:
 ``--batching-parameters-file`` here, ``--batching_parameters_file`` for
 ``tensorflow_model_server`` (``leantfx deploy tf-serving`` writes one).
 
@@ -13,12 +14,9 @@ time in a private descriptor pool, so files parse the same way.
 """
 import dataclasses
 import functools
-import logging
 from typing import Tuple
 
 from leantfx.errors import ConfigError
-
-_log = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,15 +35,12 @@ class BatchingConfig:
       are refused with UNAVAILABLE (bounded memory under overload).
     allowed_batch_sizes: if set, batches are padded up to one of these sizes
       (increasing, the last equal to max_batch_size).
-    pad_variable_length_inputs: accepted for file compatibility; requests whose
-      inner shapes differ are batched separately instead of padded.
   """
   max_batch_size: int = 32
   batch_timeout_micros: int = 0
   num_batch_threads: int = 2
   max_enqueued_batches: int = 100
   allowed_batch_sizes: Tuple[int, ...] = ()
-  pad_variable_length_inputs: bool = False
 
   def __post_init__(self):
     if self.max_batch_size < 1:
@@ -116,40 +111,59 @@ def batching_parameters_class():
   return message_factory.MessageFactory(pool).GetPrototype(descriptor)
 
 
+# The BatchingParameters fields leantfx implements: the four wrapped
+# numbers, then allowed_batch_sizes.
+IMPLEMENTED_FIELDS = ('max_batch_size', 'batch_timeout_micros',
+                      'max_enqueued_batches', 'num_batch_threads',
+                      'allowed_batch_sizes')
+# The fields of TF Serving's BatchingParameters leantfx does not implement,
+# and what it does instead; setting one (or any field not in
+# IMPLEMENTED_FIELDS) in a file is refused, never silently ignored.
+UNIMPLEMENTED_FIELDS = {
+    'thread_pool_name': 'each model signature has its own batch threads',
+    'enable_large_batch_splitting': 'a request larger than max_batch_size '
+                                    'runs as one batch of its own',
+    'max_execution_batch_size': 'batches are at most max_batch_size',
+    'pad_variable_length_inputs': 'requests whose inner shapes differ are '
+                                  'batched separately, never padded',
+}
+
+
 def parse_batching_parameters(text: str,
                               source: str = 'batching parameters'
                               ) -> BatchingConfig:
   """Parses a text ``BatchingParameters`` proto into a BatchingConfig.
 
-  Fields leantfx does not implement (``thread_pool_name``,
-  ``enable_large_batch_splitting``, ``max_execution_batch_size``) are accepted
-  and logged; unset fields keep BatchingConfig's defaults.
+  A field leantfx does not implement (UNIMPLEMENTED_FIELDS) set in the text
+  is refused, naming it and the file; an unknown field fails the parse.
+  Unset fields keep BatchingConfig's defaults.
 
   Raises:
-    ConfigError: the text does not parse or a value is out of range.
+    ConfigError: the text does not parse, sets a field leantfx does not
+      implement, or a value is out of range.
   """
   from google.protobuf import text_format  # pylint: disable=g-import-not-at-top
   proto = batching_parameters_class()()
   try:
-    text_format.Parse(text, proto, allow_unknown_field=True)
+    text_format.Parse(text, proto)
   except text_format.ParseError as e:
     raise ConfigError(
         f'{source} is not a valid BatchingParameters text proto: {e}. '
         'Expected e.g. "max_batch_size { value: 32 }".') from None
+  for field, _ in proto.ListFields():
+    if field.name not in IMPLEMENTED_FIELDS:
+      instead = UNIMPLEMENTED_FIELDS.get(
+          field.name, 'it implements ' + ', '.join(IMPLEMENTED_FIELDS))
+      raise ConfigError(
+          f'{source} sets {field.name}, which leantfx serve does not '
+          f'implement ({instead}); remove it from the file.')
   values = {}
-  for name in ('max_batch_size', 'batch_timeout_micros',
-               'max_enqueued_batches', 'num_batch_threads'):
+  for name in IMPLEMENTED_FIELDS[:4]:
     if proto.HasField(name):
       values[name] = int(getattr(proto, name).value)
   if proto.allowed_batch_sizes:
     values['allowed_batch_sizes'] = tuple(int(v)
                                           for v in proto.allowed_batch_sizes)
-  values['pad_variable_length_inputs'] = bool(
-      proto.pad_variable_length_inputs)
-  for ignored in ('thread_pool_name', 'max_execution_batch_size'):
-    if proto.HasField(ignored):
-      _log.info('%s: %s is accepted but not used by leantfx.', source,
-                ignored)
   return BatchingConfig(**values)
 
 
@@ -174,6 +188,4 @@ def to_text(config: BatchingConfig) -> str:
   ]
   lines += [f'allowed_batch_sizes: {size}'
             for size in config.allowed_batch_sizes]
-  if config.pad_variable_length_inputs:
-    lines.append('pad_variable_length_inputs: true')
   return '\n'.join(lines) + '\n'

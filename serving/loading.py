@@ -11,6 +11,9 @@ registry is served with no line here. Otherwise ``saved_model.pb``/
 ``.pbtxt`` means a TensorFlow SavedModel (:mod:`saved_model_servable`). A
 model config's ``model_platform`` may name a runtime to force it
 (``"tflite"``, as TF Serving's config spells TFLite).
+A runtime's version is checked first (:mod:`model_file_check`: sizes,
+magic bytes, its manifest, and the runtime's own loader in a child process),
+so a damaged file never reaches a native loader in the server.
 Every backend is a :class:`servable.Servable`; the model manager loads
 versions through :func:`load_servable` and never asks which backend it got.
 """
@@ -20,6 +23,7 @@ from typing import Callable, Dict, Optional
 from leantfx.runtimes import registry as runtimes_lib
 from leantfx.runtimes import runtime as runtime_lib
 from leantfx.runtimes import tflite as tflite_runtime
+from leantfx.serving import model_file_check
 from leantfx.serving import saved_model_servable
 from leantfx.serving import servable as servable_lib
 from leantfx.serving import status
@@ -103,11 +107,13 @@ def load_servable(name: str, version: int, path: str,
 
   Raises:
     servable_lib.LoadError: the directory is missing files, truncated or not
-      a model.
+      a model (model_file_check.ModelFileError when its files fail the
+      checks before the loader).
   """
   runtime = runtime_of(path, configured_platform)
   if runtime is None:
     return saved_model_servable.SavedModelServable(name, version, path)
+  model_file_check.check_version(runtime, path)
   if runtime in SERVABLES:
     return SERVABLES[runtime](name, version, path)
   return _runtime_servable(runtime, name, version, path)

@@ -9,7 +9,10 @@ Two sources, as with ``tensorflow_model_server``:
 * a ``models.config`` file: a text ``ModelServerConfig`` proto, parsed with
   ``tensorflow_serving.config.model_server_config_pb2``: names, base paths,
   ``model_platform``, ``model_version_policy`` (latest N, all, specific) and
-  ``version_labels``.
+  ``version_labels``. Any other field set in an entry (``logging_config``,
+  the deprecated ``model_type``) is refused, naming the field, the model and
+  the file: leantfx would not do what it asks, and a setting must never be
+  silently ignored. An unknown field fails the parse.
 
 Version directories are named by a decimal int64; anything else (``.tmp-3``,
 ``3.partial``) is ignored, so writing a version to a temporary name and
@@ -29,6 +32,14 @@ _INT64_MAX = 2**63 - 1
 POLICY_LATEST = 'latest'
 POLICY_ALL = 'all'
 POLICY_SPECIFIC = 'specific'
+
+# The ModelConfig fields leantfx serve implements; any other one set in a
+# models.config entry is refused. Why each of the others is not:
+# logging_config (request logging) is not implemented yet; model_type is
+# deprecated in TF Serving in favour of model_platform.
+IMPLEMENTED_MODEL_CONFIG_FIELDS = frozenset((
+    'name', 'base_path', 'model_platform', 'model_version_policy',
+    'version_labels'))
 
 
 def is_valid_model_name(name: str) -> bool:
@@ -146,8 +157,10 @@ def parse_model_config_text(text: str, source: str = 'models.config'
     One ModelConfig per ``config`` entry.
 
   Raises:
-    ConfigError: the text does not parse, uses ``custom_model_config``, or
-      names a model twice.
+    ConfigError: the text does not parse, uses ``custom_model_config``,
+      sets a field leantfx does not implement (``logging_config``,
+      ``model_type``), names an unknown ``model_platform``, or names a model
+      twice.
   """
   from google.protobuf import text_format  # pylint: disable=g-import-not-at-top
   from tensorflow_serving.config import model_server_config_pb2  # pylint: disable=g-import-not-at-top
@@ -165,6 +178,7 @@ def parse_model_config_text(text: str, source: str = 'models.config'
   models = []
   seen = set()
   for entry in config.model_config_list.config:
+    _refuse_unimplemented(entry, source)
     if entry.name in seen:
       raise ConfigError(f'{source} lists model {entry.name!r} twice.')
     seen.add(entry.name)
@@ -177,6 +191,25 @@ def parse_model_config_text(text: str, source: str = 'models.config'
   if not models:
     raise ConfigError(f'{source} lists no models.')
   return models
+
+
+def _refuse_unimplemented(entry, source: str) -> None:
+  """Raises ConfigError for a field of a ModelConfig entry leantfx ignores."""
+  from leantfx.runtimes import registry  # pylint: disable=g-import-not-at-top
+  for field, _ in entry.ListFields():
+    if field.name not in IMPLEMENTED_MODEL_CONFIG_FIELDS:
+      raise ConfigError(
+          f'{source}: model {entry.name!r} sets {field.name}, which leantfx '
+          'serve does not implement (it implements '
+          f'{", ".join(sorted(IMPLEMENTED_MODEL_CONFIG_FIELDS))}); remove '
+          f'{field.name} from the file, or serve it with TensorFlow Serving.')
+  platforms = ('', 'tensorflow') + tuple(registry.RUNTIMES)
+  if entry.model_platform not in platforms:
+    raise ConfigError(
+        f'{source}: model {entry.name!r} has model_platform '
+        f'{entry.model_platform!r}; leantfx serve knows '
+        f'{", ".join(repr(p) for p in platforms[1:])} (or none: by the '
+        'version\'s files).')
 
 
 def read_model_config_file(path: str) -> List[ModelConfig]:

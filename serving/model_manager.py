@@ -7,15 +7,26 @@ in one step under a lock, so a request sees either the old set of versions or
 the new one. A version leaving the map is unloaded in the background once the
 requests that started on it have finished.
 
-Availability comes first, as with TF Serving's ``AvailabilityPreservingPolicy``:
-a version that fails to load (no ``saved_model.pb``, truncated variables, a
-graph that does not parse, a failing warmup record) is logged, retried at the
-next polls up to ``max_num_load_retries`` times, then left in state END with
-its error; it never replaces a working version. It is tried again only if its
-directory changes (a new inode or mtime, e.g. a fixed copy renamed into place).
-With the latest-version policy, a version given up no longer counts: the newest
-loadable one below it is served instead (TF Serving would serve nothing after
-a restart whose newest version is broken; leantfx serves the one before it).
+Versions follow the disk, as TF Serving's file-system source and its
+``AvailabilityPreservingPolicy`` have them:
+
+* A version that fails to load (no ``saved_model.pb``, truncated variables,
+  a graph that does not parse, a model file refused by
+  :mod:`model_file_check`, a failing warmup record) is logged, counted and
+  left in state END with its error; it never replaces a working version.
+  It is retried at the next polls up to ``max_num_load_retries`` times, then
+  on a backoff (``RETRY_BACKOFF_S``, doubling up to ``MAX_RETRY_BACKOFF_S``)
+  until it loads or leaves the disk, and at once whenever a file below it
+  changes (a slow copy finishing, a fixed copy renamed into place).
+* With the latest-version policy a failed version does not count while it
+  waits: the newest loadable one below it serves, in the same poll (so a
+  restart whose newest version is broken opens its ports on the one before).
+* A version deleted from disk is unpublished and unloaded once the versions
+  the policy now wants are serving; if none of them can load, the deleted
+  one goes on serving (availability first), and when no version at all is
+  left on disk, the model serves none (NOT_FOUND). A base path that is gone
+  (an unmounted volume) keeps what serves and is logged, as TF Serving's
+  poll then emits nothing.
 
 A version whose ``feature_names.json`` maps its columns' original names to
 the model's input keys is published wrapped so that it takes and shows the
@@ -26,11 +37,12 @@ import logging
 import os
 import threading
 import time
-from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Mapping, Optional, Sequence
 
 from leantfx.serving import feature_names
 from leantfx.serving import loading
 from leantfx.serving import model_config as model_config_lib
+from leantfx.serving import model_file_check
 from leantfx.serving import renamed_inputs
 from leantfx.serving import servable as servable_lib
 from leantfx.serving import status
@@ -50,6 +62,14 @@ END = 'END'
 _UNLOAD_WAIT_S = 60.0
 # Finished (END) versions kept per model for the status API.
 _MAX_ENDED_VERSIONS = 10
+# A failed version, once its quick retries are spent, is tried again after
+# 30 s, then 60 s, ... up to 5 min: a fix nobody can see on disk (a runtime
+# installed, a mount back) is picked up, at a load's cost every few minutes.
+RETRY_BACKOFF_S = 30.0
+MAX_RETRY_BACKOFF_S = 300.0
+# Entries of a version directory walked for its signature (a SavedModel has
+# about five; this bounds the walk of a directory that is not a model).
+_MAX_SIGNATURE_ENTRIES = 10000
 
 Loader = Callable[[str, int, str, str], servable_lib.Servable]
 
@@ -64,8 +84,10 @@ class VersionState:
     state: START, LOADING, AVAILABLE, UNLOADING or END.
     error_code: OK, or why the last load failed.
     error_message: '' or the last load error.
-    attempts: load attempts so far.
-    dir_signature: (inode, mtime_ns) of the directory when last tried.
+    attempts: load attempts since its files last changed.
+    dir_signature: a digest of the names, inodes, sizes and mtimes of the
+      files below it when last tried (a change retries it at once).
+    retry_at: monotonic time a failed version is tried again.
     detected_at: monotonic time the poll first saw it.
     available_at: monotonic time it started serving, if it did.
     load_seconds: load + warm-up time of the successful attempt.
@@ -76,7 +98,8 @@ class VersionState:
   error_code: status.Code = status.Code.OK
   error_message: str = ''
   attempts: int = 0
-  dir_signature: Tuple[int, int] = (0, 0)
+  dir_signature: int = 0
+  retry_at: float = 0.0
   detected_at: float = 0.0
   available_at: Optional[float] = None
   load_seconds: Optional[float] = None
@@ -89,6 +112,7 @@ class _Model:
   versions: Dict[int, VersionState] = dataclasses.field(default_factory=dict)
   serving: Mapping[int, servable_lib.Servable] = dataclasses.field(
       default_factory=dict)
+  base_path_gone: bool = False
 
 
 class ServableHandle:
@@ -110,12 +134,38 @@ class ServableHandle:
     self.release()
 
 
-def _dir_signature(path: str) -> Tuple[int, int]:
+def _dir_signature(path: str) -> int:
+  """A digest of what is below a version directory, to see it change.
+
+  Every entry's relative name, inode, size and mtime: a file copied in
+  late (variables/ arriving after saved_model.pb), rewritten or replaced
+  changes it; 0 when the directory cannot be read.
+  """
+  entries = []
   try:
     info = os.stat(path)
   except OSError:
-    return (0, 0)
-  return (info.st_ino, info.st_mtime_ns)
+    return 0
+  entries.append(('.', info.st_ino, info.st_mtime_ns))
+  for root, dirs, files in os.walk(path):
+    dirs.sort()
+    for name in sorted(dirs) + sorted(files):
+      full = os.path.join(root, name)
+      try:
+        info = os.lstat(full)
+      except OSError:
+        continue  # Removed while walking: the next poll sees the change.
+      entries.append((os.path.relpath(full, path), info.st_ino, info.st_size,
+                      info.st_mtime_ns))
+      if len(entries) >= _MAX_SIGNATURE_ENTRIES:
+        return hash(tuple(entries))
+  return hash(tuple(entries))
+
+
+def _failed(state: Optional[VersionState]) -> bool:
+  """Whether a version's last load attempt failed (it is not serving)."""
+  return (state is not None and state.state == END and
+          state.servable is None and state.error_code != status.Code.OK)
 
 
 def _request_text(name: str, version: Optional[int]) -> str:
@@ -132,21 +182,25 @@ class ModelManager:
                model_source: Callable[[], Sequence[model_config_lib.ModelConfig]],
                max_num_load_retries: int = 5,
                enable_warmup: bool = True,
-               loader: Loader = loading.load_servable):
+               loader: Loader = loading.load_servable,
+               clock: Callable[[], float] = time.monotonic):
     """Creates a manager; nothing loads until poll_once() or start().
 
     Args:
       model_source: returns the models to serve (called at every poll, so a
         directory source picks up new model directories).
-      max_num_load_retries: load attempts after the first before a version is
-        given up (TF Serving's ``--max_num_load_retries``, default 5).
+      max_num_load_retries: load attempts at the next polls after the first
+        before a failed version is retried on a backoff instead (TF
+        Serving's ``--max_num_load_retries``, default 5).
       enable_warmup: run warmup before a version serves.
       loader: (name, version, path, platform) -> Servable; tests inject one.
+      clock: monotonic seconds (tests pass a fake one to skip a backoff).
     """
     self._source = model_source
     self._max_retries = max(0, max_num_load_retries)
     self._enable_warmup = enable_warmup
     self._loader = loader
+    self._clock = clock
     self._models: Dict[str, _Model] = {}
     self._lock = threading.Lock()
     self._poll_lock = threading.Lock()
@@ -154,6 +208,8 @@ class ModelManager:
     self._thread: Optional[threading.Thread] = None
     self._unload_threads: List[threading.Thread] = []
     self.load_failures = 0
+    # Load attempts whose files model_file_check refused, before any loader.
+    self.files_rejected = 0
 
   # Polling.
   def start(self, poll_wait_s: float) -> None:
@@ -210,22 +266,24 @@ class ModelManager:
           _log.exception('Polling model %s failed; it keeps its versions.',
                          model.config.name)
 
-  def _given_up(self, state: Optional[VersionState],
-                signature: Tuple[int, int]) -> bool:
-    return (state is not None and state.state == END and
-            state.servable is None and state.error_code != status.Code.OK and
-            state.dir_signature == signature)
+  def _waiting(self, state: Optional[VersionState], signature: int,
+               now: float) -> bool:
+    """A failed version whose retry is not due: its files did not change
+    and its backoff has not passed."""
+    return (_failed(state) and state.dir_signature == signature and
+            now < state.retry_at)
 
   def _desired(self, model: _Model, on_disk: Mapping[int, str],
-               signatures: Mapping[int, Tuple[int, int]]) -> set:
+               resting: Callable[[int], bool]) -> set:
     policy = model.config.version_policy
     if policy.kind != model_config_lib.POLICY_LATEST:
       return set(policy.select(sorted(on_disk)))
-    # The newest versions that have not been given up: when the newest is
-    # broken, the next one down is wanted instead (availability first).
+    # The newest versions that are not resting after a failure: when the
+    # newest is broken, the next one down is wanted instead (availability
+    # first).
     desired = set()
     for version in sorted(on_disk, reverse=True):
-      if not self._given_up(model.versions.get(version), signatures[version]):
+      if not resting(version):
         desired.add(version)
         if len(desired) == policy.num_versions:
           break
@@ -233,52 +291,105 @@ class ModelManager:
 
   def _reconcile(self, model: _Model) -> None:
     config = model.config
+    gone = not os.path.isdir(config.base_path) and bool(model.serving)
+    if gone != model.base_path_gone:
+      model.base_path_gone = gone
+      if gone:
+        _log.warning('Base path %s of model %s is gone (unmounted?); it '
+                     'keeps serving version(s) %s until the path is back.',
+                     config.base_path, config.name, sorted(model.serving))
+      else:
+        _log.info('Base path %s of model %s is back.', config.base_path,
+                  config.name)
+    if gone:
+      return
     on_disk = model_config_lib.list_versions(config.base_path)
-    signatures = {v: _dir_signature(p) for v, p in on_disk.items()}
+    signatures: Dict[int, int] = {}
+
+    def signature(version: int) -> int:
+      # Walked only for versions whose retry is in question.
+      if version not in signatures:
+        signatures[version] = _dir_signature(on_disk[version])
+      return signatures[version]
+
+    self._forget_removed_failures(model, on_disk)
     attempted = set()
+
+    def resting(version: int) -> bool:
+      """Failed, and tried in this poll already or not due for a retry."""
+      state = model.versions.get(version)
+      # _failed first: the signature walks the directory.
+      return _failed(state) and (
+          version in attempted or
+          self._waiting(state, signature(version), self._clock()))
+
     while True:
-      desired = self._desired(model, on_disk, signatures)
+      now = self._clock()
+      desired = self._desired(model, on_disk, resting)
       todo = []
       for version in sorted(desired - attempted, reverse=True):
         state = model.versions.get(version)
-        if state is None or (state.state == END and state.servable is None and
-                             state.error_code != status.Code.OK and
-                             state.dir_signature != signatures[version]):
-          if state is None:
-            _log.info('Found model %s version %d at %s', config.name,
-                      version, on_disk[version])
-          state = VersionState(version, on_disk[version],
-                               detected_at=time.monotonic())
+        if state is None or (state.state == END and state.servable is None
+                             and state.error_code == status.Code.OK):
+          # New, or unloaded before and wanted again (the version below a
+          # deleted one): a fresh load.
+          _log.info('Found model %s version %d at %s', config.name,
+                    version, on_disk[version])
+          state = VersionState(version, on_disk[version], detected_at=now)
           model.versions[version] = state
+        elif _failed(state) and not self._waiting(state, signature(version),
+                                                  now):
+          if state.dir_signature != signature(version):
+            state.attempts = 0  # New files: the quick retries again.
+          state.state = START
         if state.state in (START, LOADING):
           todo.append(state)
       if not todo:
         break
       for state in todo:
         attempted.add(state.version)
-        state.dir_signature = signatures[state.version]
+        state.dir_signature = signature(state.version)
         self._try_load(model, state)
+    self._publish(model, desired,
+                  bool(config.version_policy.select(sorted(on_disk))))
 
+  def _publish(self, model: _Model, desired: set, aspired: bool) -> None:
+    """Serves the wanted versions that loaded; unloads the others.
+
+    Args:
+      model: the model.
+      desired: the versions that should serve.
+      aspired: whether the policy selects any version on disk at all,
+        failed ones included (none: the model serves nothing).
+    """
     available = {v for v, s in model.versions.items()
                  if s.state == AVAILABLE and s.servable is not None}
-    keep = set(desired & available)
-    policy = config.version_policy
-    if policy.kind == model_config_lib.POLICY_LATEST:
-      spare = sorted(available - keep, reverse=True)
-      keep.update(spare[:max(0, policy.num_versions - len(keep))])
-    elif not keep and available:
+    keep = desired & available
+    if not keep and aspired and available:
+      # None of the versions on disk can serve (they failed): the newest
+      # that served before goes on, deleted from disk or not, rather than
+      # none (TF Serving's AvailabilityPreservingPolicy).
       keep = {max(available)}
     changed = set(model.serving) != keep
     if changed:
       new_serving = {v: model.versions[v].servable for v in sorted(keep)}
       with self._lock:
         model.serving = new_serving
-      _log.info('Model %s now serves version(s) %s', config.name,
+      _log.info('Model %s now serves version(s) %s', model.config.name,
                 sorted(keep) or 'none')
     # Unpublished first (above), then unloaded once idle.
     for version in sorted(available - keep):
       self._unload(model, model.versions[version])
     self._forget_old(model)
+
+  def _forget_removed_failures(self, model: _Model,
+                               on_disk: Mapping[int, str]) -> None:
+    """A failed version whose directory is gone is no longer retried."""
+    for version in [v for v, s in model.versions.items()
+                    if v not in on_disk and _failed(s)]:
+      _log.info('Model %s version %d left the disk; no more retries.',
+                model.config.name, version)
+      del model.versions[version]
 
   def _try_load(self, model: _Model, state: VersionState) -> None:
     config = model.config
@@ -293,6 +404,11 @@ class ModelManager:
     try:
       loaded = self._loader(config.name, state.version, state.path,
                             config.platform)
+    except model_file_check.ModelFileError as e:
+      self.files_rejected += 1
+      self._load_failed(model, state, e.code,
+                        f'Model files refused ({e.reason}): {e}')
+      return
     except servable_lib.LoadError as e:
       self._load_failed(model, state, e.code, str(e))
       return
@@ -334,18 +450,24 @@ class ModelManager:
                    code: status.Code, message: str) -> None:
     self.load_failures += 1
     state.error_code, state.error_message = code, message
-    if state.attempts > self._max_retries:
-      state.state = END
-      _log.error(
-          'Loading model %s version %d failed after %d attempt(s); it will not '
-          'serve until its directory changes: %s', model.config.name,
-          state.version, state.attempts, message)
-    else:
-      state.state = LOADING
+    state.state = END
+    quick_left = self._max_retries + 1 - state.attempts
+    now = self._clock()
+    if quick_left > 0:
+      state.retry_at = now
       _log.warning(
-          'Loading model %s version %d failed (attempt %d of %d, retried at '
-          'the next poll): %s', model.config.name, state.version,
-          state.attempts, self._max_retries + 1, message)
+          'Loading model %s version %d failed (attempt %d; retried at the '
+          'next poll, %d more time(s)): %s', model.config.name,
+          state.version, state.attempts, quick_left, message)
+      return
+    delay = min(MAX_RETRY_BACKOFF_S,
+                RETRY_BACKOFF_S * 2 ** min(-quick_left, 16))
+    state.retry_at = now + delay
+    _log.error(
+        'Loading model %s version %d failed (attempt %d; it does not serve, '
+        'and is retried in %.0fs, or as soon as a file below it changes, '
+        'until it loads or is removed): %s', model.config.name,
+        state.version, state.attempts, delay, message)
 
   def _unload(self, model: _Model, state: VersionState) -> None:
     servable = state.servable
@@ -415,6 +537,18 @@ class ModelManager:
             f'Servable not found for request: {_request_text(name, version)}')
       servable.acquire()
     return ServableHandle(servable)
+
+  def why_not_serving(self, name: str) -> str:
+    """Why a model serves no version: each version's last error, or none."""
+    model = self._models.get(name)
+    if model is None:
+      return f'no model {name} is configured.'
+    failed = [s for s in model.versions.values() if _failed(s)]
+    if not failed:
+      return (f'no version under {model.config.base_path} yet; requests get '
+              'NOT_FOUND until one is pushed.')
+    return '; '.join(f'version {s.version} failed: {s.error_message}'
+                     for s in sorted(failed, key=lambda s: -s.version))
 
   def is_known_model(self, name: str) -> bool:
     return name in self._models

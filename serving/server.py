@@ -1,7 +1,9 @@
 """The model server: models, batching, REST and gRPC put together.
 
 ``ModelServer(models, config).start()`` loads the initial versions (so the
-ports open on a ready server, as ``tensorflow_model_server`` does), starts
+ports open on a ready server, as ``tensorflow_model_server`` does: each
+model serves, falling back to an older version when the newest fails, or
+the log says why it does not), starts
 polling for new ones and opens both APIs. ``stop()`` is graceful: stop
 accepting, let in-flight requests finish (up to ``shutdown_grace_s``), then
 unload. ``install_signal_handlers()`` makes SIGTERM/SIGINT do that.
@@ -67,7 +69,9 @@ class ModelServer:
 
   def _counters(self):
     counters = {'leantfx_serving_model_load_failures_total':
-                    self.manager.load_failures}
+                    self.manager.load_failures,
+                'leantfx_serving_model_files_rejected_total':
+                    self.manager.files_rejected}
     if self.batcher is not None:
       counters['leantfx_serving_batches_total'] = self.batcher.batches_run
       counters['leantfx_serving_batched_rows_total'] = self.batcher.rows_run
@@ -86,8 +90,8 @@ class ModelServer:
     self.manager.poll_once()
     for name in self.manager.model_names():
       if not self.manager.serving_versions().get(name):
-        _log.warning('Model %s has no loadable version yet; requests get '
-                     'NOT_FOUND until one is pushed.', name)
+        _log.warning('Model %s is not ready: %s', name,
+                     self.manager.why_not_serving(name))
     if config.file_system_poll_wait_seconds > 0:
       self.manager.start(config.file_system_poll_wait_seconds)
     if config.enable_batching or config.auto_batching:

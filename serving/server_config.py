@@ -23,8 +23,9 @@ class ServerConfig:
     file_system_poll_wait_seconds: seconds between polls for new versions
       (TF Serving's flag of the same name, default 1); 0 polls once at start,
       a negative value never polls.
-    max_num_load_retries: retries of a failing version before it is given up
-      (TF Serving's default: 5).
+    max_num_load_retries: retries of a failing version at the next polls
+      (TF Serving's default: 5); after them it is retried on a backoff
+      (model_manager.RETRY_BACKOFF_S) until it loads or is removed.
     enable_warmup: warm a version up before it serves.
     max_concurrent_requests: REST requests handled at once; beyond it, 429.
     grpc_max_workers: gRPC handler threads.

@@ -39,6 +39,8 @@ from leantfx.runtimes import serving_export
 from leantfx.runtimes import timing
 
 MODEL_FILE = 'model.onnx'
+# A ModelProto's first byte: field 1 (ir_version), wire type 0 (varint).
+_MODEL_PROTO_FIRST_BYTE = b'\x08'
 FLOAT32 = exporter_lib.FLOAT32
 INT8 = exporter_lib.INT8
 MODES = exporter_lib.MODES
@@ -600,6 +602,32 @@ class ONNXRuntime(runtime_lib.Runtime):
                       num_threads: int = timing.DEFAULT_NUM_THREADS
                      ) -> ONNXSession:
     return ONNXSession(folder, num_threads)
+
+  def check_files(self, folder: str) -> None:
+    """The file is there, not empty, and starts as an ONNX ModelProto does.
+
+    A serialized ModelProto opens with its field 1, ``ir_version`` (which
+    every ONNX file carries), as a varint: the byte 0x08.
+    """
+    super().check_files(folder)
+    path = self.model_path(folder)
+    with open(path, 'rb') as f:
+      head = f.read(1)
+    if head != _MODEL_PROTO_FIRST_BYTE:
+      raise runtime_lib.SessionLoadError(
+          f'{path} is not an ONNX model: it starts with {head!r}, not the '
+          f'ir_version field ({_MODEL_PROTO_FIRST_BYTE!r}).')
+
+  def verify(self, folder: str) -> None:
+    """ONNX's checker on the file, then the serving session opened once."""
+    import onnx  # pylint: disable=g-import-not-at-top
+    path = self.model_path(folder)
+    try:
+      onnx.checker.check_model(path)
+    except Exception as e:  # pylint: disable=broad-except
+      raise runtime_lib.SessionLoadError(
+          f'{path} fails ONNX\'s checker: {type(e).__name__}: {e}') from e
+    super().verify(folder)
 
 
 RUNTIME = ONNXRuntime()

@@ -73,6 +73,7 @@ import os
 import queue
 import tempfile
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
+from xml.etree import ElementTree
 
 import numpy as np
 
@@ -924,6 +925,41 @@ class OpenVINORuntime(runtime_lib.Runtime):
                       num_threads: int = timing.DEFAULT_NUM_THREADS
                      ) -> OpenVINOSession:
     return OpenVINOSession(folder, num_threads)
+
+  def check_files(self, folder: str) -> None:
+    """model.xml is an IR's XML and model.bin holds every weight it names.
+
+    Each constant of the IR names its bytes in model.bin (``<data
+    offset=".." size="..">``): a model.bin shorter than the last of them is
+    a truncated copy, found here before OpenVINO maps the file.
+    """
+    super().check_files(folder)
+    xml, weights = (os.path.join(folder, name) for name in self.files)
+    try:
+      root = ElementTree.parse(xml).getroot()
+    except ElementTree.ParseError as e:
+      raise runtime_lib.SessionLoadError(
+          f'{xml} is not an OpenVINO IR: its XML does not parse ({e}).'
+      ) from e
+    if root.tag != 'net':
+      raise runtime_lib.SessionLoadError(
+          f'{xml} is not an OpenVINO IR: its root element is <{root.tag}>, '
+          'not <net>.')
+    needed = 0
+    for data in root.iter('data'):
+      offset, size = data.get('offset'), data.get('size')
+      if offset is not None and size is not None:
+        try:
+          needed = max(needed, int(offset) + int(size))
+        except ValueError as e:
+          raise runtime_lib.SessionLoadError(
+              f'{xml} names weights at offset {offset!r}, size {size!r}, '
+              'which are not numbers.') from e
+    have = os.path.getsize(weights)
+    if have < needed:
+      raise runtime_lib.SessionLoadError(
+          f'{weights} has {have} bytes but {xml} reads up to byte {needed}: '
+          'a truncated copy.')
 
 
 RUNTIME = OpenVINORuntime()

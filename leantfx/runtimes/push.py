@@ -325,6 +325,7 @@ def check_version(version_dir: str) -> Dict[str, Any]:
         'sha256'):
       raise ConfigError(
           f'{path} is {size} bytes and does not match its manifest '
-          f"({facts.get('size_bytes')} bytes, sha256 {facts.get('sha256')}): "
-          'a truncated or altered copy; this version is not served.')
+          f"({MANIFEST_FILE} says {facts.get('size_bytes')} bytes, sha256 "
+          f"{facts.get('sha256')}): a truncated or altered copy; this "
+          'version is not served.')
   return manifest

@@ -26,7 +26,14 @@ OpenVINO, ONNX Runtime) is a ``Runtime``:
   (``ServingSession``: its inputs and outputs as numpy dtype and shape,
   ``run``, ``close``), which serving/runtime_servable.py wraps for every
   runtime (status codes, signature protos, the manifest check). TFLite
-  keeps a servable of its own (serving/tflite_servable.py says why).
+  keeps a servable of its own (serving/tflite_servable.py says why);
+- ``check_files`` and ``verify``: what ``leantfx serve`` checks before a
+  version's files reach the runtime's native loader. ``check_files`` runs
+  in the server (sizes and magic bytes: reading bytes cannot crash it);
+  ``verify`` opens the files with the runtime's own loader and runs in a
+  child process (serving/model_file_check.py), where a loader that crashes
+  on a damaged file takes only the child down. By default it opens the
+  version's serving session; a runtime with its own verifier overrides it.
 
 Each runtime's module (tflite.py, openvino.py, onnx.py here) holds all of
 that for its runtime, with its heavy imports (TensorFlow, OpenVINO, NNCF,
@@ -232,6 +239,38 @@ class Runtime(abc.ABC):
     """
     raise SessionLoadError(f'{folder}: leantfx serve has no {self.label} '
                            'serving session.')
+
+  def check_files(self, folder: str) -> None:
+    """Checks a version's files without opening them in the runtime.
+
+    Every file of ``files`` must be there and not empty; a runtime whose
+    files carry magic bytes checks them too (by overriding this). Safe to
+    run in the server: it reads bytes, nothing native parses them.
+
+    Raises:
+      SessionLoadError: a file is missing, empty or not this runtime's.
+    """
+    for name in self.files:
+      path = os.path.join(folder, name)
+      try:
+        size = os.path.getsize(path)
+      except OSError as e:
+        raise SessionLoadError(f'{path} cannot be read: {e}') from e
+      if size == 0:
+        raise SessionLoadError(f'{path} is empty (0 bytes): the copy did '
+                               'not finish or failed.')
+
+  def verify(self, folder: str) -> None:
+    """Opens a version's files with the runtime's own loader, then drops them.
+
+    Run in a child process (serving/model_file_check.py): a native loader
+    may crash on a damaged file. By default the version's serving session
+    is opened and closed, the very load the server then does.
+
+    Raises:
+      SessionLoadError: the runtime refuses the files.
+    """
+    self.serving_session(folder, 1).close()
 
   def __repr__(self) -> str:
     return f'<Runtime {self.name}>'

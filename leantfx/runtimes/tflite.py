@@ -15,6 +15,10 @@ latency measurement) are the TFLite ``Runtime``'s predictor and timer
 (runtime.py). TensorFlow is imported when a predictor is made, not with the
 module: a TFLite server does not load it here.
 """
+import importlib.machinery
+import importlib.util
+import os
+import sys
 from typing import Any, Dict, Mapping, Optional, Sequence
 
 import numpy as np
@@ -268,6 +272,94 @@ class TFLiteTimer(timing.RuntimeTimer):
     self._runner = None
 
 
+# A TFLite flatbuffer's file identifier (schema.fbs: file_identifier "TFL3"),
+# bytes 4..8 of the file, after the root table's offset.
+FILE_IDENTIFIER = b'TFL3'
+_IDENTIFIER_AT = 4
+# The op resolver tf.lite.Interpreter uses by default (its
+# OpResolverType.AUTO, which interpreter.py maps to id 1: the builtin ops
+# with the default delegates).
+_BUILTIN_OP_RESOLVER = 1
+_WRAPPER = 'tensorflow/lite/python/interpreter_wrapper/' \
+    '_pywrap_tensorflow_interpreter_wrapper'
+# TFLite's schema as flatc's Python code (reads a flatbuffer in Python).
+_SCHEMA = 'tensorflow/lite/python/schema_py_generated'
+
+
+def _tensorflow_module(relative: str, suffixes: Sequence[str]):
+  """A module of the tensorflow package, loaded from its file alone.
+
+  Without importing the ``tensorflow`` package (five seconds of imports
+  that a child checking one file does not need): TFLite's native
+  interpreter module links only libtensorflow_framework, beside it, and its
+  schema module imports only flatbuffers. None where TensorFlow is loaded
+  already (import it the usual way then) or the file is not found.
+  """
+  if 'tensorflow' in sys.modules:
+    return None
+  spec = importlib.util.find_spec('tensorflow')
+  for root in list(spec.submodule_search_locations or ()) if spec else []:
+    for suffix in suffixes:
+      path = os.path.join(os.path.dirname(root), relative + suffix)
+      if os.path.isfile(path):
+        name = os.path.basename(relative)
+        loader = (importlib.machinery.ExtensionFileLoader(name, path)
+                  if suffix in importlib.machinery.EXTENSION_SUFFIXES else
+                  importlib.machinery.SourceFileLoader(name, path))
+        module_spec = importlib.util.spec_from_file_location(
+            name, path, loader=loader)
+        module = importlib.util.module_from_spec(module_spec)
+        loader.exec_module(module)
+        return module
+  return None
+
+
+def _interpreter_wrapper():
+  """TFLite's native interpreter module, the one tf.lite.Interpreter calls."""
+  module = _tensorflow_module(_WRAPPER, importlib.machinery.EXTENSION_SUFFIXES)
+  if module is None:
+    from tensorflow.lite.python.interpreter_wrapper import _pywrap_tensorflow_interpreter_wrapper as module  # pylint: disable=g-import-not-at-top
+  return module
+
+
+def _schema():
+  """TFLite's flatbuffer schema, generated Python (schema_py_generated)."""
+  module = _tensorflow_module(_SCHEMA, ('.py',))
+  if module is None:
+    from tensorflow.lite.python import schema_py_generated as module  # pylint: disable=g-import-not-at-top
+  return module
+
+
+def read_flatbuffer(path: str, content: bytes) -> None:
+  """Reads every table of a TFLite flatbuffer in Python, bounds checked.
+
+  Python's reads of a truncated or cut buffer raise (struct.error,
+  IndexError) where the native interpreter reads past the end of it. Each
+  buffer stored after the flatbuffer (``offset``/``size``, models over
+  2 GB) must lie inside the file.
+
+  Raises:
+    runtime_lib.SessionLoadError: the flatbuffer does not read whole.
+  """
+  schema = _schema()
+  try:
+    model = schema.ModelT.InitFromPackedBuf(bytearray(content), 0)
+  except Exception as e:  # pylint: disable=broad-except
+    raise runtime_lib.SessionLoadError(
+        f'{path} is not a whole TFLite model ({len(content)} bytes): its '
+        f'flatbuffer does not read ({type(e).__name__}: {e}); a truncated '
+        'or damaged copy.') from e
+  if not model.subgraphs:
+    raise runtime_lib.SessionLoadError(f'{path} holds no subgraph.')
+  for index, buffer in enumerate(model.buffers or ()):
+    offset, size = int(buffer.offset or 0), int(buffer.size or 0)
+    if offset > 1 and offset + size > len(content):
+      raise runtime_lib.SessionLoadError(
+          f'{path}: buffer {index} lies at bytes {offset}-{offset + size}, '
+          f'past the end of the file ({len(content)} bytes); a truncated '
+          'copy.')
+
+
 class TFLiteRuntime(runtime_lib.Runtime):
   """TensorFlow Lite's interpreter (XNNPACK on CPU): model.tflite."""
 
@@ -292,6 +384,50 @@ class TFLiteRuntime(runtime_lib.Runtime):
             features: Optional[Mapping[str, np.ndarray]]) -> TFLiteTimer:
     return TFLiteTimer(
         timing.LatencyVariant(label, path, num_threads, features))
+
+  def check_files(self, folder: str) -> None:
+    """The file is there, not empty, and carries TFLite's file identifier.
+
+    A truncated model.tflite keeps its identifier (a flatbuffer is read
+    from its root offset at the start): ``verify`` is what finds it.
+    """
+    super().check_files(folder)
+    path = self.model_path(folder)
+    with open(path, 'rb') as f:
+      head = f.read(_IDENTIFIER_AT + len(FILE_IDENTIFIER))
+    found = head[_IDENTIFIER_AT:]
+    if found != FILE_IDENTIFIER:
+      raise runtime_lib.SessionLoadError(
+          f'{path} is not a TFLite model: bytes {_IDENTIFIER_AT}-'
+          f'{_IDENTIFIER_AT + len(FILE_IDENTIFIER)} are {found!r}, not '
+          f'the flatbuffer file identifier {FILE_IDENTIFIER!r}.')
+
+  def verify(self, folder: str) -> None:
+    """Reads the flatbuffer whole, then builds and allocates an interpreter.
+
+    The flatbuffer is read in Python first (``read_flatbuffer``: bounds
+    checked, so a truncated file fails there, the same way every time).
+    Then the calls tf.lite.Interpreter and allocate_tensors() make, on
+    TFLite's native module: that interpreter does not verify a
+    flatbuffer's offsets and may crash (SIGSEGV) on a damaged file, which is
+    why this runs in a child process.
+    """
+    path = self.model_path(folder)
+    with open(path, 'rb') as f:
+      content = f.read()
+    read_flatbuffer(path, content)
+    wrapper = _interpreter_wrapper()
+    try:
+      interpreter = wrapper.CreateWrapperFromBuffer(
+          content, _BUILTIN_OP_RESOLVER, [], [], False, False)
+      interpreter.AllocateTensors()
+      for key in interpreter.GetSignatureDefs():
+        interpreter.AllocateTensors(
+            int(interpreter.GetSubgraphIndexFromSignature(key)))
+    except (ValueError, RuntimeError) as e:
+      raise runtime_lib.SessionLoadError(
+          f'{path} is not a loadable TFLite model: {e}') from e
+    del interpreter, content
 
 
 RUNTIME = TFLiteRuntime()

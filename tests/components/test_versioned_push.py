@@ -8,6 +8,11 @@ and a TFLite push's manifest.json (written with the claimed version).
 """
 import json
 import os
+import signal
+import socket
+import subprocess
+import sys
+import time
 
 import pytest
 from tfx.dsl.io import fileio
@@ -254,3 +259,54 @@ def test_a_failed_commit_leaves_no_version(tmp_path, monkeypatch, where,
   assert versioned_push.list_versions(base) == []
   # Nothing at all is left: no partial version, no staging, no record.
   assert fileio.listdir(base) == []
+
+
+def test_a_push_killed_before_its_rename_is_cleaned_up_by_the_next(tmp_path):
+  base = str(tmp_path / 'base')
+  ready_read, ready_write = os.pipe()
+  child = os.fork()
+  if child == 0:  # The push to kill: it stops inside its staging folder.
+    os.close(ready_read)
+
+    def write_body(folder):
+      with open(os.path.join(folder, 'model.tflite'), 'wb') as f:
+        f.write(b'half a model')
+      os.write(ready_write, b'x')
+      time.sleep(600)
+
+    try:
+      versioned_push.push(base, versioned_push.Payload(
+          write_body, lambda folder, version: None, ('manifest.json',)))
+    finally:
+      os._exit(1)
+  os.close(ready_write)
+  assert os.read(ready_read, 1) == b'x'
+  os.close(ready_read)
+  os.kill(child, signal.SIGKILL)
+  os.waitpid(child, 0)
+  (left,) = [n for n in os.listdir(base)
+             if n.startswith(versioned_push.STAGING_PREFIX)]
+  assert left.startswith(f'{versioned_push.STAGING_PREFIX}{child}-')
+  assert versioned_push.list_versions(base) == []  # Never taken for one.
+  pushed = versioned_push.push(base, _manifest_payload(tmp_path),
+                               clock=lambda: NOW)
+  assert sorted(os.listdir(base)) == ['.last_version', str(pushed.version)]
+
+
+def test_staging_folders_of_live_or_other_hosts_pushes_are_kept(tmp_path):
+  base = tmp_path / 'base'
+  dead = subprocess.Popen([sys.executable, '-c', 'pass'])
+  dead.wait()
+  here = socket.gethostname()
+  hex_part = '0123456789abcdef0123456789abcdef'
+  kept = [f'.push-{os.getpid()}-{hex_part}-{here}',   # Alive: this test.
+          f'.push-{dead.pid}-{hex_part}-another-host',  # Not this host's.
+          '.push-x']                                    # Not a staging name.
+  removed = [f'.push-{dead.pid}-{hex_part}-{here}',
+             f'.push-{dead.pid}-{hex_part}']  # Named before hosts were.
+  for name in kept + removed:
+    (base / name).mkdir(parents=True)
+  assert sorted(os.path.basename(p) for p in
+                versioned_push.remove_stale_staging(str(base))) == sorted(
+                    removed)
+  assert sorted(os.listdir(base)) == sorted(kept)

@@ -156,6 +156,23 @@ def test_spans_of_every_data_format_are_seen_with_their_files(tmp_path):
   assert runner.calls == [1, 2]
 
 
+def test_a_symlink_loop_in_a_span_is_listed_not_followed(tmp_path):
+  # span-1/loop -> span-1 and span-1/7/up -> span-1: entered once each way,
+  # listed as an entry where it would come back, so the run started on the
+  # span refuses it (tests/orchestration/test_watch_failures_e2e.py).
+  runner = Recorder()
+  w, root = _watcher(tmp_path, runner)
+  _span(root, 1)
+  span = os.path.join(root, 'span-1')
+  os.symlink('.', os.path.join(span, 'loop'))
+  os.makedirs(os.path.join(span, '7'))
+  os.symlink('..', os.path.join(span, '7', 'up'))
+  (folder,) = watch.list_spans(root)
+  assert folder.data_files == {'7/up/': 0, 'd.csv': 8, 'loop/': 0}
+  w.poll()
+  assert runner.calls == [1]
+
+
 def test_span_number_going_backwards_is_skipped(tmp_path, caplog):
   runner = Recorder()
   w, root = _watcher(tmp_path, runner)

@@ -61,3 +61,19 @@ def test_bad_span_data_is_rejected_without_retry(tmp_path):
   again = _watch(data, output)
   assert 'run started' not in again.stdout
   assert _spans(output)['1']['status'] == 'rejected'
+
+
+def test_a_span_with_a_symlink_loop_is_refused_as_run_refuses_it(tmp_path):
+  data, output = str(tmp_path / 'data'), str(tmp_path / 'out')
+  datasets.prepare('penguins', data, 1)
+  span = os.path.join(data, 'span-1')
+  os.symlink('.', os.path.join(span, 'loop'))  # span-1/loop/loop/... forever
+  open(os.path.join(span, '_SUCCESS'), 'w').close()
+  first = _watch(data, output)
+  assert first.returncode == 0, first.stdout + first.stderr
+  assert 'internal error' not in first.stdout + first.stderr
+  assert 'span 1: result rejected' in first.stdout, first.stdout
+  # The run's own reason, as `leantfx run` on that span gives it (its data
+  # format cannot be told from a CSV file beside a folder).
+  assert f'Cannot tell the data format of {span}' in first.stdout
+  assert _spans(output)['1']['status'] == 'rejected'

@@ -21,16 +21,32 @@ def test_parse_tf_serving_batching_file():
       batch_timeout_micros { value: 500 }
       max_enqueued_batches { value: 10 }
       num_batch_threads { value: 4 }
-      thread_pool_name { value: "shared" }
       allowed_batch_sizes: 64
       allowed_batch_sizes: 128
-      pad_variable_length_inputs: true
-      some_future_field: 3
+      pad_variable_length_inputs: false
   """)
   assert config == batching_parameters.BatchingConfig(
       max_batch_size=128, batch_timeout_micros=500, max_enqueued_batches=10,
-      num_batch_threads=4, allowed_batch_sizes=(64, 128),
-      pad_variable_length_inputs=True)
+      num_batch_threads=4, allowed_batch_sizes=(64, 128))
+
+
+@pytest.mark.parametrize('line', [
+    'thread_pool_name { value: "shared" }',
+    'enable_large_batch_splitting: true',
+    'max_execution_batch_size { value: 16 }',
+    'pad_variable_length_inputs: true',
+])
+def test_fields_leantfx_does_not_implement_are_refused(line):
+  field = line.split()[0].rstrip(':')
+  with pytest.raises(ConfigError, match=(
+      f'^batching.txt sets {field}, which leantfx serve does not implement')):
+    batching_parameters.parse_batching_parameters(
+        'max_batch_size { value: 8 }\n' + line, 'batching.txt')
+
+
+def test_an_unknown_field_is_refused_by_name():
+  with pytest.raises(ConfigError, match='some_future_field'):
+    batching_parameters.parse_batching_parameters('some_future_field: 3')
 
 
 def test_to_text_round_trips_through_the_proto():

@@ -42,6 +42,15 @@ def test_parse_models_config():
     ('model_config_list { config { name: "a" } }', 'empty base_path'),
     ('model_config_list {}', 'lists no models'),
     ('custom_model_config {}', 'custom_model_config'),
+    # Fields leantfx serve does not implement: refused, never ignored.
+    ('model_config_list { config { name: "a" base_path: "/x" '
+     'logging_config { sampling_config { sampling_rate: 0.5 } } } }',
+     "models.config: model 'a' sets logging_config, which leantfx serve "
+     'does not implement'),
+    ('model_config_list { config { name: "a" base_path: "/x" '
+     'model_type: TENSORFLOW } }', "model 'a' sets model_type"),
+    ('model_config_list { config { name: "a" base_path: "/x" '
+     'model_platform: "pytorch" } }', "model_platform 'pytorch'"),
 ])
 def test_bad_models_config(text, message):
   with pytest.raises(ConfigError, match=message):

@@ -1,5 +1,6 @@
 """Version lifecycle with an injected loader: swap, retries, in-flight, labels."""
 import os
+import shutil
 import time
 
 import pytest
@@ -150,14 +151,166 @@ def test_specific_policy_and_labels(tmp_path):
       'Specific(m, 7)'
 
 
-def test_version_removed_from_disk_keeps_serving_until_replaced(tmp_path):
-  manager, _ = _manager(tmp_path)
-  path = _push(tmp_path, 1)
+def test_deleted_newest_version_is_unloaded_and_the_previous_serves(
+    tmp_path):
+  manager, loader = _manager(tmp_path)
+  _push(tmp_path, 1)
+  newest = _push(tmp_path, 2)
   manager.poll_once()
-  os.rename(path, tmp_path / 'archived')
+  with manager.acquire('m') as servable:
+    deleted = servable
+    assert servable.version == 2
+  shutil.rmtree(newest)
   manager.poll_once()
   with manager.acquire('m') as servable:
     assert servable.version == 1
+  assert loader.attempts == [2, 1]  # Version 1 loaded once 2 was gone.
+  assert _wait_closed(deleted)
+  assert manager.version_states('m')[2].state == 'END'
+  assert manager.serving_versions() == {'m': [1]}
+
+
+def test_deleted_version_goes_on_serving_while_the_one_below_fails(tmp_path):
+  # TF Serving's AvailabilityPreservingPolicy: a version left the disk is
+  # unloaded once a version on disk serves, not before.
+  manager, _ = _manager(tmp_path, retries=0)
+  _push(tmp_path, 1, broken=True)
+  newest = _push(tmp_path, 2)
+  manager.poll_once()
+  shutil.rmtree(newest)
+  manager.poll_once()
+  with manager.acquire('m') as servable:
+    assert servable.version == 2
+  assert manager.version_states('m')[1].error_code == status.Code.DATA_LOSS
+
+
+def test_no_version_left_on_disk_serves_none(tmp_path):
+  manager, _ = _manager(tmp_path)
+  only = _push(tmp_path, 1)
+  manager.poll_once()
+  with manager.acquire('m') as servable:
+    held = servable
+  os.rename(only, tmp_path / 'archived')
+  manager.poll_once()
+  with pytest.raises(status.ServingError) as raised:
+    manager.acquire('m')
+  assert raised.value.code == status.Code.NOT_FOUND
+  assert _wait_closed(held)
+
+
+def test_a_base_path_that_is_gone_keeps_serving(tmp_path):
+  base = tmp_path / 'm'
+  base.mkdir()
+  manager, _ = _manager(base)
+  _push(base, 1)
+  manager.poll_once()
+  os.rename(base, tmp_path / 'unmounted')
+  manager.poll_once()
+  with manager.acquire('m') as servable:
+    assert servable.version == 1
+
+
+class _Clock:
+
+  def __init__(self):
+    self.now = 1000.0
+
+  def __call__(self):
+    return self.now
+
+
+def test_failed_version_is_retried_on_a_backoff_until_it_loads(tmp_path):
+  clock = _Clock()
+  failing = {2}
+
+  def loader(name, version, path, platform):
+    attempts.append(version)
+    if version in failing:
+      raise servable_lib.LoadError('runtime not installed',
+                                   status.Code.FAILED_PRECONDITION)
+    return _Fake(name, version, path)
+
+  attempts = []
+  config = model_config.ModelConfig('m', str(tmp_path))
+  manager = model_manager.ModelManager(lambda: [config],
+                                       max_num_load_retries=1,
+                                       enable_warmup=False, loader=loader,
+                                       clock=clock)
+  _push(tmp_path, 1)
+  _push(tmp_path, 2)
+  manager.poll_once()  # 2 fails; 1 serves in the same poll.
+  assert manager.serving_versions() == {'m': [1]}
+  manager.poll_once()  # The one quick retry.
+  assert attempts == [2, 1, 2]
+  backoff = model_manager.RETRY_BACKOFF_S
+  for advance, expected in ((backoff - 1, [2, 1, 2]),
+                            (2, [2, 1, 2, 2]),       # After 30 s.
+                            (2 * backoff - 2, [2, 1, 2, 2]),
+                            (3, [2, 1, 2, 2, 2])):   # After 60 s more.
+    clock.now += advance
+    manager.poll_once()
+    assert attempts == expected, advance
+  assert manager.version_states('m')[2].state == 'END'
+  failing.clear()
+  clock.now += 4 * backoff + 1
+  manager.poll_once()
+  assert manager.serving_versions() == {'m': [2]}
+
+
+def test_a_slow_copy_is_retried_as_its_files_arrive(tmp_path):
+  # Loads once <version>/variables/variables.index is there: a copy whose
+  # variables arrive late.
+  attempts = []
+
+  def loader(name, version, path, platform):
+    attempts.append(version)
+    if not os.path.exists(os.path.join(path, 'variables',
+                                       'variables.index')):
+      raise servable_lib.LoadError('no variables yet', status.Code.NOT_FOUND)
+    return _Fake(name, version, path)
+
+  config = model_config.ModelConfig('m', str(tmp_path))
+  manager = model_manager.ModelManager(lambda: [config],
+                                       max_num_load_retries=0,
+                                       enable_warmup=False, loader=loader,
+                                       clock=_Clock())
+  path = _push(tmp_path, 1)
+  manager.poll_once()
+  for _ in range(10):  # Nothing changes: no retry before the backoff.
+    manager.poll_once()
+  assert attempts == [1]
+  (path / 'variables').mkdir()
+  manager.poll_once()
+  assert attempts == [1, 1]
+  (path / 'variables' / 'variables.index').write_text('index')
+  manager.poll_once()
+  assert manager.serving_versions() == {'m': [1]}
+
+
+def test_a_restart_with_a_broken_newest_serves_the_previous_at_once(
+    tmp_path):
+  manager, _ = _manager(tmp_path, retries=5)
+  _push(tmp_path, 1)
+  _push(tmp_path, 2, broken=True)
+  manager.poll_once()  # What ModelServer.start() runs before the ports open.
+  with manager.acquire('m') as servable:
+    assert servable.version == 1
+  state = manager.version_states('m')[2]
+  assert (state.state, state.error_code) == ('END', status.Code.DATA_LOSS)
+  assert 'version 2 failed: variables are truncated' in (
+      manager.why_not_serving('m'))
+
+
+def test_a_removed_failed_version_is_not_retried(tmp_path):
+  manager, loader = _manager(tmp_path, retries=3)
+  _push(tmp_path, 1)
+  broken = _push(tmp_path, 2, broken=True)
+  manager.poll_once()
+  shutil.rmtree(broken)
+  for _ in range(3):
+    manager.poll_once()
+  assert loader.attempts == [2, 1]
+  assert 2 not in manager.version_states('m')
 
 
 def test_failing_warmup_fails_the_load(tmp_path, monkeypatch):
