@@ -387,14 +387,14 @@ def report(args: argparse.Namespace, seen: Dict) -> int:
                'requests': len(tally.latencies),
                'RSS MB': f'max {max(rss_values):.0f}, last '
                          f'{rss_values[-1]:.0f}'})
-  notes = [f'answers by client and code: ' + '; '.join(
+  crash = ('0' if soak['crashed'] is None else
+           f'1 (exit {soak["crashed"]})')
+  notes = ['answers by client and code: ' + '; '.join(
       f'{kind}: ' + ', '.join(f'{code} x{n}' for code, n in sorted(
           codes.items())) for kind, codes in sorted(tally.codes.items())),
            f'RSS over the soak (MB): {_rss_over_time(soak["rss"])}',
-           f'hot swaps: {soak["swaps"]}; crashes: '
-           f'{0 if soak["crashed"] is None else 1}'
-           f'{"" if soak["crashed"] is None else " (exit %s)" % soak["crashed"]}'
-           f'; answers of 500: {five_hundreds}',
+           f'hot swaps: {soak["swaps"]}; crashes: {crash}; answers of 500: '
+           f'{five_hundreds}',
            f'probe body: {probe_bytes / 1e6:.1f} MB columnar; one '
            '`leantfx serve` process, 127.0.0.1, models from '
            'benchmarks/soak_models.py']

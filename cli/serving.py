@@ -78,7 +78,7 @@ def add_commands(subparsers) -> None:
   serve_parser.add_argument(
       '--max-in-flight-bytes', type=argtypes.size_bytes, default='1GiB',
       help='Working memory the requests in flight may reserve together '
-      '(default 1GiB; REST: 8x the body, gRPC: the message and twice its '
+      '(default 1GiB; REST: 16x the body, gRPC: the message and twice its '
       'tensors). What does not fit gets 503 with Retry-After (gRPC '
       'UNAVAILABLE).')
   serve_parser.add_argument(

@@ -9,10 +9,11 @@ of growing the process until the kernel kills it. One request larger than
 the whole budget runs only when nothing else holds any of it, so a budget
 smaller than the largest allowed body never locks a request out for good.
 
-The factors come from the request path's measured peaks (tests/serving/
-test_request_memory.py): a columnar REST body of small numbers parses into
-lists of cached ints (8 bytes a value, 4 a body byte) and then one array, a
-body of long floats into float objects (32 bytes for ~10 body bytes).
+The factors come from the request path's measured peaks (tracemalloc over
+``RestApi.handle``, 2026-12-07): a 15 MB columnar body of 100,000 digits
+rows peaked at 12x its size (its parsed lists, its arrays, the 28 MB
+answer and its tokens), a 17 MB row-format body of 20,000 rows at 15x (a
+dict per row).
 """
 import ctypes
 import ctypes.util
@@ -21,17 +22,17 @@ from typing import Optional
 
 from leantfx.serving import status
 
-# Working memory of a REST request, as a multiple of its body: the parsed
-# document (up to 4x for short numbers), its arrays (up to 2x), and the
-# response, which is about the size of the outputs' text.
-REST_WORKING_FACTOR = 8
+# Working memory of a REST request, as a multiple of its body (the peaks
+# above, rounded up).
+REST_WORKING_FACTOR = 16
 # A gRPC request holds its message, its decoded inputs and the outputs.
 GRPC_DECODED_FACTOR = 2
-# Seconds a refused client is told to wait (the Retry-After header): a
-# request of the largest allowed size runs in about a second here.
+# Seconds a refused client is told to wait (the Retry-After header): the
+# shortest the header says; a client back too soon is refused again, at
+# the cost of a header read.
 RETRY_AFTER_S = 1
-# 1 GiB: eight requests of the largest default body (16 MiB x 8) at once, on
-# top of the ~0.7 GB a server holding a few models idles at.
+# 1 GiB: four requests of the largest default body (16 MiB x 16) at once,
+# on top of the ~0.6 GB a server holding a few models idles at.
 DEFAULT_MAX_IN_FLIGHT_BYTES = 1024 * 1024 * 1024
 DEFAULT_MAX_BODY_BYTES = 16 * 1024 * 1024
 # Rows of one model call when a predict request is run in parts: 8192 rows

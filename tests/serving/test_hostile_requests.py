@@ -390,13 +390,14 @@ def test_expect_100_continue(wide_server):
 def test_what_does_not_fit_the_memory_budget_gets_503_and_retry_after(
     wide_base):
   from leantfx.serving import batching_parameters
-  # A budget of 1 MiB: one ~60 KB request reserves ~0.5 MiB (8x its body),
+  # A budget of 1 MiB: one ~40 KB request reserves ~0.6 MiB (16x its body),
   # so a second cannot join while the first waits 1.5 s for its batch.
   server = _start(
       wide_base, grpc_port=None, max_in_flight_bytes=1024 * 1024,
       enable_batching=True, batching=batching_parameters.BatchingConfig(
           max_batch_size=100_000, batch_timeout_micros=1_500_000))
-  body = soak_models.columnar_body(500)
+  body = soak_models.columnar_body(250)
+  assert 32 * 1024 < len(body) < 64 * 1024
   try:
     first = {}
     thread = threading.Thread(target=lambda: first.update(result=_post(
