@@ -442,3 +442,29 @@ def test_429_says_when_to_retry_and_is_counted(wide_base):
     assert first['result'][0] == 200
   finally:
     server.stop(grace_s=5)
+
+
+def test_connections_beyond_the_limit_wait_for_one_to_close(wide_base):
+  server = _start(wide_base, grpc_port=None, max_connections=3)
+  status = b'GET /v1/models/wide HTTP/1.1\r\nHost: x\r\n\r\n'
+  try:
+    held = [socket.create_connection(('127.0.0.1', server.rest_port),
+                                     timeout=20) for _ in range(3)]
+    for sock in held:
+      sock.sendall(status)
+      assert sock.recv(64).startswith(b'HTTP/1.1 200')
+    # The kernel completes the 4th handshake (backlog), the server does not
+    # take it while 3 are open.
+    waiting = socket.create_connection(('127.0.0.1', server.rest_port),
+                                       timeout=20)
+    waiting.sendall(status)
+    waiting.settimeout(1.0)
+    with pytest.raises(socket.timeout):
+      waiting.recv(64)
+    held.pop().close()
+    waiting.settimeout(20)
+    assert waiting.recv(64).startswith(b'HTTP/1.1 200')
+    for sock in held + [waiting]:
+      sock.close()
+  finally:
+    server.stop(grace_s=5)
