@@ -65,6 +65,9 @@ setuptools.setup(
         # A stopped run finds and stops every process below it
         # (leantfx/stopping.py); tfx already needs it (through portpicker).
         'psutil',
+        # The REST API parses request bodies with it (serving/json_tensor.py);
+        # apache-beam and tfx already need it. Pinned in constraints.txt.
+        'orjson>=3.9.7,<4',
     ],
     extras_require={
         # pytest-xdist: `make test` runs the test files on two workers (the

@@ -71,12 +71,33 @@ def add_commands(subparsers) -> None:
   serve_parser.add_argument(
       '--file-system-poll-wait-seconds', type=float, default=1.0,
       help='Seconds between polls for new versions (0 = once at start).')
-  serve_parser.add_argument('--max-body-bytes', type=argtypes.size_bytes,
-                            default='16MiB',
-                            help='Largest request body (default 16MiB).')
+  serve_parser.add_argument(
+      '--max-body-bytes', type=argtypes.size_bytes, default='16MiB',
+      help='Largest REST body and gRPC message (default 16MiB; beyond: 413 '
+      'or RESOURCE_EXHAUSTED). A request\'s tensors may decode to 4x it.')
   serve_parser.add_argument(
       '--request-timeout-s', type=float, default=30.0,
-      help='Socket timeout and queueing deadline per request (default 30).')
+      help='Whole-request deadline (default 30): a REST request must arrive '
+      'whole within it (a slower client gets 408 and is dropped), an idle '
+      'connection closes after it, a queued request gives up at it.')
+  serve_parser.add_argument(
+      '--max-in-flight-bytes', type=argtypes.size_bytes, default='1GiB',
+      help='Working memory the requests in flight may reserve together '
+      '(default 1GiB; REST: 16x the body, gRPC: the message and twice its '
+      'tensors). What does not fit gets 503 with Retry-After (gRPC '
+      'UNAVAILABLE).')
+  serve_parser.add_argument(
+      '--max-concurrent-requests', type=argtypes.positive_int, default=128,
+      help='REST requests handled at once, counted once a request has '
+      'arrived whole (default 128); beyond: 429 with Retry-After.')
+  serve_parser.add_argument(
+      '--max-rows-per-call', type=argtypes.positive_int, default=8192,
+      help='A predict request with more rows runs as model calls of this '
+      'many rows, one after another (default 8192).')
+  serve_parser.add_argument(
+      '--max-connections', type=argtypes.positive_int, default=1024,
+      help='REST connections open at once, and the listen backlog '
+      '(default 1024).')
   serve_parser.add_argument(
       '--max-num-load-retries', type=int, default=5,
       help='Retries of a failing version at the next polls (default 5); '
@@ -237,6 +258,10 @@ def build_server(args: argparse.Namespace, **overrides):
       host=args.host, rest_port=args.rest_port, grpc_port=args.grpc_port,
       max_body_bytes=args.max_body_bytes,
       request_timeout_s=args.request_timeout_s,
+      max_in_flight_bytes=args.max_in_flight_bytes,
+      max_concurrent_requests=args.max_concurrent_requests,
+      max_rows_per_call=args.max_rows_per_call,
+      max_connections=args.max_connections,
       file_system_poll_wait_seconds=args.file_system_poll_wait_seconds,
       max_num_load_retries=args.max_num_load_retries,
       tensorflow_intra_op_parallelism=args.tensorflow_intra_op_parallelism,

@@ -16,6 +16,7 @@ import grpc
 from leantfx.serving import inference
 from leantfx.serving import metrics as metrics_lib
 from leantfx.serving import prediction_service
+from leantfx.serving import request_limits
 from leantfx.serving import status
 from leantfx.serving import tensor_proto
 
@@ -48,10 +49,12 @@ class _Servicer:
 
   def __init__(self, service: prediction_service.PredictionService,
                metrics: metrics_lib.Metrics,
-               request_timeout_s: Optional[float]):
+               request_timeout_s: Optional[float],
+               limits: Optional[request_limits.RequestLimits] = None):
     self._service = service
     self._metrics = metrics
     self._timeout_s = request_timeout_s
+    self._limits = limits or request_limits.RequestLimits()
 
   def _deadline(self, context) -> Optional[float]:
     remaining = context.time_remaining()
@@ -72,10 +75,17 @@ class _Servicer:
       return result
     except status.ServingError as e:
       error = e
+    except RecursionError:
+      # A request nested deeper than the parser's stack (a message of
+      # nested protos): the client's doing, not the server's.
+      error = status.invalid_argument('The request is nested too deeply.')
     except Exception as e:  # pylint: disable=broad-except
       error = status.internal(f'Internal error: {type(e).__name__}: {e}')
     self._metrics.record_request(model, api, 'GRPC', error.code.name,
                                  time.monotonic() - started)
+    if error.code in (status.Code.RESOURCE_EXHAUSTED,
+                      status.Code.UNAVAILABLE):
+      self._metrics.record_refusal('GRPC', error.code.name)
     context.abort(_GRPC_CODES[int(error.code)], error.message)
     raise AssertionError('context.abort returned')  # pragma: no cover
 
@@ -89,16 +99,24 @@ class PredictionServicer(_Servicer):
     def run():
       spec = _spec_from_proto(request)
       deadline = self._deadline(context)
-      with self._service.acquire(spec) as servable:
+      # Sizes first, from the shapes and payloads: nothing is allocated for
+      # a request refused here.
+      decoded = tensor_proto.check_request_size(request.inputs,
+                                                self._limits.max_decoded_bytes)
+      with self._limits.reserve(
+          request.ByteSize() +
+          request_limits.GRPC_DECODED_FACTOR * decoded), \
+          self._service.acquire(spec) as servable:
         inputs = {alias: tensor_proto.to_ndarray(proto, alias)
                   for alias, proto in request.inputs.items()}
         served, outputs = self._service.predict(
             servable, spec.signature_name, inputs,
             list(request.output_filter), deadline)
-      response = predict_pb2.PredictResponse()
-      _fill_spec(response.model_spec, served)
-      for alias, array in outputs.items():
-        response.outputs[alias].CopyFrom(tensor_proto.from_ndarray(array))
+        del inputs
+        response = predict_pb2.PredictResponse()
+        _fill_spec(response.model_spec, served)
+        for alias, array in outputs.items():
+          response.outputs[alias].CopyFrom(tensor_proto.from_ndarray(array))
       return response
 
     return self._call('Predict', request, context, run)
@@ -210,7 +228,8 @@ class GrpcServer:
   def __init__(self, service: prediction_service.PredictionService,
                metrics: metrics_lib.Metrics, host: str, port: int,
                max_message_bytes: int, request_timeout_s: Optional[float],
-               max_workers: int, reuse_port: bool = False):
+               max_workers: int, reuse_port: bool = False,
+               limits: Optional[request_limits.RequestLimits] = None):
     from tensorflow_serving.apis import model_service_pb2_grpc  # pylint: disable=g-import-not-at-top
     from tensorflow_serving.apis import prediction_service_pb2_grpc  # pylint: disable=g-import-not-at-top
     self._server = grpc.server(
@@ -220,9 +239,11 @@ class GrpcServer:
                  ('grpc.max_send_message_length', max_message_bytes),
                  ('grpc.so_reuseport', 1 if reuse_port else 0)])
     prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(
-        PredictionServicer(service, metrics, request_timeout_s), self._server)
+        PredictionServicer(service, metrics, request_timeout_s, limits),
+        self._server)
     model_service_pb2_grpc.add_ModelServiceServicer_to_server(
-        ModelServicer(service, metrics, request_timeout_s), self._server)
+        ModelServicer(service, metrics, request_timeout_s, limits),
+        self._server)
     address = f'[{host}]:{port}' if ':' in host else f'{host}:{port}'
     self._port = self._server.add_insecure_port(address)
     if not self._port:

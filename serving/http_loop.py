@@ -9,15 +9,22 @@ parses and answers the ordinary keep-alive request itself, so no request
 waits on another thread:
 
 - ``GET``/``POST`` in HTTP/1.1 with a ``Content-Length`` body within the
-  limit (or none) is parsed here; its answer is computed in this thread
-  when ``inline(method, path)`` says so (the request cannot wait on a batch),
-  otherwise in a pool thread that hands the answer back;
+  limit (or none) is parsed here once it has arrived whole; its answer is
+  computed in this thread when its body is small (at most
+  ``INLINE_BODY_BYTES``: a model call on a few thousand values at most, of
+  any runtime) and ``inline(method, path)`` says so (the request cannot wait
+  on a batch), otherwise in a pool thread that hands the answer back, so a
+  large batch never holds up the status and small requests of the others;
 - anything else (a chunked body, ``Expect: 100-continue``, a body over the
   limit, HTTP/1.0, other methods, headers over 64 KiB or malformed) is handed
   with the bytes read so far to ``handoff``, the threaded handler that knows
   every corner of HTTP, which keeps the connection from then on;
-- a connection idle (or stuck in a partial request) for ``timeout_s`` is
-  closed, as the threaded handler's socket timeout did;
+- a connection idle for ``timeout_s`` is closed, and so is one whose
+  request has not arrived whole ``timeout_s`` after its first byte (408,
+  ``on_late``): a slow client cannot hold a connection by sending a byte
+  now and then;
+- at most ``max_connections`` are open at once; more wait in the listen
+  backlog;
 - ``stop_accepting()`` closes the listening socket and the idle connections;
   a connection with a request in progress gets its answer with
   ``Connection: close``.
@@ -33,6 +40,9 @@ import threading
 import time
 from typing import Callable, Deque, Dict, Optional, Tuple
 
+from leantfx.serving import json_writer
+from leantfx.serving import request_limits
+
 _log = logging.getLogger(__name__)
 
 # (status, body, content type) for (method, path, body, arrival time).
@@ -42,13 +52,38 @@ _MAX_HEAD = 64 * 1024
 _RECV = 256 * 1024
 _SWEEP_S = 0.5
 _PHRASES = {s.value: s.phrase for s in http.HTTPStatus}
+# Bodies up to this size are answered in the loop's thread: a digits row is
+# ~0.4 KiB, and 16 KiB of JSON numbers is at most ~8,000 values, a model
+# call well under a millisecond; larger ones go to the pool.
+INLINE_BODY_BYTES = 16 * 1024
+# Answers that tell the client when to come back (RFC 9110 section 10.2.3).
+RETRY_CODES = (429, 503)
+
+
+def frame(code: int, body: bytes, content_type: str, close: bool,
+          server: str, date: str) -> bytes:
+  """An HTTP/1.1 response: status line, headers and body in one buffer."""
+  head = (f'HTTP/1.1 {code} {_PHRASES.get(code, "")}\r\n'
+          f'Server: {server}\r\nDate: {date}\r\n'
+          f'Content-Type: {content_type}\r\n'
+          f'Content-Length: {len(body)}\r\n')
+  if code in RETRY_CODES:
+    head += f'Retry-After: {request_limits.RETRY_AFTER_S}\r\n'
+  if close:
+    head += 'Connection: close\r\n'
+  return head.encode('latin-1') + b'\r\n' + body
+
+
+def date_header() -> str:
+  """The ``Date`` header's value now."""
+  return email.utils.formatdate(time.time(), usegmt=True)
 
 
 class _Conn:
   """One client connection's buffers and state."""
 
   __slots__ = ('sock', 'inbuf', 'outbuf', 'busy', 'wants_close',
-               'close_after', 'last')
+               'close_after', 'last', 'request_started')
 
   def __init__(self, sock: socket.socket):
     self.sock = sock
@@ -58,6 +93,8 @@ class _Conn:
     self.wants_close = False  # The request in the pool said Connection: close.
     self.close_after = False  # An answer saying Connection: close is queued.
     self.last = time.monotonic()
+    # When the first byte of the request being read arrived.
+    self.request_started = self.last
 
 
 class _Date:
@@ -132,26 +169,31 @@ class HttpLoop:
 
   def __init__(self, listener: socket.socket, handle: Handler,
                inline: Callable[[str, str], bool],
-               handoff: Callable[[socket.socket, bytes], None],
+               handoff: Callable[[socket.socket, bytes, float], None],
                max_body_bytes: int, timeout_s: Optional[float],
                admit: Callable[[], Optional[bytes]],
                release: Callable[[], None], tracker,
-               server_header: str = 'leantfx-serving', pool_threads: int = 64):
+               server_header: str = 'leantfx-serving', pool_threads: int = 64,
+               max_connections: int = 1024,
+               on_late: Callable[[], None] = lambda: None):
     """Creates the loop; nothing runs before start().
 
     Args:
       listener: a listening socket (shared with other worker processes).
       handle: computes a response.
       inline: whether a request is answered in the loop's thread.
-      handoff: takes over a connection, given the bytes read from it so far.
+      handoff: takes over a connection, given the bytes read from it so far
+        and when its request's first byte arrived.
       max_body_bytes: bodies above it are handed off (the handler's 413).
-      timeout_s: idle/partial-request timeout (None: none).
+      timeout_s: idle timeout and whole-request deadline (None: none).
       admit: takes a request slot; returns None, or the 429 body.
       release: gives the slot back.
       tracker: holds ``in_flight`` and its ``in_flight_lock`` (a Condition),
         shared with the threaded handler: what a graceful stop waits for.
       server_header: the ``Server`` header.
       pool_threads: threads answering requests not answered inline.
+      max_connections: connections open at once; accepting pauses beyond.
+      on_late: called for each connection dropped at the request deadline.
     """
     self._listener = listener
     listener.setblocking(False)
@@ -176,6 +218,9 @@ class HttpLoop:
     self._stopped = threading.Event()
     self._thread: Optional[threading.Thread] = None
     self._tracker = tracker
+    self._max_connections = max_connections
+    self._accepting = True
+    self._on_late = on_late
 
   # ------------------------------------------------------------ control ---
 
@@ -252,9 +297,9 @@ class HttpLoop:
     """
     try:
       self._selector.unregister(self._listener)
-      self._listener.close()
     except (KeyError, ValueError):
-      pass
+      pass  # Already, or paused at max_connections.
+    self._listener.close()
     for conn in list(self._conns.values()):
       if conn.busy or conn.outbuf:
         conn.close_after = True  # Closes once its answer is written.
@@ -282,6 +327,10 @@ class HttpLoop:
     conn = _Conn(sock)
     self._conns[sock.fileno()] = conn
     self._selector.register(sock, selectors.EVENT_READ, conn)
+    if len(self._conns) >= self._max_connections and self._accepting:
+      # Full: the next connections wait in the backlog until one closes.
+      self._selector.unregister(self._listener)
+      self._accepting = False
 
   def _drain_wake(self) -> None:
     try:
@@ -301,6 +350,8 @@ class HttpLoop:
       self._close(conn)
       return
     conn.last = time.monotonic()
+    if not conn.inbuf:
+      conn.request_started = conn.last
     conn.inbuf += data
     self._serve(conn)
 
@@ -315,13 +366,15 @@ class HttpLoop:
         self._give_away(conn)
         return
       del conn.inbuf[:used]
+      conn.request_started = time.monotonic()  # A pipelined next request's.
       refused = self._admit()
       if refused is not None:
         self._respond(conn, 429, refused, 'application/json', True)
         return
       with self._tracker.in_flight_lock:
         self._tracker.in_flight += 1
-      if self._inline(request.method, request.path):
+      if len(request.body) <= INLINE_BODY_BYTES and self._inline(
+          request.method, request.path):
         try:
           code, body, content_type = self._handle(
               request.method, request.path, request.body, request.started)
@@ -364,13 +417,7 @@ class HttpLoop:
 
   def _frame(self, code: int, body: bytes, content_type: str,
              close: bool) -> bytes:
-    head = (f'HTTP/1.1 {code} {_PHRASES.get(code, "")}\r\n'
-            f'Server: {self._server}\r\nDate: {self._date()}\r\n'
-            f'Content-Type: {content_type}\r\n'
-            f'Content-Length: {len(body)}\r\n')
-    if close:
-      head += 'Connection: close\r\n'
-    return head.encode('latin-1') + b'\r\n' + body
+    return frame(code, body, content_type, close, self._server, self._date())
 
   def _respond(self, conn: _Conn, code: int, body: bytes, content_type: str,
                close: bool) -> None:
@@ -416,7 +463,21 @@ class HttpLoop:
     if self._timeout_s is None:
       return
     for conn in list(self._conns.values()):
-      if not conn.busy and now - conn.last > self._timeout_s:
+      if conn.busy:
+        continue
+      if conn.inbuf and now - conn.request_started > self._timeout_s:
+        # A request still arriving after the whole deadline: 408, if the
+        # socket takes it, and the connection closes.
+        self._on_late()
+        try:
+          conn.sock.send(self._frame(408, json_writer.error_body(
+              'The request did not arrive whole within '
+              f'{self._timeout_s:g} s (--request-timeout-s); the connection '
+              'is closed.'), 'application/json', True))
+        except OSError:
+          pass
+        self._close(conn)
+      elif now - conn.last > self._timeout_s:
         self._close(conn)
 
   def _give_away(self, conn: _Conn) -> None:
@@ -424,7 +485,7 @@ class HttpLoop:
     self._forget(conn)
     conn.sock.setblocking(True)
     try:
-      self._handoff(conn.sock, bytes(conn.inbuf))
+      self._handoff(conn.sock, bytes(conn.inbuf), conn.request_started)
     except Exception:  # pylint: disable=broad-except
       _log.exception('Handing a connection to a thread failed.')
       conn.sock.close()
@@ -434,6 +495,10 @@ class HttpLoop:
     if fileno >= 0 and self._selector.get_map().get(fileno) is not None:
       self._selector.unregister(conn.sock)
     self._conns.pop(fileno, None)
+    if (not self._accepting and not self._draining and
+        len(self._conns) < self._max_connections):
+      self._selector.register(self._listener, selectors.EVENT_READ, 'accept')
+      self._accepting = True
 
   def _close(self, conn: _Conn) -> None:
     self._forget(conn)

@@ -11,6 +11,13 @@ messages. Responses: ``{"predictions": ...}`` for row requests, ``{"outputs":
 
 Classify/regress requests (``{"examples": [...], "context": {...}}``) become
 serialized ``tf.Example`` protos; their results become ``{"results": ...}``.
+
+Speed and memory: bodies are parsed by orjson (C, no per-value work beyond
+its objects; numbers beyond 64 bits become doubles, as in rapidjson), and a
+dense numeric value becomes its array in one numpy call, its types and
+ranges checked on the array (``_numeric_array``). Whatever that path does
+not take (NaN tokens, lone surrogates, mixed types, out-of-range numbers)
+goes through the value-by-value path, which raises TF Serving's errors.
 """
 import base64
 import binascii
@@ -18,9 +25,11 @@ import enum
 import json
 import math
 import re
-from typing import Any, Callable, Dict, List, Mapping, Sequence, Tuple
+from typing import (Any, Callable, Dict, List, Mapping, Optional, Sequence,
+                    Tuple)
 
 import numpy as np
+import orjson
 
 from leantfx.serving import dtypes
 from leantfx.serving import json_writer
@@ -114,6 +123,95 @@ def parse_json_object(body: bytes) -> Dict[str, Any]:
   if not body:
     raise status.invalid_argument('JSON Parse error: The document is empty')
   try:
+    doc = _parse_in_parts(body)
+    if doc is None:
+      doc = orjson.loads(body)
+  except orjson.JSONDecodeError:
+    # Not JSON to orjson: NaN/Infinity tokens (which TF Serving accepts),
+    # lone surrogates, or an error, which the standard parser names.
+    doc = _parse_slowly(body)
+  if not isinstance(doc, dict):
+    raise status.invalid_argument(
+        f'JSON Value: {json_writer.value_to_string(doc)} Is not object')
+  return doc
+
+
+# A flat array of numbers with this much text is parsed on its own (a column
+# of a large columnar request: 100,000 pixels are ~240 KB).
+_LONG_ARRAY_BYTES = 64 * 1024
+_LONG_ARRAY = re.compile(rb'\[[-+0-9.eE, \t\r\n]{%d,}\]' % _LONG_ARRAY_BYTES)
+_PLACEHOLDER = '\x00leantfx-array'
+
+
+def _parse_in_parts(body: bytes) -> Any:
+  """Parses a body with long numeric arrays one array at a time, or None.
+
+  One orjson call on a 15 MB body holds the interpreter for about half a
+  second, and with it the event loop's status answers; an array at a time
+  it yields between arrays. The document is the one orjson would give:
+  each array's text is parsed by orjson, the rest (with a placeholder
+  object in each array's place) too. A placeholder matched inside a string
+  makes that string end at its quote and the rest invalid, so it can only
+  come back as an object where the array was; anything else raises, and
+  the caller parses the body whole.
+
+  Returns:
+    The document, or None when the body has no long array.
+
+  Raises:
+    orjson.JSONDecodeError: a part is not JSON (the caller starts over).
+  """
+  if len(body) < 2 * _LONG_ARRAY_BYTES:
+    return None
+  arrays, pieces, last = [], [], 0
+  for match in _LONG_ARRAY.finditer(body):
+    start, end = match.span()
+    pieces.append(body[last:start])
+    pieces.append(b'{"\\u0000leantfx-array":%d}' % len(arrays))
+    arrays.append(orjson.loads(body[start:end]))
+    last = end
+  if not arrays:
+    return None
+  pieces.append(body[last:])
+  doc = orjson.loads(b''.join(pieces))
+  if _put_back(doc, arrays) != len(arrays):
+    raise orjson.JSONDecodeError('placeholder out of place', '', 0)
+  return doc
+
+
+def _put_back(doc: Any, arrays: List[Any]) -> int:
+  """Replaces each placeholder object in doc by its array; returns how many.
+
+  Iterative: the document may be nested as deep as orjson allows (1024),
+  deeper than Python's recursion.
+  """
+  def placeholder(value):
+    if type(value) is dict and len(value) == 1 and _PLACEHOLDER in value:  # pylint: disable=unidiomatic-typecheck
+      index = value[_PLACEHOLDER]
+      if type(index) is int and 0 <= index < len(arrays):  # pylint: disable=unidiomatic-typecheck
+        return index
+    return None
+
+  if placeholder(doc) is not None:
+    return 0  # The document itself cannot be an array: not ours to mend.
+  put, stack = 0, [doc]
+  while stack:
+    container = stack.pop()
+    items = (container.items() if isinstance(container, dict)
+             else enumerate(container))
+    for key, value in items:
+      index = placeholder(value)
+      if index is not None:
+        container[key] = arrays[index]
+        put += 1
+      elif isinstance(value, (dict, list)):
+        stack.append(value)
+  return put
+
+
+def _parse_slowly(body: bytes) -> Any:
+  """Parses with the standard parser, raising rapidjson's error texts."""
+  try:
     text = body.decode('utf-8')
   except UnicodeDecodeError as e:
     raise status.invalid_argument(
@@ -136,9 +234,6 @@ def parse_json_object(body: bytes) -> Dict[str, Any]:
   except RecursionError:
     raise status.invalid_argument(
         'JSON Parse error: The document is nested too deeply.') from None
-  if not isinstance(doc, dict):
-    raise status.invalid_argument(
-        f'JSON Value: {json_writer.value_to_string(doc)} Is not object')
   return doc
 
 
@@ -267,6 +362,9 @@ def _convert_leaf(value: Any, dtype: dtypes.DType) -> Any:
       f'type: {dtype.short_name}')
 
 
+# TensorFlow's kMaxDims: a list nested deeper cannot be a tensor (and would
+# take _fill's recursion past Python's stack).
+MAX_RANK = 254
 _NOT_PLAIN = object()
 _FLOAT_ENUM = dtypes.DT_FLOAT.enum
 _INT64_ENUM = dtypes.DT_INT64.enum
@@ -275,6 +373,8 @@ _STRING_ENUM = dtypes.DT_STRING.enum
 # the ones _to_array builds with np.array(values, dtype) directly.
 _GROUPED_ENUMS = frozenset(d.enum for d in (
     dtypes.DT_FLOAT, dtypes.DT_DOUBLE, dtypes.DT_INT32, dtypes.DT_INT64))
+# The dtypes _numeric_array builds: those of np.array(values, dtype).
+_FAST_ENUMS = _GROUPED_ENUMS
 
 
 def _plain_scalar(value: Any, enum_value: int) -> Any:
@@ -361,13 +461,87 @@ def _to_array(values: List[Any], shape: Sequence[int],
   return array.reshape(shape)
 
 
+def _check_rank(shape: Sequence[int]) -> None:
+  if len(shape) > MAX_RANK:
+    raise status.invalid_argument(
+        f'JSON Value nested {len(shape)} lists deep: a tensor has at most '
+        f'{MAX_RANK} dimensions.')
+
+
+def _innermost_lists(value: List[Any], shape: Sequence[int]):
+  """The innermost lists of a dense nest of `shape`, or None if ragged."""
+  rows = [value]
+  for size in shape[:-1]:
+    inner = []
+    for row in rows:
+      if type(row) is not list or len(row) != size:  # pylint: disable=unidiomatic-typecheck
+        return None
+      inner.extend(row)
+    rows = inner
+  last = shape[-1]
+  for row in rows:
+    if type(row) is not list or len(row) != last:  # pylint: disable=unidiomatic-typecheck
+      return None
+  return rows
+
+
+def _numeric_array(value: Any, shape: Sequence[int],
+                   dtype: dtypes.DType) -> Optional[np.ndarray]:
+  """A dense list of plain numbers as its array, in one numpy call; or None.
+
+  The checks _convert_leaf makes value by value, made on the whole: the
+  Python types of the values (a set of them per innermost list), then the
+  ranges on the array. None sends the value to _fill, which accepts what
+  this path is unsure of (mixed ints and floats beyond 2**24, ...) and
+  raises TF Serving's error for what is wrong.
+  """
+  enum_value = dtype.enum
+  if enum_value not in _FAST_ENUMS or not shape or 0 in shape:
+    return None
+  rows = _innermost_lists(value, shape)
+  if rows is None:
+    return None
+  kinds = set()
+  for row in rows:
+    kinds.update(map(type, row))
+  floating = enum_value in (_FLOAT_ENUM, dtypes.DT_DOUBLE.enum)
+  if not kinds <= ({int, float} if floating else {int}):
+    return None
+  try:
+    array = np.array(rows, dtype=np.float64 if floating else np.int64)
+  except OverflowError:  # An int beyond int64.
+    return None
+  if floating:
+    single = enum_value == _FLOAT_ENUM
+    # Any value within the lossless integer range passes both checks, as
+    # an int and as a float; beyond it, which one applies depends on the
+    # value's type, which _fill looks at.
+    limit = _FLOAT_MAX_INT if single else _DOUBLE_MAX_INT
+    if not np.all(np.abs(array) <= limit):
+      if int in kinds or not np.all(np.abs(array) <= (
+          _FLOAT_MAX if single else _DOUBLE_MAX)):
+        return None
+    if single:
+      array = array.astype(np.float32)
+  elif enum_value == dtypes.DT_INT32.enum:
+    if array.size and (array.min() < _INT32_MIN or array.max() > _INT32_MAX):
+      return None
+    array = array.astype(np.int32)
+  return array.reshape(shape)
+
+
 def value_to_array(value: Any, dtype: dtypes.DType) -> np.ndarray:
   """Converts one JSON value (scalar or nested lists) to a dense array.
 
   Raises:
-    ServingError: INVALID_ARGUMENT for ragged lists or wrong value types.
+    ServingError: INVALID_ARGUMENT for ragged lists, lists nested deeper
+      than a tensor's rank, or wrong value types.
   """
   shape = _dense_shape(value)
+  _check_rank(shape)
+  array = _numeric_array(value, shape, dtype)
+  if array is not None:
+    return array
   values: List[Any] = []
   _fill(value, 0, shape, dtype, values)
   return _to_array(values, shape, dtype)
@@ -410,6 +584,7 @@ def _instances_to_arrays(
         shapes[name], values[name] = [], [scalar]
       return
     shape = _dense_shape(item)
+    _check_rank(shape)
     flat: List[Any] = []
     _fill(item, 0, shape, input_dtypes[name], flat)
     if name not in shapes:
@@ -596,12 +771,50 @@ def _write_scalar(writer: json_writer.PrettyWriter, value: Any,
         f'Failed to write JSON value for tensor type: {dtype.short_name}')
 
 
+def _number_tokens(array: np.ndarray,
+                   dtype: dtypes.DType) -> Optional[List[str]]:
+  """The JSON tokens of a numeric array's values, flat; None if not numeric.
+
+  The tokens _write_scalar writes, made for the whole array at once.
+  """
+  enum_value = dtype.enum
+  if enum_value in (dtypes.DT_FLOAT.enum, dtypes.DT_HALF.enum):
+    return json_writer.format_decimals(array, True)
+  if enum_value == dtypes.DT_DOUBLE.enum:
+    return json_writer.format_decimals(array, False)
+  if enum_value == dtypes.DT_BOOL.enum:
+    return ['true' if v else 'false' for v in array.reshape(-1).tolist()]
+  if dtype.numpy is not None and dtype.numpy.kind in 'iu':
+    return list(map(str, array.reshape(-1).tolist()))
+  return None
+
+
+def _write_tokens(writer: json_writer.PrettyWriter, tokens: List[str],
+                  shape: Sequence[int], start: int) -> None:
+  """Writes tokens[start:] as nested arrays of `shape` (_write_tensor's)."""
+  if not shape:
+    writer.raw_number(tokens[start])
+  elif len(shape) == 1:
+    writer.numbers(tokens[start:start + shape[0]])
+  else:
+    step = int(np.prod(shape[1:], dtype=np.int64))
+    writer.start_array()
+    for index in range(shape[0]):
+      _write_tokens(writer, tokens, shape[1:], start + index * step)
+    writer.end_array()
+
+
 def _write_tensor(writer: json_writer.PrettyWriter, value: Any,
                   dtype: dtypes.DType, as_b64: bool):
   """``AddTensorValues``: nested arrays for each dimension of `value`.
 
   `value` is an array or, for one element of a 1-D tensor, a scalar.
   """
+  if isinstance(value, np.ndarray) and value.ndim:
+    tokens = _number_tokens(value, dtype)
+    if tokens is not None:
+      _write_tokens(writer, tokens, value.shape, 0)
+      return
   if not isinstance(value, np.ndarray):
     _write_scalar(writer, value, dtype, as_b64)
     return
@@ -666,6 +879,11 @@ def predict_outputs_to_json(outputs: Mapping[str, np.ndarray],
             f'Tensor name: {name} has inconsistent batch size: '
             f'{array.shape[0]} expecting: {batch_size}')
       batch_size = array.shape[0]
+    # Each numeric output's tokens are made once, for all its rows.
+    tokens = {name: _number_tokens(arrays[name], out_dtypes[name])
+              for name in names}
+    steps = {name: int(np.prod(arrays[name].shape[1:], dtype=np.int64))
+             for name in names}
     writer.start_object()
     writer.key('predictions')
     writer.start_array()
@@ -676,6 +894,10 @@ def predict_outputs_to_json(outputs: Mapping[str, np.ndarray],
       for name in names:
         if several:
           writer.key(name)
+        if tokens[name] is not None:
+          _write_tokens(writer, tokens[name], arrays[name].shape[1:],
+                        item * steps[name])
+          continue
         _write_tensor(writer, arrays[name][item], out_dtypes[name],
                       name.endswith(_BYTES_SUFFIX))
       writer.single_line_array = False

@@ -67,6 +67,85 @@ def format_decimal(value: float, single_precision: bool) -> str:
   return text
 
 
+# Formats per value: six significant digits when they round-trip, else
+# nine; '.0' after a whole number that %g writes without a point.
+_FLOAT_FORMATS = ('%.9g', '%.9g.0', '%.6g', '%.6g.0')
+# 10**k is exact in a double up to here, so m / 10**k rounds once.
+_EXACT_POWER = 22
+_FORMAT_PART = 4096
+
+
+def _six_digits_round_trip(flat: np.ndarray):
+  """Whether each float32 value's six-digit text reads back to it.
+
+  Returns:
+    (round_trips, unsure): boolean arrays. The six-digit rounding is done
+    in double precision as printf does it in decimal: exact but for a
+    product within 1e-6 of a rounding tie, or a power of ten a double does
+    not hold (values below ~1e-17 or above ~1e27), which are ``unsure``.
+  """
+  with np.errstate(invalid='ignore'):
+    magnitude = np.abs(flat.astype(np.float64))
+  finite = np.isfinite(magnitude) & (magnitude > 0)
+  with np.errstate(divide='ignore', invalid='ignore', over='ignore'):
+    exponent = np.floor(np.log10(np.where(finite, magnitude, 1.0)))
+    k = (5 - exponent).astype(np.int64)
+    unsure = ~finite | (np.abs(k) > _EXACT_POWER - 1)
+    k = np.where(unsure, 0, k)
+    # log10 may be off by one next to a power of ten: mend it.
+    for _ in range(2):
+      scaled = magnitude * np.power(10.0, k)
+      k = k - (scaled >= 999999.5) + (scaled < 99999.5)
+    scaled = magnitude * np.power(10.0, k)
+    unsure |= np.abs(scaled - np.floor(scaled) - 0.5) < 1e-6
+    digits = np.rint(scaled)
+    back = np.where(k >= 0, digits / np.power(10.0, np.maximum(k, 0)),
+                    digits * np.power(10.0, np.maximum(-k, 0)))
+  round_trips = back.astype(np.float32) == np.abs(flat.astype(np.float32))
+  return round_trips, unsure
+
+
+def format_decimals(values: np.ndarray, single_precision: bool) -> List[str]:
+  """format_decimal of each value of a float array, in bulk.
+
+  The same tokens as format_decimal value by value. For float32 the
+  six-digit round trip is decided on the array (_six_digits_round_trip),
+  and the values are formatted by one printf-style call per part of
+  _FORMAT_PART values (a part holds the interpreter a few milliseconds, so
+  the event loop answers between parts); doubles, and the few float32
+  values that check cannot decide, go value by value.
+
+  Args:
+    values: a float array (any shape; read flat).
+    single_precision: True for DT_FLOAT, False for DT_DOUBLE.
+
+  Returns:
+    The tokens, in the array's (C) order.
+  """
+  flat = np.ascontiguousarray(values).reshape(-1)
+  if not single_precision:
+    return [format_decimal(v, False) for v in flat.tolist()]
+  texts: List[str] = []
+  for start in range(0, flat.size, _FORMAT_PART):
+    texts += _format_float32s(flat[start:start + _FORMAT_PART])
+  return texts
+
+
+def _format_float32s(flat: np.ndarray) -> List[str]:
+  with np.errstate(invalid='ignore', over='ignore'):
+    numbers = flat.astype(np.float64).tolist()
+    round_trips, unsure = _six_digits_round_trip(flat)
+    narrow = flat.astype(np.float32)
+    whole = (narrow == np.rint(narrow)) & (
+        np.abs(narrow) < np.where(round_trips, 999999.5, 1e9))
+  choice = (round_trips.astype(np.int64) * 2 + whole).tolist()
+  pattern = '\n'.join([_FLOAT_FORMATS[c] for c in choice])
+  texts = (pattern % tuple(numbers)).split('\n')
+  for index in np.flatnonzero(unsure).tolist():
+    texts[index] = format_decimal(numbers[index], True)
+  return texts
+
+
 class PrettyWriter:
   """A byte-for-byte model of rapidjson's ``PrettyWriter`` (indent 4).
 
@@ -141,6 +220,25 @@ class PrettyWriter:
 
   def int(self, value):
     self.raw_number(str(int(value)))
+
+  def numbers(self, tokens: List[str]):
+    """An array of number tokens: start_array, raw_number each, end_array.
+
+    The same bytes as those calls, joined at once (the separators depend
+    only on the depth and single_line_array, which no token changes).
+    """
+    self._prefix()
+    if not tokens:
+      self._parts.append(b'[]')
+      return
+    if self.single_line_array:
+      self._parts.append(b'[' + ', '.join(tokens).encode('ascii') + b']')
+      return
+    inner = '\n' + ' ' * (4 * (len(self._stack) + 1))
+    outer = ('\n' + ' ' * (4 * len(self._stack))).encode('ascii')
+    self._parts.append(b'[' + inner.encode('ascii') +
+                       (',' + inner).join(tokens).encode('ascii') + outer +
+                       b']')
 
   def bool(self, value):
     self.raw_number('true' if value else 'false')

@@ -53,6 +53,7 @@ class Metrics:
     self._lock = threading.Lock()
     self._requests: Dict[Tuple[str, str, str, str], int] = {}
     self._latency: Dict[Tuple[str, str, str], List[float]] = {}
+    self._refusals: Dict[Tuple[str, str], int] = {}
     self._serving_versions = serving_versions
     self._gauges = gauges
     self._peers = peers
@@ -74,12 +75,30 @@ class Metrics:
       hist[-2] += seconds
       hist[-1] += 1
 
+  def record_refusal(self, entrypoint: str, code: str) -> None:
+    """Counts a request refused at a limit, or a client dropped at one.
+
+    Args:
+      entrypoint: REST or GRPC.
+      code: the HTTP status (413, 429, 503, 408 for a client dropped at the
+        request deadline) or the gRPC code name.
+    """
+    with self._lock:
+      key = (entrypoint, str(code))
+      self._refusals[key] = self._refusals.get(key, 0) + 1
+
+  def refusals(self) -> Dict[Tuple[str, str], int]:
+    """(entrypoint, code) -> requests refused, in this process."""
+    with self._lock:
+      return dict(self._refusals)
+
   def snapshot(self) -> Dict[str, Any]:
     """This process's counters as JSON-able data (what peers add up)."""
     with self._lock:
       requests = [list(k) + [v] for k, v in self._requests.items()]
       latency = [list(k) + [list(v)] for k, v in self._latency.items()]
-    return {'requests': requests, 'latency': latency,
+      refusals = [list(k) + [v] for k, v in self._refusals.items()]
+    return {'requests': requests, 'latency': latency, 'refusals': refusals,
             'counters': dict(self._gauges())}
 
   def render(self) -> str:
@@ -87,8 +106,11 @@ class Metrics:
     with self._lock:
       requests = dict(self._requests)
       latency = {k: list(v) for k, v in self._latency.items()}
+      refusals = dict(self._refusals)
     counters = dict(self._gauges())
     for peer in self._peers():
+      for *key, count in peer.get('refusals', ()):
+        refusals[tuple(key)] = refusals.get(tuple(key), 0) + count
       for *key, count in peer.get('requests', ()):
         requests[tuple(key)] = requests.get(tuple(key), 0) + count
       for *key, hist in peer.get('latency', ()):
@@ -144,6 +166,15 @@ class Metrics:
       for version in versions:
         lines.append('leantfx_serving_model_version_serving' + _labels(
             [('model_name', model), ('version', str(version))]) + ' 1')
+    lines += [
+        '# HELP leantfx_serving_refused_requests_total Requests refused at a '
+        'limit (413 body, 429 slots, 503 memory budget, 408 request '
+        'deadline; gRPC codes by name), counted before any model ran.',
+        '# TYPE leantfx_serving_refused_requests_total counter',
+    ]
+    for (entrypoint, code), count in sorted(refusals.items()):
+      lines.append('leantfx_serving_refused_requests_total' + _labels(
+          [('entrypoint', entrypoint), ('code', code)]) + f' {count}')
     for name, value in sorted(counters.items()):
       lines.append(f'# TYPE {name} counter')
       lines.append(f'{name} {value:g}')

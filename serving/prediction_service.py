@@ -16,9 +16,33 @@ from leantfx.serving import dtypes
 from leantfx.serving import inference
 from leantfx.serving import model_manager as model_manager_lib
 from leantfx.serving import renamed_inputs
+from leantfx.serving import request_limits
 from leantfx.serving import servable as servable_lib
 from leantfx.serving import signature as signature_lib
 from leantfx.serving import status
+
+DEFAULT_MAX_ROWS_PER_CALL = request_limits.DEFAULT_MAX_ROWS_PER_CALL
+
+
+def _batch_rows(signature: signature_lib.Signature,
+                inputs: Mapping[str, np.ndarray]) -> int:
+  """The rows a request's inputs share, or 0 when it cannot be split.
+
+  A request splits when every input has a leading dimension of the same
+  size that the signature leaves open (None or -1): a model with a fixed
+  batch dimension takes its batch whole.
+  """
+  rows = None
+  for name, array in inputs.items():
+    spec = signature.inputs.get(name)
+    shape = spec.shape if spec is not None else None
+    if np.ndim(array) == 0 or not shape or shape[0] not in (None, -1):
+      return 0
+    if rows is None:
+      rows = array.shape[0]
+    elif array.shape[0] != rows:
+      return 0
+  return rows or 0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,7 +74,8 @@ class PredictionService:
 
   def __init__(self, manager: model_manager_lib.ModelManager,
                batcher: Optional[batch_scheduler_lib.BatchScheduler] = None,
-               batch_all: bool = True):
+               batch_all: bool = True,
+               max_rows_per_call: int = DEFAULT_MAX_ROWS_PER_CALL):
     """Serves the manager's models.
 
     Args:
@@ -59,10 +84,13 @@ class PredictionService:
       batch_all: send every model's predict calls through the batcher;
         False sends only those of models whose kind gains from it
         (``Servable.batching_pays``).
+      max_rows_per_call: a predict request with more rows runs as several
+        model calls of at most this many rows, one after another.
     """
     self.manager = manager
     self.batcher = batcher
     self.batch_all = batch_all
+    self.max_rows_per_call = max_rows_per_call
 
   def acquire(self, spec: ModelSpec) -> model_manager_lib.ServableHandle:
     """Returns a handle on the servable `spec` names (use with ``with``)."""
@@ -112,13 +140,50 @@ class PredictionService:
     aliases = signature_lib.check_output_filter(signature, output_filter)
     if deadline is not None and time.monotonic() > deadline:
       raise status.deadline_exceeded('Request deadline passed before it ran.')
+    rows = _batch_rows(signature, inputs)
+    if rows > self.max_rows_per_call:
+      outputs = self._run_in_parts(servable, signature, inputs, aliases,
+                                   deadline, rows)
+    else:
+      outputs = self._run(servable, signature.name, inputs, aliases, deadline)
+    return ServedBy(servable.name, servable.version, signature.name), outputs
+
+  def _run(self, servable, signature_name, inputs, aliases, deadline):
     if self.batcher is not None and (self.batch_all or
                                      servable.batching_pays):
-      outputs = self.batcher.run(servable, signature.name, inputs, aliases,
-                                 deadline)
-    else:
-      outputs = servable.run(signature.name, inputs, aliases)
-    return ServedBy(servable.name, servable.version, signature.name), outputs
+      return self.batcher.run(servable, signature_name, inputs, aliases,
+                              deadline)
+    return servable.run(signature_name, inputs, aliases)
+
+  def _run_in_parts(self, servable, signature, inputs, aliases, deadline,
+                    rows: int) -> Dict[str, np.ndarray]:
+    """Runs a large request as calls of max_rows_per_call rows, in order.
+
+    A model's working memory grows with its batch (a dense layer's
+    activations are rows x units); parts keep it at one part's. The outputs
+    are joined along the batch dimension, which only holds when every
+    output has one: a model with an output that does not (a vocabulary, a
+    scalar) sees the whole request in one call instead.
+    """
+    step = self.max_rows_per_call
+    parts: List[Dict[str, np.ndarray]] = []
+    for start in range(0, rows, step):
+      if deadline is not None and time.monotonic() > deadline:
+        raise status.deadline_exceeded(
+            f'Request deadline passed after {start} of its {rows} rows.')
+      part = {name: array[start:start + step]
+              for name, array in inputs.items()}
+      outputs = self._run(servable, signature.name, part, aliases, deadline)
+      expected = min(step, rows - start)
+      if any(np.ndim(v) == 0 or np.shape(v)[0] != expected
+             for v in outputs.values()):
+        if parts or start:
+          raise status.internal('An output lost its batch dimension part-way '
+                                'through a request run in parts.')
+        return self._run(servable, signature.name, inputs, aliases, deadline)
+      parts.append(outputs)
+    return {name: np.concatenate([p[name] for p in parts])
+            for name in parts[0]}
 
   @staticmethod
   def classify(servable: servable_lib.Servable, signature_name: str,

@@ -9,11 +9,21 @@ path before percent-decoding, as ``http_rest_api_util.cc`` does)::
   GET  /monitoring/prometheus/metrics                           metrics
 
 Errors are ``{"error": "..."}`` with TF Serving's HTTP status for each code.
-Beyond TF Serving: bodies over ``max_body_bytes`` get 413 as soon as the
-headers arrive (the body is discarded in bounded chunks, never buffered);
-model names are checked (no ``..``, ``/`` or other percent-decoded tricks);
-at most ``max_concurrent_requests`` run at once (429 beyond); sockets time out
-after ``request_timeout_s``, which is also the deadline of a queued request.
+Beyond TF Serving (docs/serving.md, "Limits"):
+
+- a body over ``max_body_bytes`` gets 413 as soon as the headers arrive, or
+  before the body is sent under ``Expect: 100-continue``; the body is then
+  read and discarded up to ``_DRAIN_BYTES`` (a lingering close, as nginx's),
+  so a client that sends its whole body before reading still reads the 413;
+- model names are checked (no ``..``, ``/`` or other percent-decoded tricks);
+- a request takes one of ``max_concurrent_requests`` slots once it has
+  arrived whole (429 with ``Retry-After`` beyond), and reserves its working
+  memory in the server's budget (``request_limits``; 503 with
+  ``Retry-After`` when it does not fit);
+- a request must arrive whole within ``request_timeout_s`` (a slow client
+  is dropped with 408, whatever the pace of its bytes), which is also the
+  deadline of a queued request; an idle connection closes after it;
+- a client's malformed input is a 400, never a 500.
 """
 import http.server
 import io
@@ -34,6 +44,7 @@ from leantfx.serving import model_config
 from leantfx.serving import prediction_service
 from leantfx.serving import proto_json
 from leantfx.serving import renamed_inputs
+from leantfx.serving import request_limits
 from leantfx.serving import status
 
 _log = logging.getLogger(__name__)
@@ -49,10 +60,16 @@ METRICS_PATH = '/monitoring/prometheus/metrics'
 _JSON = 'application/json'
 _INT64_MAX = 2**63 - 1
 _CHUNK = 64 * 1024
-# After a 413, discard at most this much of the unread body (or for at most
-# _DRAIN_S) so the client can read the response before the socket closes.
-_DRAIN_BYTES = 4 * 1024 * 1024
-_DRAIN_S = 1.0
+# After a 413, read and discard at most this much of the unread body (or for
+# at most _DRAIN_S, or until the client pauses _DRAIN_PAUSE_S) before closing:
+# a client that writes its whole body before it reads (Python's http.client
+# and requests do) then reads the 413 instead of a reset. 64 MiB covers a
+# body four times the default limit; loopback reads it in well under 1 s.
+_DRAIN_BYTES = 64 * 1024 * 1024
+_DRAIN_S = 10.0
+_DRAIN_PAUSE_S = 0.5
+# A watchdog's period: how late past its deadline a slow client is dropped.
+_WATCH_S = 0.5
 
 Response = Tuple[int, bytes, str]
 
@@ -126,10 +143,16 @@ class RestApi:
 
   def __init__(self, service: prediction_service.PredictionService,
                metrics: metrics_lib.Metrics,
-               request_timeout_s: Optional[float] = None):
+               request_timeout_s: Optional[float] = None,
+               limits: Optional[request_limits.RequestLimits] = None):
     self._service = service
     self._metrics = metrics
     self._timeout_s = request_timeout_s
+    self._limits = limits or request_limits.RequestLimits()
+
+  def count_refusal(self, http_code: int) -> None:
+    """Counts a request refused at a limit (413, 429, 503, 408)."""
+    self._metrics.record_refusal('REST', str(http_code))
 
   def _model_label(self, name: str) -> str:
     if name and self._service.manager.is_known_model(name):
@@ -185,10 +208,17 @@ class RestApi:
           f'metrics at {METRICS_PATH}.'), _JSON
     route = _Route()
     try:
-      response = self._dispatch(method, path, body, started, route)
+      with self._limits.reserve(
+          len(body) * request_limits.REST_WORKING_FACTOR):
+        response = self._dispatch(method, path, body, started, route)
       code = status.Code.OK
     except status.ServingError as e:
       response, code = _error(e), e.code
+    except RecursionError:
+      # Input nested deeper than a parser's stack: the client's mistake.
+      error = status.invalid_argument(
+          'The request is nested too deeply to parse.')
+      response, code = _error(error), error.code
     except Exception as e:  # pylint: disable=broad-except
       _log.exception('Internal error on %s %s', method, path)
       error = status.internal(f'Internal error: {type(e).__name__}: {e}')
@@ -196,6 +226,8 @@ class RestApi:
     self._metrics.record_request(self._model_label(route.model), route.api,
                                  'REST', code.name,
                                  time.monotonic() - started)
+    if response[0] in (429, 503):
+      self.count_refusal(response[0])
     return response
 
   def _dispatch(self, method: str, path: str, body: bytes, started: float,
@@ -318,6 +350,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             f'Date: {self.date_time_string()}',
             f'Content-Type: {content_type}',
             f'Content-Length: {len(body)}']
+    if code in http_loop.RETRY_CODES:
+      head.append(f'Retry-After: {request_limits.RETRY_AFTER_S}')
     if close or self.server.draining:
       head.append('Connection: close')
       self.close_connection = True
@@ -329,16 +363,22 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     body = json_writer.error_body(
         f'Request body of {size_text} bytes exceeds the limit of {limit} '
         'bytes (--max-body-bytes).')
+    self.server.api.count_refusal(413)
     self._send(413, body, close=True)
     self.wfile.flush()
     self._drain()
 
   def _drain(self):
-    """Discards some unread body so the client sees the 413, not a reset."""
+    """Discards the unread body, up to a bound, so the client sees the 413.
+
+    Closing a socket with unread bytes sends a reset, and a client still
+    writing its body then never reads the answer waiting for it.
+    """
     sock = self.connection
+    self.server.unwatch(sock)  # The drain has its own bounds.
     try:
       sock.shutdown(socket.SHUT_WR)
-      sock.settimeout(0.2)
+      sock.settimeout(_DRAIN_PAUSE_S)
       deadline = time.monotonic() + _DRAIN_S
       discarded = 0
       while discarded < _DRAIN_BYTES and time.monotonic() < deadline:
@@ -387,17 +427,34 @@ class _Handler(http.server.BaseHTTPRequestHandler):
       return None
     return body
 
+  def handle_one_request(self):
+    """Waits for a request's first byte, then gives it a whole-request deadline.
+
+    The socket timeout bounds each read; a client sending a byte just
+    inside it would hold the connection for ever. The server's watchdog
+    shuts the socket down once the request has taken request_timeout_s
+    to arrive (``watch``), whatever the pace of its bytes.
+    """
+    try:
+      first = self.rfile.peek(1)
+    except OSError:
+      first = b''
+    if not first:
+      self.close_connection = True
+      return
+    self.server.watch(self.connection)
+    try:
+      super().handle_one_request()
+    finally:
+      self.server.unwatch(self.connection)
+
   def _handle(self, method: str):
     server = self.server
-    started = time.monotonic()
-    refused = server.too_many()
-    if refused is not None:
-      self._send(429, refused, close=True)
-      return
-    # The slot covers the work, the response's write does not: a client that
-    # has read its answer and sends the next request must find the slot free.
-    # ``in_flight`` (what a graceful stop waits for) covers the write too.
-    slot_held = True
+    # ``in_flight`` (what a graceful stop waits for) covers the read, the
+    # work and the write; a request slot only the work: a client slow to
+    # send holds none, and a client that has read its answer and sends the
+    # next request finds its slot free.
+    slot_held = False
     with server.in_flight_lock:
       server.in_flight += 1
     try:
@@ -405,6 +462,13 @@ class _Handler(http.server.BaseHTTPRequestHandler):
       body = self._read_body()
       if body is None:
         return
+      server.unwatch(self.connection)
+      started = time.monotonic()
+      refused = server.too_many()
+      if refused is not None:
+        self._send(429, refused, close=True)
+        return
+      slot_held = True
       if method != 'POST':
         body = b''
       code, payload, content_type = server.api.handle(method, self.path, body,
@@ -455,6 +519,23 @@ class _Prefixed(io.RawIOBase):
     return self._rest.readinto(buffer)
 
 
+def drop_late_client(sock: socket.socket, timeout_s: float) -> None:
+  """Says 408 if the socket takes it at once, then shuts the connection."""
+  body = json_writer.error_body(
+      f'The request did not arrive whole within {timeout_s:g} s '
+      '(--request-timeout-s); the connection is closed.')
+  try:
+    sock.send(http_loop.frame(408, body, _JSON, True, _Handler.server_version,
+                              http_loop.date_header()),
+              socket.MSG_DONTWAIT)
+  except OSError:
+    pass
+  try:
+    sock.shutdown(socket.SHUT_RDWR)
+  except OSError:
+    pass
+
+
 class _HttpServer(socketserver.ThreadingMixIn, http.server.HTTPServer):
   daemon_threads = True
   block_on_close = False
@@ -462,7 +543,11 @@ class _HttpServer(socketserver.ThreadingMixIn, http.server.HTTPServer):
 
   def __init__(self, address, api: RestApi, max_body_bytes: int,
                request_timeout_s: Optional[float], max_concurrent: int,
-               listener: Optional[socket.socket] = None):
+               listener: Optional[socket.socket] = None,
+               max_connections: int = 1024):
+    # The listen backlog: connections beyond those served wait in it rather
+    # than in SYN retries (socketserver's default is 5).
+    self.request_queue_size = max_connections
     self.api = api
     self.max_body_bytes = max_body_bytes
     self.request_timeout_s = request_timeout_s
@@ -473,6 +558,9 @@ class _HttpServer(socketserver.ThreadingMixIn, http.server.HTTPServer):
     self.draining = False
     self._prefixes = {}
     self._prefixes_lock = threading.Lock()
+    self._deadlines = {}  # socket -> when its request must have arrived.
+    self._started = {}  # id(socket) -> when the loop saw its first byte.
+    self._watch_stop = threading.Event()
     super().__init__(address, _Handler, bind_and_activate=listener is None)
     if listener is not None:
       # Worker processes accept on the listening socket of the process that
@@ -482,11 +570,21 @@ class _HttpServer(socketserver.ThreadingMixIn, http.server.HTTPServer):
       self.server_address = listener.getsockname()
       self.server_name, self.server_port = self.server_address[:2]
 
-  def adopt(self, sock: socket.socket, prefix: bytes) -> None:
-    """Serves a connection in its own thread, `prefix` read from it already."""
-    if prefix:
-      with self._prefixes_lock:
+  def adopt(self, sock: socket.socket, prefix: bytes,
+            started: Optional[float] = None) -> None:
+    """Serves a connection in its own thread, `prefix` read from it already.
+
+    Args:
+      sock: the connection.
+      prefix: the bytes read from it so far.
+      started: when its request's first byte arrived (its deadline runs
+        from then).
+    """
+    with self._prefixes_lock:
+      if prefix:
         self._prefixes[id(sock)] = prefix
+      if started is not None:
+        self._started[id(sock)] = started
     try:
       address = sock.getpeername()
     except OSError:
@@ -497,10 +595,41 @@ class _HttpServer(socketserver.ThreadingMixIn, http.server.HTTPServer):
     with self._prefixes_lock:
       return self._prefixes.pop(id(sock), b'')
 
+  def watch(self, sock: socket.socket) -> None:
+    """Starts the deadline of the request arriving on sock."""
+    if self.request_timeout_s is None:
+      return
+    with self._prefixes_lock:
+      started = self._started.pop(id(sock), None)
+      self._deadlines[sock] = ((started or time.monotonic()) +
+                               self.request_timeout_s)
+
+  def unwatch(self, sock: socket.socket) -> None:
+    """The request on sock has arrived whole (or the connection ends)."""
+    with self._prefixes_lock:
+      self._deadlines.pop(sock, None)
+
+  def watch_deadlines(self) -> None:
+    """Drops the connections whose request is late, until stop_watching()."""
+    while not self._watch_stop.wait(_WATCH_S):
+      now = time.monotonic()
+      with self._prefixes_lock:
+        late = [sock for sock, deadline in self._deadlines.items()
+                if deadline < now]
+        for sock in late:
+          del self._deadlines[sock]
+      for sock in late:
+        drop_late_client(sock, self.request_timeout_s)
+        self.api.count_refusal(408)
+
+  def stop_watching(self) -> None:
+    self._watch_stop.set()
+
   def too_many(self) -> Optional[bytes]:
     """Takes a request slot; None, or the 429 body when none is free."""
     if self.slots.acquire(blocking=False):
       return None
+    self.api.count_refusal(429)
     return json_writer.error_body(
         f'Too many requests in flight (limit {self.max_concurrent}); '
         'retry later.')
@@ -517,14 +646,21 @@ class RestServer:
 
   def __init__(self, api: RestApi, host: str, port: int, max_body_bytes: int,
                request_timeout_s: Optional[float], max_concurrent: int,
-               listener: Optional[socket.socket] = None):
+               listener: Optional[socket.socket] = None,
+               max_connections: int = 1024):
     self._server = _HttpServer((host, port), api, max_body_bytes,
-                               request_timeout_s, max_concurrent, listener)
+                               request_timeout_s, max_concurrent, listener,
+                               max_connections)
     server = self._server
     self._loop = http_loop.HttpLoop(
         server.socket, api.handle, api.inline, server.adopt, max_body_bytes,
         request_timeout_s, server.too_many, server.slots.release, server,
-        server_header=_Handler.server_version)
+        server_header=_Handler.server_version,
+        max_connections=max_connections,
+        on_late=lambda: api.count_refusal(408))
+    self._watchdog = threading.Thread(target=server.watch_deadlines,
+                                      name='leantfx-rest-deadlines',
+                                      daemon=True)
 
   @property
   def port(self) -> int:
@@ -532,6 +668,7 @@ class RestServer:
 
   def start(self) -> None:
     self._loop.start()
+    self._watchdog.start()
 
   def stop_accepting(self) -> None:
     """Closes the listening socket; open connections finish their request."""
@@ -545,4 +682,5 @@ class RestServer:
       idle = server.in_flight_lock.wait_for(lambda: server.in_flight == 0,
                                             timeout=timeout_s)
     self._loop.join(1.0)
+    self._server.stop_watching()
     return idle

@@ -20,6 +20,7 @@ from leantfx.serving import metrics as metrics_lib
 from leantfx.serving import model_config
 from leantfx.serving import model_manager
 from leantfx.serving import prediction_service
+from leantfx.serving import request_limits
 from leantfx.serving import rest_api
 from leantfx.serving import saved_model_servable
 from leantfx.serving import server_config as server_config_lib
@@ -61,6 +62,9 @@ class ModelServer:
       peers = self._shared.peers
     self.metrics = metrics_lib.Metrics(self.manager.serving_versions,
                                        self._counters, peers)
+    # Shared by both fronts: one budget for the process's requests.
+    self.limits = request_limits.RequestLimits(config.max_body_bytes,
+                                               config.max_in_flight_bytes)
     self._rest: Optional[rest_api.RestServer] = None
     self._grpc: Optional[grpc_api.GrpcServer] = None
     self._stopped = threading.Event()
@@ -97,7 +101,8 @@ class ModelServer:
     if config.enable_batching or config.auto_batching:
       self.batcher = batch_scheduler.BatchScheduler(config.batching)
     service = prediction_service.PredictionService(
-        self.manager, self.batcher, batch_all=config.enable_batching)
+        self.manager, self.batcher, batch_all=config.enable_batching,
+        max_rows_per_call=config.max_rows_per_call)
     if self._shared is not None:
       self._shared.start(self.metrics.snapshot)
     try:
@@ -105,14 +110,15 @@ class ModelServer:
         self._grpc = grpc_api.GrpcServer(
             service, self.metrics, config.host, config.grpc_port,
             config.max_body_bytes, config.request_timeout_s,
-            config.grpc_max_workers, config.reuse_port)
+            config.grpc_max_workers, config.reuse_port, self.limits)
         self._grpc.start()
       if config.rest_port is not None:
-        api = rest_api.RestApi(service, self.metrics, config.request_timeout_s)
+        api = rest_api.RestApi(service, self.metrics, config.request_timeout_s,
+                               self.limits)
         self._rest = rest_api.RestServer(
             api, config.host, config.rest_port, config.max_body_bytes,
             config.request_timeout_s, config.max_concurrent_requests,
-            config.rest_listener)
+            config.rest_listener, max_connections=config.max_connections)
         self._rest.start()
     except OSError:
       self.stop()

@@ -4,8 +4,9 @@ from typing import Any, Optional
 
 from leantfx.errors import ConfigError
 from leantfx.serving import batching_parameters
+from leantfx.serving import request_limits
 
-DEFAULT_MAX_BODY_BYTES = 16 * 1024 * 1024
+DEFAULT_MAX_BODY_BYTES = request_limits.DEFAULT_MAX_BODY_BYTES
 
 
 @dataclasses.dataclass(frozen=True)
@@ -18,8 +19,10 @@ class ServerConfig:
     grpc_port: gRPC port; 0 picks a free one, None disables gRPC.
     max_body_bytes: largest REST body (and gRPC message); 16 MiB fits a batch
       of a few hundred small images as JSON.
-    request_timeout_s: socket read timeout and queueing deadline of a request;
-      None for no limit. 30 s is TF Serving's REST default.
+    request_timeout_s: the whole-request deadline: a REST request must
+      arrive whole within it (a slow client is dropped, not waited for), an
+      idle connection is closed after it, and a request queued for a batch
+      gives up at it; None for no limit. 30 s is TF Serving's REST default.
     file_system_poll_wait_seconds: seconds between polls for new versions
       (TF Serving's flag of the same name, default 1); 0 polls once at start,
       a negative value never polls.
@@ -27,7 +30,15 @@ class ServerConfig:
       (TF Serving's default: 5); after them it is retried on a backoff
       (model_manager.RETRY_BACKOFF_S) until it loads or is removed.
     enable_warmup: warm a version up before it serves.
-    max_concurrent_requests: REST requests handled at once; beyond it, 429.
+    max_concurrent_requests: REST requests handled at once (counted once a
+      request has arrived whole); beyond it, 429 with Retry-After.
+    max_in_flight_bytes: the working memory the requests in flight may
+      reserve together (request_limits); beyond it, 503 with Retry-After
+      (gRPC UNAVAILABLE).
+    max_rows_per_call: a predict request with more rows runs as model calls
+      of this many rows, one after another.
+    max_connections: REST connections open at once; more wait in the
+      listen backlog, which is as long.
     grpc_max_workers: gRPC handler threads.
     shutdown_grace_s: how long a graceful stop waits for in-flight requests.
     tensorflow_intra_op_parallelism: threads a SavedModel's op may use
@@ -57,6 +68,9 @@ class ServerConfig:
   max_num_load_retries: int = 5
   enable_warmup: bool = True
   max_concurrent_requests: int = 128
+  max_in_flight_bytes: int = request_limits.DEFAULT_MAX_IN_FLIGHT_BYTES
+  max_rows_per_call: int = request_limits.DEFAULT_MAX_ROWS_PER_CALL
+  max_connections: int = 1024
   grpc_max_workers: int = 16
   shutdown_grace_s: float = 30.0
   tensorflow_intra_op_parallelism: int = 1
@@ -89,6 +103,8 @@ class ServerConfig:
                         f'limit), got {self.request_timeout_s}.')
     if self.max_num_load_retries < 0:
       raise ConfigError('max_num_load_retries must be >= 0.')
-    if self.max_concurrent_requests < 1 or self.grpc_max_workers < 1:
-      raise ConfigError('max_concurrent_requests and grpc_max_workers must '
-                        'be >= 1.')
+    for name in ('max_concurrent_requests', 'grpc_max_workers',
+                 'max_in_flight_bytes', 'max_rows_per_call',
+                 'max_connections'):
+      if getattr(self, name) < 1:
+        raise ConfigError(f'{name} must be >= 1, got {getattr(self, name)}.')
