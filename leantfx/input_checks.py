@@ -96,6 +96,9 @@ class CsvProfile:
       default_factory=dict, hash=False)
   feature_keys: Mapping[str, str] = dataclasses.field(
       default_factory=dict, hash=False)
+  # {label value: rows} (leantfx/split_feasibility.py).
+  label_counts: Mapping[str, int] = dataclasses.field(
+      default_factory=dict, hash=False)
 
 
 def latest_span(data_root: str,
@@ -393,7 +396,8 @@ def profile_csv_data_root(data_root: str,
       label_not_finite=tuple(label_not_finite),
       label_not_finite_count=label_not_finite_count,
       rows_by_file=row_counts.by_name(rows_by_file),
-      feature_keys=keys)
+      feature_keys=keys,
+      label_counts=dict(label_counts))
 
 
 def _check_label_variants(label: str, counts: Mapping[str, int], span: int,

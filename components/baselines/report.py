@@ -78,7 +78,10 @@ def lines(doc: Dict[str, Any]) -> Sequence[str]:
   """One line per baseline: name, figure, fit time, model and note."""
   metric = doc['metric']
   found = []
-  for name, entry in doc['baselines'].items():
+  order = (trivial_name(doc), fits.LINEAR, fits.STRONG)
+  for name in sorted(doc['baselines'], key=lambda n: (
+      order.index(n) if n in order else len(order), n)):
+    entry = doc['baselines'][name]
     value = entry['value']
     figure_text = ('not fit' if value is None else f'{metric} {value:.4f}')
     note = f' ({entry["note"]})' if entry.get('note') else ''
