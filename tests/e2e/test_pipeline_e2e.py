@@ -84,6 +84,10 @@ def _check_model_card(output, summary, stdout):
   assert card['considerations']['tradeoffs'][0]['description'].startswith(
       'No --target-qps was given')
   assert card_lib.figure(card, card_lib.TRAINING_SUBJECT, 'core_hours') > 0
+  # The baselines the Evaluator blessed against, measured on the same split.
+  for name, entry in summary.baselines['baselines'].items():
+    assert card_lib.figure(card, card_lib.baseline_subject(name),
+                           'accuracy') == pytest.approx(entry['value'])
   # The run record beside the log names the card and reports its accuracy.
   log_path = re.search(r'  log: (\S+)', stdout).group(1)
   with open(log_path[:-len('.log')] + '.json', encoding='utf-8') as f:
