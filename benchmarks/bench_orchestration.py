@@ -67,7 +67,8 @@ def _warm_vs_cold(scratch, base_steps, span_steps):
               'penguins', '--once', '--epochs', '1',
               # Both must push so the time to a pushed model exists; the
               # gate itself is measured by the e2e test.
-              '--min-accuracy', '0', '--max-accuracy-drop', '1']
+              '--min-accuracy', '0', '--max-accuracy-drop', '1',
+              '--baseline-margin', 'off']
     _land(data, 1)
     _leantfx(common + ['--train-steps', str(base_steps)])
     _land(data, 2)

@@ -4,7 +4,8 @@ One run, side by side, on the same files:
 1. the scale benchmark's generator (benchmarks/scale_data.py) writes
    SCORE_ROWS rows in 5 CSV files; the first SCORE_TRAIN_ROWS rows of them
    are a span of their own;
-2. `leantfx run --techniques none --min-accuracy 0` on that small span
+2. `leantfx run --techniques none --min-accuracy 0 --baseline-margin off`
+   on that small span
    pushes the trained SavedModel and the ModelOptimizer's pick for TFLite,
    OpenVINO and ONNX (the gate is off: this measures scoring, not the
    model; its accuracy is reported);
@@ -73,6 +74,7 @@ def main() -> int:
     seconds, _, _ = bench_scale._monitored(  # pylint: disable=protected-access
         [LEANTFX, 'run', '--data-root', small, '--label', scale_data.LABEL,
          '--name', 'score', '--techniques', 'none', '--min-accuracy', '0',
+         '--baseline-margin', 'off',
          '--output', output],
         os.path.join(work, 'run.log'))
     print(f'trained and pushed on {train_rows:,} rows in {seconds:.0f} s',

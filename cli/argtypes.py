@@ -6,6 +6,7 @@ message whichever command (run, compile, watch, ...) has the option.
 """
 import argparse
 import re
+from typing import Optional
 
 from leantfx.runtimes import registry as runtimes
 from leantfx.errors import ConfigError
@@ -69,6 +70,13 @@ def fraction(text: str) -> float:
   if not 0.0 <= value <= 1.0:
     raise argparse.ArgumentTypeError(f'must be in [0, 1], got {value}')
   return value
+
+
+def fraction_or_off(text: str) -> Optional[float]:
+  """A share from 0 to 1, or 'off' (None): --baseline-margin."""
+  if text.strip().lower() == 'off':
+    return None
+  return fraction(text)
 
 
 def fraction_below_one(text: str) -> float:

@@ -607,6 +607,7 @@ def evaluation_config(args: argparse.Namespace,
   return config_lib.EvaluationConfig(
       min_accuracy=args.min_accuracy,
       max_accuracy_drop=args.max_accuracy_drop,
+      baseline_margin=args.baseline_margin,
       min_auc=args.min_auc, min_r2=args.min_r2, max_rmse=args.max_rmse,
       max_rmse_increase=args.max_rmse_increase,
       slices=slices, min_slice_size=args.min_slice_size,

@@ -49,6 +49,9 @@ class DataProfile:
   categorical_columns: Tuple[str, ...] = ()
   bad_images: Dict[str, List[Tuple[str, str]]] = dataclasses.field(
       default_factory=dict, hash=False)
+  # {label value: rows} where counted (images; leantfx/split_feasibility.py).
+  label_counts: Dict[str, int] = dataclasses.field(
+      default_factory=dict, hash=False)
 
 
 def _span(data_root: str, span: Optional[int]) -> Tuple[int, str]:
@@ -276,4 +279,4 @@ def profile_image_data_root(data_root: str,
       data_root=os.path.dirname(span_dir), span=span, span_dir=span_dir,
       num_rows=sum(counts.values()),
       label_values=_sorted_labels(counts),
-      bad_images=bad)
+      bad_images=bad, label_counts=dict(counts))

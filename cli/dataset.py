@@ -20,6 +20,7 @@ from leantfx import data_formats
 from leantfx import datasets
 from leantfx import input_checks
 from leantfx import schemas
+from leantfx import split_feasibility
 from leantfx import task as task_lib
 from leantfx.cli import options
 from leantfx.components.image_example_gen import decode
@@ -158,6 +159,18 @@ def known_task(args: argparse.Namespace) -> Optional[str]:
 
 def resolve_dataset(args: argparse.Namespace, local_root: Optional[str],
                     scratch: str) -> ResolvedData:
+  """Decides the data root and DatasetSpec, and checks the data.
+
+  See _resolve_dataset; then refuses a span the train/eval split cannot
+  serve (leantfx/split_feasibility.py).
+  """
+  data = _resolve_dataset(args, local_root, scratch)
+  split_feasibility.check_profile(data.profile, data.spec)
+  return data
+
+
+def _resolve_dataset(args: argparse.Namespace, local_root: Optional[str],
+                     scratch: str) -> ResolvedData:
   """Decides the data root and DatasetSpec, and checks the data.
 
   Args:

@@ -201,7 +201,15 @@ def add_pipeline_options(parser: argparse.ArgumentParser,
   evaluation = config_lib.EvaluationConfig()
   gate.add('--min-accuracy', type=argtypes.fraction,
            default=evaluation.min_accuracy,
-           help='bless only at or above this eval accuracy')
+           help='bless only at or above this eval accuracy (default: no '
+           'absolute bound; the baselines set the bar, --baseline-margin)')
+  gate.add('--baseline-margin', type=argtypes.fraction_or_off,
+           default=evaluation.baseline_margin, metavar='POINTS|off',
+           help='bless only a model that beats the majority class (the '
+           'mean) significantly and is at most this far below the strong '
+           'baseline measured in the run (accuracy points; regression: the '
+           'fraction its RMSE may exceed the baseline\'s; default '
+           f'{evaluation.baseline_margin}); off: no relative gate')
   gate.add('--max-accuracy-drop', type=argtypes.fraction,
            default=evaluation.max_accuracy_drop,
            help='how far below the last blessed model a new one may fall')

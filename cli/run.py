@@ -18,6 +18,7 @@ from typing import Any, Dict
 from leantfx import disk_plan
 from leantfx import input_checks
 from leantfx import stopping
+from leantfx.cli import baseline_summary
 from leantfx.cli import console
 from leantfx.cli import options
 from leantfx.cli import summary as summary_lib
@@ -39,6 +40,8 @@ def _print_summary(summary, config, seconds: float, log_path: str,
     print(line)
   for line in summary_lib.slice_lines(summary, config):
     print(line)
+  for line in baseline_summary.baseline_lines(summary):
+    print(line)
   blessed = {True: 'yes', False: 'no', None: 'unknown'}[summary.blessed]
   print(f'  blessed: {blessed}')
   pusher = summary.executions.get('Pusher')
@@ -59,6 +62,8 @@ def _print_summary(summary, config, seconds: float, log_path: str,
   else:
     print('  pushed: nothing (the model did not pass the Evaluator gate; the '
           'serving directory is unchanged)')
+    for line in baseline_summary.not_blessed_lines(summary):
+      print(line)
   for line in summary_lib.infra_lines(summary):
     print(line)
   for line in summary_lib.summary_lines(summary, config):

@@ -8,6 +8,7 @@ import json
 import os
 from typing import Any, Dict, List, Optional
 
+from leantfx.cli import baseline_summary
 from leantfx.runtimes import registry as runtimes_lib
 
 OPTIMIZER_NODE = 'ModelOptimizer'
@@ -313,7 +314,9 @@ def metric_lines(summary, config) -> List[str]:
              for name, label in REGRESSION_METRICS if name in summary.metrics]
     if not found:
       return []
-    bound = ('' if evaluation.max_rmse is None else
+    relative = baseline_summary.gate_text(summary)
+    bound = (f', RMSE {relative}' if relative else
+             '' if evaluation.max_rmse is None else
              f', RMSE <= {evaluation.max_rmse}')
     return [f'  regression (eval split{count}): {", ".join(found)} (gate: '
             f'R^2 >= {evaluation.min_r2}{bound}, RMSE at most '
@@ -321,9 +324,12 @@ def metric_lines(summary, config) -> List[str]:
             'model)']
   if summary.accuracy is None:
     return []
+  bound = baseline_summary.gate_text(summary) or (
+      f'>= {evaluation.min_accuracy}' if evaluation.min_accuracy is not None
+      else 'no absolute bound')
   lines = [f'  accuracy (eval split{count}): {summary.accuracy:.4f} '
-           f'(gate: >= {evaluation.min_accuracy}, at most '
-           f'{evaluation.max_accuracy_drop} below the last blessed model)']
+           f'(gate: {bound}; at most {evaluation.max_accuracy_drop} below '
+           'the last blessed model)']
   binary = [f'{name} {summary.metrics[name]:.4f}'
             for name in ('auc', 'precision', 'recall')
             if name in summary.metrics]
@@ -438,6 +444,7 @@ def run_record(summary, config) -> Dict[str, Any]:
           for node, e in sorted(summary.executions.items())
       },
   }
+  record.update(baseline_summary.record(summary))
   optimizer = summary.executions.get(OPTIMIZER_NODE)
   if config.optimization is not None and optimizer is not None:
     optimized = (optimizer.outputs.get('optimized_model') or [None])[0]

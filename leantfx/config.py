@@ -419,16 +419,30 @@ class ModelCardConfig:
              'or drop --core-hour-price.')
 
 
+# One accuracy point behind the strong baseline (issue 43); for a
+# regression, 1% of its RMSE.
+DEFAULT_BASELINE_MARGIN = 0.01
+
+
 @dataclasses.dataclass(frozen=True)
 class EvaluationConfig:
   """The Evaluator's gate.
 
   Classification gates on accuracy (and, for two classes, optionally on
   AUC); regression on R² (absolute), optionally RMSE (absolute) and RMSE's
-  relative increase against the last blessed model.
+  relative increase against the last blessed model. Both, by default, also
+  against the run's own baselines (components/relative_gate/rule.py): the
+  model must beat the trivial baseline significantly and be at most
+  baseline_margin behind the strong one.
 
   Attributes:
-    min_accuracy: absolute lower bound on eval-split accuracy.
+    min_accuracy: absolute lower bound on eval-split accuracy (None: none,
+      the baselines set the bar).
+    baseline_margin: how far behind the strong baseline a model may be and
+      still be blessed: accuracy points, or for a regression the fraction
+      by which its RMSE may exceed the strong baseline's. None turns the
+      relative gate off (only the absolute bounds and the last blessed
+      model gate).
     max_accuracy_drop: how much lower than the last blessed model's accuracy a
       new model may be and still be blessed (ignored on the first run).
     min_auc: two-class labels: absolute lower bound on eval-split AUC (None:
@@ -450,8 +464,9 @@ class EvaluationConfig:
     max_slice_rmse_increase: regression: how much higher, as a fraction, a
       slice's RMSE may be than the last blessed model's.
   """
-  min_accuracy: float = 0.9
+  min_accuracy: Optional[float] = None
   max_accuracy_drop: float = 0.01
+  baseline_margin: Optional[float] = DEFAULT_BASELINE_MARGIN
   min_auc: Optional[float] = None
   min_r2: float = 0.0
   max_rmse: Optional[float] = None
@@ -477,8 +492,10 @@ class EvaluationConfig:
     _check(self.max_slice_rmse_increase >= 0,
            f'max_slice_rmse_increase must be >= 0, got '
            f'{self.max_slice_rmse_increase}.')
-    _check(0.0 <= self.min_accuracy <= 1.0,
+    _check(self.min_accuracy is None or 0.0 <= self.min_accuracy <= 1.0,
            f'min_accuracy must be in [0, 1], got {self.min_accuracy}.')
+    _check(self.baseline_margin is None or 0.0 <= self.baseline_margin <= 1.0,
+           f'baseline_margin must be in [0, 1], got {self.baseline_margin}.')
     _check(0.0 <= self.max_accuracy_drop <= 1.0,
            f'max_accuracy_drop must be in [0, 1], got '
            f'{self.max_accuracy_drop}.')

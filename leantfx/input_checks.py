@@ -99,6 +99,9 @@ class CsvProfile:
       default_factory=dict, hash=False)
   feature_keys: Mapping[str, str] = dataclasses.field(
       default_factory=dict, hash=False)
+  # {label value: rows} (leantfx/split_feasibility.py).
+  label_counts: Mapping[str, int] = dataclasses.field(
+      default_factory=dict, hash=False)
   roles: Tuple[column_roles.ColumnRole, ...] = ()
 
   def columns_of(self, role: str) -> Tuple[str, ...]:
@@ -437,6 +440,7 @@ def profile_csv_data_root(data_root: str,
       label_not_finite_count=label_not_finite_count,
       rows_by_file=row_counts.by_name(rows_by_file),
       feature_keys=keys,
+      label_counts=dict(label_counts),
       roles=roles)
 
 

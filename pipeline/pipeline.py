@@ -4,8 +4,10 @@ It imports no runner and reads no environment: the local runner and the
 Kubeflow compiler resolve paths and Beam arguments, then call it.
 
 CsvExampleGen (latest span) -> StatisticsGen -> schema (ImportSchemaGen from a
-curated schema, or SchemaGen) -> ExampleValidator -> Transform -> Trainer ->
-Resolver (latest blessed model) -> Evaluator (absolute and change thresholds)
+curated schema, or SchemaGen) -> ExampleValidator -> Transform -> Trainer,
+and beside them Baselines (majority, linear, strong scikit-learn models on
+the same split) -> Resolver (latest blessed model) -> Evaluator (against the
+baselines, absolute bounds when given, and change thresholds)
 -> InfraValidator (a blessed model served by `leantfx serve`, queried with
 eval rows) -> Pusher (versioned SavedModel with its warm-up requests, only
 when both blessed it, written atomically and never twice for the same
@@ -22,9 +24,11 @@ from tfx import v1 as tfx
 
 from leantfx import config as config_lib
 from leantfx import splits
+from leantfx.components.baselines import component as baselines_component
 from leantfx.components.infra_validator import component as infra_validator
 from leantfx.components.model_card import component as model_card
 from leantfx.components.optimize import component as optimize_component
+from leantfx.components.relative_gate import component as relative_gate
 from leantfx.components.versioned_pusher import component as versioned_pusher
 from leantfx.models import data_policy as data_policy_module
 from leantfx.models import features
@@ -36,6 +40,7 @@ from leantfx.pipeline import regression_metrics
 from leantfx.pipeline import retraining
 from leantfx.pipeline import slice_metrics
 
+BASELINES_ID = 'Baselines'
 PREPROCESSING_FN = 'leantfx.models.preprocessing.preprocessing_fn'
 RUN_FN = 'leantfx.models.model.run_fn'
 ACCURACY_METRIC = 'sparse_categorical_accuracy'
@@ -175,7 +180,8 @@ def _eval_config(spec: config_lib.DatasetSpec,
                  evaluation: config_lib.EvaluationConfig) -> tfma.EvalConfig:
   """The Evaluator's metrics and gate for the dataset's task.
 
-  Classification: accuracy, an absolute bound and a change threshold; a
+  Classification: accuracy, an absolute bound when given and a change
+  threshold (the relative gate adds the baselines' bound at run time); a
   two-class label also AUC, precision and recall of the second class (class
   id 1, at a 0.5 probability), AUC gated when min_auc is set.
   Regression: see _regression_eval_config.
@@ -197,6 +203,12 @@ def _eval_config(spec: config_lib.DatasetSpec,
             tfma.MetricConfig(class_name='Recall'),
         ],
         binarize=tfma.BinarizationOptions(class_ids={'values': [1]})))
+  # --min-accuracy when given; the relative gate moves this bound to the
+  # baselines' at run time (components/relative_gate).
+  min_accuracy = None
+  if evaluation.min_accuracy is not None:
+    min_accuracy = tfma.GenericValueThreshold(
+        lower_bound={'value': evaluation.min_accuracy})
   return tfma.EvalConfig(
       model_specs=[
           tfma.ModelSpec(
@@ -211,8 +223,7 @@ def _eval_config(spec: config_lib.DatasetSpec,
               tfma.MetricConfig(
                   class_name='SparseCategoricalAccuracy',
                   **_overall(tfma.MetricThreshold(
-                      value_threshold=tfma.GenericValueThreshold(
-                          lower_bound={'value': evaluation.min_accuracy}),
+                      value_threshold=min_accuracy,
                       # Ignored while no model has been blessed yet.
                       change_threshold=tfma.GenericChangeThreshold(
                           direction=tfma.MetricDirection.HIGHER_IS_BETTER,
@@ -315,16 +326,35 @@ def _train(config: config_lib.PipelineConfig, examples: tfx.types.BaseChannel,
   return trainer.outputs['model'], transform
 
 
+def _baselines(config: config_lib.PipelineConfig,
+               examples: tfx.types.BaseChannel,
+               schema: tfx.types.BaseChannel,
+               nodes: List[tfx.types.BaseNode]) -> tfx.types.BaseChannel:
+  """Adds Baselines on ExampleGen's split, once the ValidationGate passed."""
+  component = baselines_component.Baselines(
+      examples=examples, schema=schema, dataset=config.dataset).with_id(
+          BASELINES_ID)
+  # A task dependency, as Augment's: data the gate stopped is not fit on.
+  gate = next((n for n in nodes if n.id == data_stages.GATE_ID), None)
+  if gate is not None:
+    component.add_upstream_node(gate)
+  nodes.append(component)
+  return component.outputs['baselines']
+
+
 def _evaluate_and_push(config: config_lib.PipelineConfig,
                        examples: tfx.types.BaseChannel,
                        model: tfx.types.BaseChannel,
+                       baselines: tfx.types.BaseChannel,
                        nodes: List[tfx.types.BaseNode]) -> tfx.types.BaseChannel:
   """Adds the baseline resolver, the Evaluator gate, the InfraValidator and
   the Pusher.
 
-  The InfraValidator serves only a model the Evaluator blessed; the Pusher
-  pushes only a model both blessed, as the InfraValidator's copy with TF
-  Serving's warm-up requests.
+  The Evaluator blesses against the run's baselines as well as its absolute
+  and change thresholds (components/relative_gate). The InfraValidator
+  serves only a model the Evaluator blessed; the Pusher pushes only a model
+  both blessed, as the InfraValidator's copy with TF Serving's warm-up
+  requests.
 
   Returns:
     The Evaluator's blessing channel.
@@ -332,13 +362,14 @@ def _evaluate_and_push(config: config_lib.PipelineConfig,
   # A Resolver, or the Pusher's records where no resolver runs (retraining).
   baseline = retraining.latest_blessed_model(
       config, nodes, retraining.BASELINE_RESOLVER_ID)
-  evaluator = retraining.evaluator_class(config)(
+  evaluator = relative_gate.RelativeGateEvaluator(
       examples=examples,
       model=model,
+      baselines=baselines,
       baseline_model=baseline,
       example_splits=['eval'],
-      eval_config=_eval_config(config.dataset, config.evaluation)).with_id(
-          'Evaluator')
+      eval_config=_eval_config(config.dataset, config.evaluation),
+      baseline_margin=config.evaluation.baseline_margin).with_id('Evaluator')
   blessing = evaluator.outputs['blessing']
   # Both run on every run, as TFX's do, and read the Evaluator's blessing:
   # the InfraValidator serves only a blessed model (an unblessed one gets a
@@ -459,7 +490,8 @@ def create_pipeline(config: config_lib.PipelineConfig) -> tfx.dsl.Pipeline:
   examples = _ingest(config, nodes)
   schema, train_examples = _validate(config, examples, nodes)
   model, transform = _train(config, train_examples, schema, nodes)
-  blessing = _evaluate_and_push(config, examples, model, nodes)
+  baselines = _baselines(config, examples, schema, nodes)
+  blessing = _evaluate_and_push(config, examples, model, baselines, nodes)
   _optimize(config, model, transform, blessing, examples, nodes)
   _model_card(config, nodes)
   metadata_config = None

@@ -193,14 +193,6 @@ def latest_blessed_model(config: config_lib.PipelineConfig,
   return node.outputs['model']
 
 
-def evaluator_class(config: config_lib.PipelineConfig):
-  """The Evaluator: one that takes LastBlessedModel's empty Model as none,
-  with the records; TFX's otherwise."""
-  if config.orchestration.blessed_model_from_records:
-    return blessed_model.BaselineEvaluator
-  return tfx.components.Evaluator
-
-
 def pusher_custom_config(
     config: config_lib.PipelineConfig) -> Optional[Dict[str, str]]:
   """The Pusher's custom_config: where to keep its blessed-model records

@@ -12,8 +12,11 @@ from ml_metadata import metadata_store
 from ml_metadata.proto import metadata_store_pb2
 
 from leantfx import evaluation_results
+from leantfx.components.baselines import report as baselines_report
+from leantfx.components.baselines import spec as baselines_spec
 from leantfx.components.infra_validator import spec as infra_spec
 from leantfx.components.model_card import spec as card_spec
+from leantfx.components.relative_gate import spec as gate_spec
 
 _STATE_NAMES = {
     v: k.lower()
@@ -22,6 +25,7 @@ _STATE_NAMES = {
 
 
 INFRA_VALIDATOR_NODE = 'InfraValidator'
+BASELINES_NODE = 'Baselines'
 MODEL_CARD_NODE = 'ModelCardGenerator'
 
 
@@ -66,6 +70,11 @@ class RunSummary:
   slice_failures: Tuple[str, ...] = ()
   # The folder of the pushed version's model card (None: none written).
   model_card_dir: Optional[str] = None
+  # The Baselines component's document (components/baselines/report.py),
+  # and the relative gate the Evaluator blessed by ({'metric', 'bounds'};
+  # components/relative_gate/rule.py); None where they did not run.
+  baselines: Optional[Dict] = None
+  gate: Optional[Dict] = None
 
   def model_card_page(self) -> Optional[str]:
     """The model card's HTML page, or None."""
@@ -240,6 +249,7 @@ def summarize(metadata_path: str, pipeline_name: str,
           if key.startswith('serving_call_ms_batch'):  # Each batch timed.
             serving_graph[key[len('serving_'):]] = value.double_value
   infra_blessed, infra_reason, infra = _infra_validation(executions)
+  baselines, gate = _baselines_and_gate(executions)
   model_card_dir = None
   card = executions.get(MODEL_CARD_NODE)
   if card and card.outputs.get(card_spec.MODEL_CARD_KEY):
@@ -261,7 +271,30 @@ def summarize(metadata_path: str, pipeline_name: str,
       infra=infra,
       slices=slices,
       slice_failures=slice_failures,
-      model_card_dir=model_card_dir)
+      model_card_dir=model_card_dir,
+      baselines=baselines,
+      gate=gate)
+
+
+def _baselines_and_gate(executions: Dict[str, NodeExecution]):
+  """(the baselines document, the gate) of the run, each None if absent.
+
+  The Evaluator's blessing carries both (the baselines it judged by); a run
+  that stopped before the Evaluator has the Baselines artifact's alone.
+  """
+  evaluator = executions.get('Evaluator')
+  blessing = (evaluator.outputs.get('blessing') or [None])[0] if (
+      evaluator) else None
+  recorded = baselines_report.loads(
+      _custom_str(blessing, gate_spec.GATE_PROPERTY) if blessing else None)
+  if recorded:
+    return recorded['baselines'], recorded['gate']
+  node = executions.get(BASELINES_NODE)
+  found = (node.outputs.get(baselines_spec.BASELINES_KEY) or [None])[0] if (
+      node) else None
+  return (baselines_report.loads(
+      _custom_str(found, baselines_spec.FIGURES_PROPERTY) if found else None),
+          None)
 
 
 def _infra_validation(executions: Dict[str, NodeExecution]):

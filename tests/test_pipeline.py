@@ -32,8 +32,8 @@ def test_graph_with_curated_schema(tmp_path):
   assert ids == {
       'CsvExampleGen', 'StatisticsGen', 'ImportSchemaGen', 'ExampleValidator',
       'ValidationGate', 'Augment',
-      'Transform', 'Trainer', 'latest_blessed_model_resolver', 'Evaluator',
-      'InfraValidator', 'Pusher', 'ModelCardGenerator'
+      'Transform', 'Trainer', 'Baselines', 'latest_blessed_model_resolver',
+      'Evaluator', 'InfraValidator', 'Pusher', 'ModelCardGenerator'
   }
   assert built.beam_pipeline_args == ['--direct_num_workers=2']
   assert built.enable_cache

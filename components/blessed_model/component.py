@@ -7,9 +7,10 @@ container task copies the newest recorded model into its output Model. The
 Evaluator's baseline and the Trainer's warm start read that one Model.
 
 Its output always exists on KFP, empty before any model was blessed:
-BaselineEvaluator is TFX's Evaluator whose executor drops such an empty
-baseline (so the change thresholds are skipped, as they are on a first
-local run); the warm start finds no model in it and trains cold, saying why
+BaselineEvaluatorExecutor is TFX's Evaluator executor that drops such an
+empty baseline (so the change thresholds are skipped, as they are on a
+first local run; the pipeline's Evaluator, components/relative_gate, runs
+on it); the warm start finds no model in it and trains cold, saying why
 (models/warm_start.py).
 
 The cost: the task runs in every run (the records change between runs while
@@ -67,8 +68,3 @@ class BaselineEvaluatorExecutor(evaluator_executor.Executor):
       input_dict[key] = []
     super().Do(input_dict, output_dict, exec_properties)
 
-
-class BaselineEvaluator(tfx.components.Evaluator):
-  """TFX's Evaluator, same spec and outputs; an empty baseline is none."""
-
-  EXECUTOR_SPEC = executor_spec.BeamExecutorSpec(BaselineEvaluatorExecutor)

@@ -248,6 +248,38 @@ def _evaluation_section(facts, figures: _Figures) -> Section:
   return Section('Evaluation', paragraphs, ['slice'] + metrics, rows)
 
 
+def baseline_subject(name: str) -> str:
+  return f'baseline: {name}'
+
+
+def _baselines_section(facts, figures: _Figures) -> Optional[Section]:
+  """The baselines measured on the same split, and the gate they set."""
+  recorded = facts['evaluation'].get('relative_gate')
+  if not recorded:
+    return None
+  doc, gate = recorded['baselines'], recorded['gate']
+  metric = doc['metric']
+  rows = []
+  for name, entry in sorted(doc['baselines'].items()):
+    rows.append([name, _fmt(entry['value']), _fmt(entry['fit_seconds']),
+                 entry['model'] + (f" ({entry['note']})"
+                                   if entry.get('note') else '')])
+    figures.add(baseline_subject(name), metric, entry['value'])
+  rows_seen = doc['rows']
+  paragraphs = [
+      f"Fit on the same train split and measured on the same eval split as "
+      f"the model ({rows_seen['train']} train and {rows_seen['eval']} eval "
+      f"rows of {rows_seen['train_total']} and {rows_seen['eval_total']})"
+      + ('; an even sample of the split' if rows_seen['sampled'] else '')
+      + '.',
+      'The Evaluator blessed against: ' + ('; '.join(
+          f"{'>=' if metric == 'accuracy' else '<='} {b['value']:.4f}, "
+          f"{b['reason']}" for b in gate['bounds']) or 'no baseline bound')
+      + '.']
+  return Section('Baselines', paragraphs,
+                 ('baseline', metric, 'fit seconds', 'model'), rows)
+
+
 def _infra_section(facts, figures: _Figures, config) -> Section:
   infra = facts['infra']
   f = infra['figures']
@@ -417,9 +449,11 @@ def build(facts: Mapping[str, Any]) -> Card:
       _data_section(facts, figures, datasets),
       _training_section(facts, figures, config),
       _evaluation_section(facts, figures),
+      _baselines_section(facts, figures),
       _infra_section(facts, figures, config),
       _picks_section(facts, figures, config),
   ]
+  sections = [s for s in sections if s is not None]
   cost_text = _cost_paragraph(config)
   sections.append(Section('Cost', [cost_text]))
   limits = limitations(facts)

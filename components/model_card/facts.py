@@ -19,6 +19,7 @@ from leantfx import evaluation_results
 from leantfx.components.infra_validator import spec as infra_spec
 from leantfx.components.optimize import spec as optimize_spec
 from leantfx.components.optimize.evaluation import report as report_lib
+from leantfx.components.relative_gate import spec as relative_gate_spec
 from leantfx.components.validation_gate import spec as gate_spec
 from leantfx.models.training import trainer_executor
 from leantfx.runtimes import registry
@@ -154,10 +155,14 @@ def compute(artifact: Optional[types.Artifact]) -> Optional[Dict[str, Any]]:
 
 def evaluation(evaluation_artifact: types.Artifact,
                blessing: types.Artifact) -> Dict[str, Any]:
-  """The Evaluator's verdict and every slice's metrics (TFMA's output)."""
+  """The Evaluator's verdict, every slice's metrics (TFMA's output), and
+  the relative gate it blessed by with the baselines' figures (None: the
+  blessing records none)."""
+  recorded = _property(blessing, relative_gate_spec.GATE_PROPERTY)
   return {
       'blessed': bool(_property(blessing, 'blessed')),
       'slices': evaluation_results.metrics_by_slice(evaluation_artifact.uri),
+      'relative_gate': json.loads(recorded) if recorded else None,
   }
 
 

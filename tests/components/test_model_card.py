@@ -47,6 +47,25 @@ INFRA = {'latency_p50_ms_batch1': 2.5, 'latency_p99_ms_batch1': 4.0,
 SERVED = {'latency_p99_ms_concurrent': 3.0,
           'throughput_rps_concurrent': 1250.0, 'cpu_cores': 2.0}
 TRAINER_SECONDS, OPTIMIZER_SECONDS, CORES = 90.0, 180.0, 2
+# The relative gate the Evaluator's blessing records (a penguins run's
+# baselines, rounded; components/relative_gate/spec.py GATE_PROPERTY).
+BASELINES = {
+    'task': 'classification', 'metric': 'accuracy', 'seconds': 12.9,
+    'rows': {'train': 278, 'train_total': 278, 'eval': 66, 'eval_total': 66,
+             'max_rows': 200000, 'sampled': False},
+    'baselines': {
+        'majority': {'name': 'majority', 'value': 0.4697, 'fit_seconds': 0.0,
+                     'model': "the most frequent train class ('Adelie')",
+                     'note': ''},
+        'linear': {'name': 'linear', 'value': 0.9697, 'fit_seconds': 0.1,
+                   'model': 'LogisticRegression on 4 numeric, 2 categorical '
+                            'column(s)', 'note': ''},
+        'strong': {'name': 'strong', 'value': 0.9697, 'fit_seconds': 11.6,
+                   'model': 'HistGradientBoostingClassifier on 4 numeric, 2 '
+                            'categorical column(s)', 'note': ''}}}
+GATE = {'metric': 'accuracy', 'bounds': [
+    {'source': 'trivial', 'value': 0.6126, 'reason': 'beats the majority'},
+    {'source': 'strong', 'value': 0.9597, 'reason': 'at most 0.01 below'}]}
 
 
 def _statistics(uri):
@@ -179,7 +198,9 @@ def _run_fixture(tmp_path):
                             # TFMA's value of a metric undefined on a slice.
                             'auc': float('nan')}})
   blessing = _artifact(standard_artifacts.ModelBlessing,
-                       f'{root}/Evaluator/blessing/10', blessed=1)
+                       f'{root}/Evaluator/blessing/10', blessed=1,
+                       relative_gate=json.dumps({'baselines': BASELINES,
+                                                 'gate': GATE}))
   infra = _artifact(standard_artifacts.InfraBlessing,
                     f'{root}/InfraValidator/blessing/11', blessed=1,
                     has_model=1,
@@ -271,6 +292,11 @@ def test_the_card_s_figures_are_the_run_record_s(run):
   assert figure('island:Dream', 'sparse_categorical_accuracy') == 0.96
   # JSON has no NaN: the undefined figure is left out of it.
   assert figure('island:Dream', 'auc') is None
+  # The baselines the Evaluator blessed against: what the record holds.
+  assert summary.baselines == BASELINES and summary.gate == GATE
+  for name, entry in BASELINES['baselines'].items():
+    assert figure(card_lib.baseline_subject(name), 'accuracy') == entry[
+        'value'], name
   # The InfraValidator's, every one the record holds.
   for name, value in INFRA.items():
     assert figure(card_lib.INFRA_SUBJECT, name) == summary.infra[name], name
@@ -311,6 +337,8 @@ def test_the_card_s_figures_are_the_run_record_s(run):
   page = (directory / spec.HTML_FILE).read_text()
   assert '| island:Dream |' in markdown and '<td>island:Dream</td>' in page
   assert 'ENUM_TYPE_UNEXPECTED_STRING_VALUES' in markdown
+  assert ('The Evaluator blessed against: >= 0.6126, beats the majority; '
+          '>= 0.9597, at most 0.01 below.') in markdown
   assert sorted(os.listdir(output.uri)) == sorted(spec.CARD_FILES)
   assert output.get_string_custom_property(
       spec.CARD_PATH_PROPERTY) == str(directory)

@@ -39,7 +39,8 @@ def test_a_generated_span_is_refused_or_served_in_its_own_names(
   result = run_cli(['run', '--data-root', root, '--label', label,
                     '--name', 'generated', '--output', output,
                     '--run-record', record, '--train-steps', '60',
-                    '--min-accuracy', '0', '--min-r2=-1e9', '--no-drift-check'])
+                    '--min-accuracy', '0', '--min-r2=-1e9',
+                    '--baseline-margin', 'off', '--no-drift-check'])
   assert 'Traceback' not in result.stderr, result.stderr[-3000:]
   if result.returncode == 2:
     hypothesis.event('refused before anything ran')

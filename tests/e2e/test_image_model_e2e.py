@@ -42,7 +42,8 @@ IMAGE_RUN = [
     '1800', '--learning-rate', '0.003', '--warmup-steps', '100',
     '--lr-decay', 'cosine', '--techniques', 'none'
 ]
-# The Evaluator's default gate is 0.9; the two runs measured scored 0.95.
+# This test's own bar (the Evaluator's default gate is relative: at most
+# 0.01 below the strong baseline of the run); the two runs measured scored 0.95.
 MIN_ACCURACY = 0.9
 # Known open problem: ONNX Runtime's int8 of this MobileNetV2 agrees with the
 # float SavedModel on 0.966 of the 356 raw eval rows (accuracy 0.961 vs

@@ -26,10 +26,10 @@ pytestmark = pytest.mark.e2e
 
 # CsvExampleGen, StatisticsGen, ImportSchemaGen, ExampleValidator, the data
 # gate and Augment, Transform, Trainer, the resolvers, Evaluator,
-# InfraValidator, Pusher, ModelCardGenerator.
+# InfraValidator, Pusher, ModelCardGenerator, and the Baselines.
 EXPECTED_NODES = {
     'CsvExampleGen', 'StatisticsGen', 'ImportSchemaGen', 'ExampleValidator',
-    'ValidationGate', 'Augment',
+    'ValidationGate', 'Augment', 'Baselines',
     'Transform', 'Trainer', 'latest_blessed_model_resolver', 'Evaluator',
     'InfraValidator', 'Pusher', 'ModelCardGenerator'
 }
@@ -84,6 +84,10 @@ def _check_model_card(output, summary, stdout):
   assert card['considerations']['tradeoffs'][0]['description'].startswith(
       'No --target-qps was given')
   assert card_lib.figure(card, card_lib.TRAINING_SUBJECT, 'core_hours') > 0
+  # The baselines the Evaluator blessed against, measured on the same split.
+  for name, entry in summary.baselines['baselines'].items():
+    assert card_lib.figure(card, card_lib.baseline_subject(name),
+                           'accuracy') == pytest.approx(entry['value'])
   # The run record beside the log names the card and reports its accuracy.
   log_path = re.search(r'  log: (\S+)', stdout).group(1)
   with open(log_path[:-len('.log')] + '.json', encoding='utf-8') as f:
@@ -194,12 +198,56 @@ def test_penguins_first_run_pushes_a_model_at_its_reported_accuracy(
   assert json.loads(infra_blessing.custom_properties[
       'serve_args'].string_value) == ['--batching', 'off']
   _check_model_card(penguins_output, summary, result.stdout)
+  _check_baselines_and_gate(summary, result.stdout)
   # No Beam component built TFX's copy of itself for workers that share this
   # environment (pipeline/beam_staging.py).
   log_path = re.search(r'  log: (\S+)', result.stdout).group(1)
   with open(log_path, encoding='utf-8') as f:
     assert 'tfx_ephemeral' not in f.read()
   _check_bulk_score(penguins_output, summary, result.stdout)
+
+
+def _run_record(stdout):
+  log_path = re.search(r'  log: (\S+)', stdout).group(1)
+  with open(log_path[:-len('.log')] + '.json', encoding='utf-8') as f:
+    return json.load(f)
+
+
+def _check_baselines_and_gate(summary, stdout):
+  """The Baselines ran on the run's split, and the Evaluator blessed by them."""
+  doc = summary.baselines
+  rows = doc['rows']
+  # The same split as the Evaluator's: every eval row (penguins is far
+  # under the 200,000-row sample).
+  assert rows['eval'] == rows['eval_total'] == summary.example_count, rows
+  assert rows['train'] + rows['eval'] == 344 and not rows['sampled']
+  found = {name: entry['value'] for name, entry in doc['baselines'].items()}
+  assert set(found) == {'majority', 'linear', 'strong'}, found
+  # Penguins' largest class, Adelie, is 152 of 344 rows; the eval split's
+  # share of it is near that, far below what the models reach.
+  assert 0.3 < found['majority'] < 0.6, found
+  assert found['strong'] > 0.9 and found['linear'] > 0.9, found
+  assert 'HistGradientBoostingClassifier' in doc['baselines']['strong'][
+      'model']
+  for name in found:
+    assert re.search(rf'    {name}: accuracy {found[name]:.4f} in [0-9.]+ s',
+                     stdout), stdout
+  # The gate the Evaluator used: the majority's significance bound and the
+  # strong baseline less 0.01 (no --min-accuracy), and the model met both.
+  bounds = {b['source']: b['value'] for b in summary.gate['bounds']}
+  assert set(bounds) == {'trivial', 'strong'}, bounds
+  assert bounds['strong'] == pytest.approx(found['strong'] - 0.01)
+  assert bounds['trivial'] > found['majority']
+  assert summary.accuracy >= max(bounds.values())
+  assert f'(gate: >= {max(bounds.values()):.4f}: beats the majority' in stdout
+  # TFMA validated against that bound: its EvalConfig, as run, says so.
+  with open(os.path.join(summary.evaluation_uri, 'eval_config.json'),
+            encoding='utf-8') as f:
+    assert f'{max(bounds.values())}'[:6] in f.read()
+  record = _run_record(stdout)
+  assert record['baselines'] == doc
+  assert record['gate']['failed'] == [] and record['gate']['model'] == (
+      pytest.approx(summary.accuracy))
 
 
 def _check_bulk_score(output, summary, stdout):
@@ -271,10 +319,11 @@ def test_worse_model_on_same_data_is_not_pushed(penguins_output):
   serving_dir = os.path.join(penguins_output, 'serving', 'penguins')
   before = pushed.versions(serving_dir)
   # Two optimizer steps leave the MLP far below the blessed model; the
-  # absolute gate is opened so only the comparison with the baseline decides.
+  # relative gate is turned off (it refuses such a model too) so that only
+  # the comparison with the last blessed model decides.
   result = run_cli(['run', *PENGUINS, '--output',
                     penguins_output, '--train-steps', '2', '--epochs', '1',
-                    '--min-accuracy', '0'])
+                    '--min-accuracy', '0', '--baseline-margin', 'off'])
   assert result.returncode == 4, result.stdout + result.stderr
   assert 'blessed: no' in result.stdout
   assert pushed.versions(serving_dir) == before
@@ -295,6 +344,20 @@ def test_model_failing_the_threshold_is_not_pushed(penguins_output):
   assert summary.accuracy < 0.999
   assert pushed.versions(serving_dir) == before
   assert 'pushed: nothing' in result.stdout
+  # The relative gate decided as well: three steps leave the model below
+  # the strong baseline less 0.01, and the summary names the bounds it
+  # missed, with the baselines' figures and what to try.
+  strong = summary.baselines['baselines']['strong']['value']
+  assert summary.accuracy < strong - 0.01, (summary.accuracy, strong)
+  record = _run_record(result.stdout)
+  assert {'absolute', 'strong'} <= set(record['gate']['failed']), record
+  assert (f'not blessed: accuracy {summary.accuracy:.4f} misses 0.9990, '
+          '--min-accuracy 0.999') in result.stdout
+  assert (f'not blessed: accuracy {summary.accuracy:.4f} misses '
+          f'{strong - 0.01:.4f}, at most 0.01 below the strong baseline '
+          f'(HistGradientBoostingClassifier: {strong:.4f})') in result.stdout
+  assert '  try: train longer (--train-steps N' in result.stdout
+  assert '    strong: accuracy' in result.stdout
 
 
 def test_digits_default_run_reaches_the_accuracy_bar(tmp_path):
@@ -306,6 +369,9 @@ def test_digits_default_run_reaches_the_accuracy_bar(tmp_path):
       os.path.join(output, 'metadata.sqlite'), 'leantfx-digits')
   assert summary.accuracy >= MIN_ACCURACY
   assert summary.pushed
+  # Blessed by the relative gate: at most 0.01 below the strong baseline.
+  assert summary.accuracy >= summary.baselines['baselines']['strong'][
+      'value'] - 0.01
   _check_pushed_model(summary, datasets.BUNDLED['digits'])
   _check_pushed_tflite(output, summary, result.stdout)
   # --runtimes defaults to every installed runtime: the OpenVINO and ONNX

@@ -36,6 +36,7 @@ def _start_run(output, record, extra):
   return subprocess.Popen(
       [helpers.LEANTFX, 'run', '--dataset', 'penguins', '--output', output,
        '--run-record', record, '--train-steps', '20', '--min-accuracy', '0',
+       '--baseline-margin', 'off',
        *extra], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
       env=env)
 

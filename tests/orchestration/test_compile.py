@@ -19,8 +19,8 @@ pytestmark = pytest.mark.unit
 
 # create_pipeline's components for a bundled dataset with a curated schema.
 COMPONENTS = {'CsvExampleGen', 'StatisticsGen', 'ImportSchemaGen',
-              'ExampleValidator', 'Transform', 'Trainer', 'Evaluator',
-              'InfraValidator', 'Pusher', 'ModelCardGenerator'}
+              'ExampleValidator', 'Transform', 'Trainer', 'Baselines',
+              'Evaluator', 'InfraValidator', 'Pusher', 'ModelCardGenerator'}
 # The open-source backend's (the default): one task reads the Pusher's
 # records for the Evaluator's baseline and the warm start.
 LAST_BLESSED = 'LastBlessedModel'

@@ -19,6 +19,7 @@ pytestmark = pytest.mark.e2e
 def _watch_once(data, output, *options):
   result = run_cli(['watch', '--data-root', data, '--output', output,
                     '--once', '--train-steps', '60', '--min-accuracy', '0',
+                    '--baseline-margin', 'off',
                     *options])
   assert result.returncode == 0, result.stdout + result.stderr
   return result.stdout

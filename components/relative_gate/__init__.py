@@ -1,0 +1,1 @@
+"""The relative gate: the Evaluator blesses a model against the run's own baselines."""
