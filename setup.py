@@ -65,6 +65,10 @@ setuptools.setup(
         # A stopped run finds and stops every process below it
         # (leantfx/stopping.py); tfx already needs it (through portpicker).
         'psutil',
+        # The gradient-boosted trees family (models/trees.py): ydf trains,
+        # TF-DF's inference op runs the trees inside the SavedModel. 1.9.2 is
+        # the release built against TF 2.16 (it pins tensorflow==2.16.2).
+        'tensorflow-decision-forests==1.9.2',
     ],
     extras_require={
         # pytest-xdist: `make test` runs the test files on two workers (the
