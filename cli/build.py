@@ -139,6 +139,7 @@ def _training_fields(args: argparse.Namespace) -> Dict[str, Any]:
       early_stopping_patience=args.early_stopping_patience,
       warmup_steps=args.warmup_steps, lr_decay=args.lr_decay,
       regression_loss=args.regression_loss,
+      model_family=args.model_family,
       tuner_algorithm=args.tuner, tuner_steps=args.tuner_steps,
       tuner_epochs=args.tuner_epochs)
   if args.tune is not None:
