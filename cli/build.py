@@ -17,6 +17,7 @@ import re
 from typing import Any, Dict, List, Optional, Tuple, Union
 
 from leantfx import config as config_lib
+from leantfx import datasets
 from leantfx import sizing
 from leantfx import slicing
 from leantfx.cli import argtypes
@@ -306,7 +307,11 @@ def check_option_values(args: argparse.Namespace) -> None:
   Raises:
     ConfigError: for a bad value.
   """
-  training_config(args, args.dataset)
+  training = training_config(args, args.dataset)
+  if args.dataset is not None:
+    # A bundled dataset's columns are known before any span arrives.
+    config_lib.check_model_family(datasets.BUNDLED[args.dataset],
+                                  training)
   augment_config(args, None)
   optimization_config(args, dataset_lib.known_task(args))
   evaluation_config(args)

@@ -750,14 +750,17 @@ class PipelineConfig:
            'digits, "_" or "-", starting with a letter.')
     if self.dataset.is_regression:
       _check_regression_options(self)
-    _check_model_family(self)
+    check_model_family(self.dataset, self.training)
 
 
-def _check_model_family(config: 'PipelineConfig') -> None:
-  """Refuses --model-family trees on data the trees do not take."""
-  if config.training.model_family != 'trees':
+def check_model_family(spec: DatasetSpec, training: TrainingConfig) -> None:
+  """Refuses --model-family trees on data the trees do not take.
+
+  Raises:
+    ConfigError: model_family 'trees' on image or text columns.
+  """
+  if training.model_family != 'trees':
     return
-  spec = config.dataset
   kinds = [kind for kind, present in (
       ('image', spec.image_features or spec.image_key),
       ('text', spec.text_features)) if present]

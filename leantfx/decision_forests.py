@@ -11,9 +11,10 @@ its Beam workers, the InfraValidator, the Pusher's serving-cost check,
 imports ``tensorflow_decision_forests``, which loads them. A network's
 SavedModel needs none, and nothing is imported for it.
 
-TF Serving needs a build with TF-DF's ops to serve such a model
-(docs/training.md); the ModelOptimizer does not export it to TFLite, ONNX or
-OpenVINO, whose converters know no such op.
+TF Serving serves such a model only with TF-DF's ops in its build (TF-DF's
+documentation: natively from TF Serving 2.11, or TF-DF's own pre-compiled
+TF Serving; docs/training.md); the ModelOptimizer does not export it to
+TFLite, ONNX or OpenVINO, whose converters know no such op.
 """
 import os
 from typing import FrozenSet

@@ -13,6 +13,9 @@ and a regression a fourth:
                      method tensorflow/serving/regress (TF Serving's
                      :regress).
 Beside it, Format-Keras holds the bare Keras model for the optimizers.
+On tabular data the signatures may wrap gradient-boosted trees instead of
+the network, when they score better on the eval split (models/
+model_family.py); Format-Keras still holds the network.
 """
 import dataclasses
 import os

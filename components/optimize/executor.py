@@ -5,7 +5,9 @@
 splits hold files, the transform graph knows the label and every model input)
 and then calls ``flow.optimize``, which builds the variants, measures, gates,
 selects, pushes and reports, one step module each (steps/). Then it records
-the outcome on the output artifacts.
+the outcome on the output artifacts. A tree model (TF-DF's ops in
+Format-Serving) is not optimized: steps/tree_skip.py writes the reason to
+the report and the artifacts, and the executor ends without a failure.
 
 Artifact URIs and the push base may be on an object store (gs://, s3://: the
 pipeline root on Kubeflow). The checks read through tfx.dsl.io.fileio, the
