@@ -123,7 +123,7 @@ def choose(training: config_lib.TrainingConfig,
     training: model_family ('auto', 'network' or 'trees') and the seed.
     spec: the dataset (tabular or not; the task and classes).
     network: the trained network (called on a dict of transformed features).
-    fn_args: the Trainer's arguments (train and eval files, data accessor).
+    fn_args: the Trainer's arguments (its train and eval files).
     tf_transform_output: the Transform's output.
 
   Returns:
@@ -145,9 +145,8 @@ def choose(training: config_lib.TrainingConfig,
       raise ValueError(f'--model-family trees cannot train on {spec.name!r}: '
                        f'{unsuitable}. Use --model-family auto or network.')
     return _network_only(mode, f'no trees: {unsuitable}')
-  train = split_arrays.read(fn_args.train_files, fn_args.data_accessor,
-                            tf_transform_output, TREES_MAX_TRAIN_ROWS,
-                            training.seed)
+  train = split_arrays.read(fn_args.train_files, tf_transform_output,
+                            TREES_MAX_TRAIN_ROWS, training.seed)
   try:
     trees = trees_lib.train(
         train.arrays, spec.is_regression, len(spec.classes),
@@ -162,9 +161,8 @@ def choose(training: config_lib.TrainingConfig,
     return _network_only(mode, f'the trees failed to train: {e}')
   train_split_rows = train.split_rows
   del train  # The eval rows come next; the train columns are not needed.
-  evaluation = split_arrays.read(fn_args.eval_files, fn_args.data_accessor,
-                                 tf_transform_output, EVAL_MAX_ROWS,
-                                 training.seed + 1)
+  evaluation = split_arrays.read(fn_args.eval_files, tf_transform_output,
+                                 EVAL_MAX_ROWS, training.seed + 1)
   labels = evaluation.arrays[features.LABEL_KEY]
   record: Dict[str, Any] = {
       'mode': mode,

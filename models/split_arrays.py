@@ -6,15 +6,15 @@ both read a split here once: every row when the split holds at most
 ``max_rows``, else a uniform sample of about ``max_rows`` rows (each row
 kept with probability max_rows / rows, a fixed seed), so a sorted file does
 not hand the trees only its first rows. Rows are counted first (records of
-the gzipped TFRecords, models/training/budget.py) to know the probability.
+the gzipped TFRecords, models/training/budget.py) to know the probability,
+and only the kept records are parsed.
 """
 import dataclasses
 from typing import Dict, List
 
 import numpy as np
+import tensorflow as tf
 import tensorflow_transform as tft
-from tfx import v1 as tfx
-from tfx_bsl.public import tfxio
 
 from leantfx.models import features
 from leantfx.models.training import budget as budget_lib
@@ -41,16 +41,34 @@ class SplitArrays:
     return self.rows < self.split_rows
 
 
+def _records(file_pattern: List[str], keep: float, seed: int
+            ) -> tf.data.Dataset:
+  """The split's serialized records; each kept with probability ``keep``.
+
+  The draw is stateless per record index, so the sample is the same on
+  every read; only kept records are parsed later.
+  """
+  files = sorted(f for pattern in file_pattern
+                 for f in tf.io.gfile.glob(pattern))
+  records = tf.data.TFRecordDataset(files, compression_type='GZIP')
+  if keep >= 1.0:
+    return records
+  return records.enumerate().filter(
+      lambda index, _: tf.random.stateless_uniform(
+          [], seed=tf.stack([tf.constant(seed, tf.int64), index])) < keep
+  ).map(lambda _, record: record)
+
+
 def read(file_pattern: List[str],
-         data_accessor: tfx.components.DataAccessor,
          tf_transform_output: tft.TFTransformOutput, max_rows: int,
          seed: int) -> SplitArrays:
   """Reads a transformed split; a uniform sample past max_rows rows.
 
   Args:
-    file_pattern: the split's files (fn_args.train_files or eval_files).
-    data_accessor: the Trainer's data accessor.
-    tf_transform_output: the Transform's output (its transformed schema).
+    file_pattern: the split's gzipped TFRecord files of tf.Examples
+      (fn_args.train_files or eval_files).
+    tf_transform_output: the Transform's output (its transformed feature
+      spec).
     max_rows: the most rows to keep, about (a Bernoulli sample).
     seed: the sample's seed.
 
@@ -59,20 +77,15 @@ def read(file_pattern: List[str],
   """
   split_rows = budget_lib.count_records(file_pattern, limit=None)
   keep = 1.0 if split_rows <= max_rows else max_rows / split_rows
-  rng = np.random.default_rng(seed)
-  dataset = data_accessor.tf_dataset_factory(
-      file_pattern,
-      tfxio.TensorFlowDatasetOptions(
-          batch_size=_BATCH, label_key=features.LABEL_KEY, num_epochs=1,
-          shuffle=False),
-      tf_transform_output.transformed_metadata.schema)
+  spec = tf_transform_output.transformed_feature_spec()
+  batches = _records(file_pattern, keep, seed).batch(_BATCH).map(
+      lambda serialized: tf.io.parse_example(serialized, spec))
   parts: Dict[str, List[np.ndarray]] = {}
-  for batch, label in dataset.as_numpy_iterator():
-    batch = dict(batch, **{features.LABEL_KEY: label})
-    size = len(label)
-    mask = rng.random(size) < keep if keep < 1.0 else slice(None)
+  for batch in batches.as_numpy_iterator():
     for name, values in batch.items():
-      parts.setdefault(name, []).append(np.asarray(values)[mask])
+      parts.setdefault(name, []).append(values)
   arrays = {name: np.concatenate(values) for name, values in parts.items()}
-  rows = int(arrays[features.LABEL_KEY].shape[0]) if arrays else 0
+  if features.LABEL_KEY in arrays:
+    arrays[features.LABEL_KEY] = arrays[features.LABEL_KEY].reshape(-1)
+  rows = int(len(arrays[features.LABEL_KEY])) if arrays else 0
   return SplitArrays(arrays=arrays, split_rows=split_rows, rows=rows)
