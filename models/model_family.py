@@ -8,9 +8,11 @@ that size) and both families are scored on the same rows of the eval split
 (EVAL_MAX_ROWS at most): accuracy, or a regression's RMSE in target units.
 
 'auto' exports the trees only when they beat the network by more than a
-margin (ACCURACY_MARGIN points of accuracy, or an RMSE RMSE_MARGIN lower):
-a network keeps every runtime (TFLite, ONNX, OpenVINO) and the
-ModelOptimizer, which trees lose, so a tie goes to the network. 'trees'
+margin (ACCURACY_MARGIN of accuracy, or an RMSE RMSE_MARGIN lower) and
+significantly on the paired eval rows (McNemar's exact test, or a paired
+t-test on squared errors, one-sided p < SIGNIFICANCE): a network keeps every
+runtime (TFLite, ONNX, OpenVINO) and the ModelOptimizer, which trees lose,
+so a tie, or a lead within the noise, goes to the network. 'trees'
 exports the trees whatever the figures; 'network' trains no trees. Either
 way the record says which family won and why, with both figures; the
 network's Format-Keras is written as always (the optimizer's input when the
@@ -42,6 +44,10 @@ EVAL_MAX_ROWS = 50_000
 # 'auto' takes the trees only past these margins (see the module docstring).
 ACCURACY_MARGIN = 0.005
 RMSE_MARGIN = 0.01
+# ... and only when the lead is significant on the paired eval rows
+# (_p_value): a lead of one row on 70 eval rows is no reason to give up the
+# optimizer and the runtimes.
+SIGNIFICANCE = 0.05
 
 
 def not_tabular_reason(spec: config_lib.DatasetSpec) -> Optional[str]:
@@ -77,15 +83,48 @@ class FamilyChoice:
       self.trees.cleanup()
 
 
-def _score(outputs: np.ndarray, labels: np.ndarray, is_regression: bool
-          ) -> float:
+def _row_scores(outputs: np.ndarray, labels: np.ndarray,
+                is_regression: bool) -> np.ndarray:
+  """Per eval row: 1/0 for a right/wrong class, or the squared error."""
   if is_regression:
     error = outputs.reshape(-1).astype(np.float64) - labels.reshape(-1)
-    return float(np.sqrt(np.mean(error ** 2)))
-  return float(np.mean(np.argmax(outputs, axis=1) == labels.reshape(-1)))
+    return error ** 2
+  return (np.argmax(outputs, axis=1) == labels.reshape(-1)).astype(np.float64)
 
 
-def _trees_better(network: float, trees: float, is_regression: bool) -> bool:
+def _figure(rows: np.ndarray, is_regression: bool) -> float:
+  """Accuracy, or RMSE, of per-row scores."""
+  return float(np.sqrt(rows.mean()) if is_regression else rows.mean())
+
+
+def _p_value(network_rows: np.ndarray, trees_rows: np.ndarray,
+             is_regression: bool) -> float:
+  """One-sided p-value of 'the trees are better' on the paired eval rows.
+
+  Classification: McNemar's exact test (a binomial test on the rows exactly
+  one family gets right). Regression: a paired t-test on the rows' squared
+  errors.
+  """
+  from scipy import stats  # pylint: disable=g-import-not-at-top
+  if is_regression:
+    difference = network_rows - trees_rows
+    if not np.any(difference):
+      return 1.0
+    return float(stats.ttest_1samp(difference, 0.0,
+                                   alternative='greater').pvalue)
+  trees_only = int(np.sum((trees_rows == 1) & (network_rows == 0)))
+  network_only = int(np.sum((trees_rows == 0) & (network_rows == 1)))
+  if trees_only + network_only == 0:
+    return 1.0
+  return float(stats.binomtest(trees_only, trees_only + network_only, 0.5,
+                               alternative='greater').pvalue)
+
+
+def _trees_better(network: float, trees: float, p_value: float,
+                  is_regression: bool) -> bool:
+  """Better past the margin, and significantly (p < SIGNIFICANCE)."""
+  if p_value >= SIGNIFICANCE:
+    return False
   if is_regression:
     return trees < network * (1.0 - RMSE_MARGIN)
   return trees > network + ACCURACY_MARGIN
@@ -94,18 +133,21 @@ def _trees_better(network: float, trees: float, is_regression: bool) -> bool:
 def _reason(mode: str, record: Dict[str, Any], is_regression: bool) -> str:
   metric = record['metric']
   figures = (f"trees {metric} {record['trees']:.4f}, network "
-             f"{record['network']:.4f} on {record['eval_rows']:,} eval rows")
+             f"{record['network']:.4f} on {record['eval_rows']:,} eval rows, "
+             f"p={record['p_value']:.2g}")
   if mode == TREES:
     return f'--model-family trees ({figures})'
   if record['chosen'] == TREES:
     if is_regression:
-      return (f'{figures}: the trees\' RMSE is more than '
-              f'{RMSE_MARGIN:.0%} lower')
-    return (f'{figures}: the trees are {100 * (record["trees"] - record["network"]):.1f}'
-            f' points better (more than the {100 * ACCURACY_MARGIN:g}-point '
-            'margin)')
-  return (f'{figures}: the trees are not better by the margin, and the '
-          'network keeps the ModelOptimizer and every runtime')
+      lead = f'the trees\' RMSE is more than {RMSE_MARGIN:.0%} lower'
+    else:
+      lead = (f'the trees are '
+              f'{100 * (record["trees"] - record["network"]):.1f} points '
+              f'better (more than the {100 * ACCURACY_MARGIN:g}-point margin)')
+    return f'{figures}: {lead}, significantly (p < {SIGNIFICANCE:g})'
+  return (f'{figures}: the trees are not better by the margin and '
+          f'significantly (p < {SIGNIFICANCE:g}), and the network keeps the '
+          'ModelOptimizer and every runtime')
 
 
 def _network_only(mode: str, reason: str) -> FamilyChoice:
@@ -129,7 +171,8 @@ def choose(training: config_lib.TrainingConfig,
   Returns:
     The family to export; its record has mode, chosen, reason and, when the
     trees trained, metric ('accuracy' or 'rmse'), network, trees (the two
-    figures), eval_rows, eval_split_rows, trees_train_rows,
+    figures), p_value (one-sided, the trees better), eval_rows,
+    eval_split_rows, trees_train_rows,
     trees_train_split_rows, trees_seconds, num_trees and margin.
 
   Raises:
@@ -164,13 +207,16 @@ def choose(training: config_lib.TrainingConfig,
   evaluation = split_arrays.read(fn_args.eval_files, tf_transform_output,
                                  EVAL_MAX_ROWS, training.seed + 1)
   labels = evaluation.arrays[features.LABEL_KEY]
+  network_rows = _row_scores(trees_lib.predict(network, evaluation.arrays),
+                             labels, spec.is_regression)
+  trees_rows = _row_scores(trees_lib.predict(trees.model, evaluation.arrays),
+                           labels, spec.is_regression)
   record: Dict[str, Any] = {
       'mode': mode,
       'metric': 'rmse' if spec.is_regression else 'accuracy',
-      'network': _score(trees_lib.predict(network, evaluation.arrays), labels,
-                        spec.is_regression),
-      'trees': _score(trees_lib.predict(trees.model, evaluation.arrays),
-                      labels, spec.is_regression),
+      'network': _figure(network_rows, spec.is_regression),
+      'trees': _figure(trees_rows, spec.is_regression),
+      'p_value': _p_value(network_rows, trees_rows, spec.is_regression),
       'eval_rows': evaluation.rows,
       'eval_split_rows': evaluation.split_rows,
       'trees_train_rows': trees.train_rows,
@@ -180,7 +226,7 @@ def choose(training: config_lib.TrainingConfig,
       'margin': RMSE_MARGIN if spec.is_regression else ACCURACY_MARGIN,
   }
   better = _trees_better(record['network'], record['trees'],
-                         spec.is_regression)
+                         record['p_value'], spec.is_regression)
   record['chosen'] = TREES if mode == TREES or better else NETWORK
   record['reason'] = _reason(mode, record, spec.is_regression)
   logging.info('Model family: %s (%s).', record['chosen'], record['reason'])

@@ -263,19 +263,37 @@ def test_images_keep_the_network_and_refuse_trees(monkeypatch):
                         helpers.DIGITS, object(), _FnArgs(), None)
 
 
-@pytest.mark.parametrize('network,trees_figure,regression,better', [
-    # Accuracy: the trees must lead by more than half a point.
-    (0.900, 0.906, False, True),
-    (0.900, 0.904, False, False),
-    (0.900, 0.900, False, False),
+@pytest.mark.parametrize('network,trees_figure,p_value,regression,better', [
+    # Accuracy: the trees must lead by more than half a point ...
+    (0.900, 0.906, 0.01, False, True),
+    (0.900, 0.904, 0.01, False, False),
+    (0.900, 0.900, 0.50, False, False),
+    # ... and significantly.
+    (0.900, 0.950, 0.06, False, False),
     # RMSE: the trees' must be more than 1% lower.
-    (10.0, 9.8, True, True),
-    (10.0, 9.95, True, False),
+    (10.0, 9.8, 0.01, True, True),
+    (10.0, 9.95, 0.01, True, False),
+    (10.0, 9.0, 0.20, True, False),
 ])
-def test_the_margin_goes_to_the_network(network, trees_figure, regression,
-                                        better):
+def test_the_margin_and_the_noise_go_to_the_network(network, trees_figure,
+                                                    p_value, regression,
+                                                    better):
   assert model_family._trees_better(  # pylint: disable=protected-access
-      network, trees_figure, regression) is better
+      network, trees_figure, p_value, regression) is better
+
+
+@pytest.mark.parametrize('trees_right,network_right,expected', [
+    # McNemar's exact test on the discordant rows: 9 against 1 is
+    # P(X >= 9 | 10, 0.5) = 11/1024; 2 against 1 is 4/8; none is no evidence.
+    ([1] * 9 + [0] + [1] * 50, [0] * 9 + [1] + [1] * 50, 11 / 1024),
+    ([1, 1, 0] + [1] * 50, [0, 0, 1] + [1] * 50, 0.5),
+    ([1] * 20, [1] * 20, 1.0),
+])
+def test_the_p_value_is_mcnemars_exact_test(trees_right, network_right,
+                                            expected):
+  p_value = model_family._p_value(  # pylint: disable=protected-access
+      np.array(network_right, float), np.array(trees_right, float), False)
+  assert p_value == pytest.approx(expected)
 
 
 class _TransformOutput:
