@@ -348,3 +348,24 @@ def test_the_pipeline_refuses_trees_for_images_and_text():
         training=helpers.training(model_family='trees'))
   with pytest.raises(config_lib.ConfigError, match='Unknown model_family'):
     helpers.training(model_family='forest')
+
+
+def test_leantfx_serve_loads_the_trees_or_says_what_is_missing(saved_trees,
+                                                              monkeypatch):
+  # pylint: disable=g-import-not-at-top
+  from leantfx.errors import InputDataError
+  from leantfx.serving import saved_model_servable
+  from leantfx.serving import servable
+  from leantfx.serving import status
+  # pylint: enable=g-import-not-at-top
+  loaded = saved_model_servable.SavedModelServable('trees', 1, saved_trees)
+  assert 'serving_default' in loaded.signatures
+  loaded.close()
+
+  def missing():
+    raise InputDataError('tensorflow-decision-forests is not installed here')
+
+  monkeypatch.setattr(decision_forests, 'load_ops', missing)
+  with pytest.raises(servable.LoadError, match='not installed') as error:
+    saved_model_servable.SavedModelServable('trees', 1, saved_trees)
+  assert error.value.code == status.Code.FAILED_PRECONDITION
