@@ -15,6 +15,9 @@ off: it has nothing to do with the choice), and reads:
 
   python -m benchmarks.bench_trees [--rows 12000] [--model-family auto]
 
+``--time-read N`` writes N transformed rows of 22 columns and times the
+sampled read the family choice makes of them (models/split_arrays.py).
+
 ``--time-rows N`` (no pipeline run) times the trees alone at the sizes a
 1M-row default run hands them: N train rows (the sample cap,
 models/model_family.TREES_MAX_TRAIN_ROWS) of benchmarks/scale_data.py's
@@ -144,6 +147,42 @@ def time_trees(rows: int) -> Dict[str, Any]:
                                          evaluation[features.LABEL_KEY]))}
 
 
+def time_read(split_rows: int, max_rows: int) -> Dict[str, Any]:
+  """Seconds split_arrays.read takes to sample a big transformed split.
+
+  Writes ``split_rows`` tf.Examples of 22 float features and a label (a 1M-row
+  span's train split is 800,000) as one gzipped TFRecord, then reads a
+  sample of ``max_rows`` as the family choice does (count, draw, parse).
+  """
+  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf
+  from leantfx.models import features
+  from leantfx.models import split_arrays
+  # pylint: enable=g-import-not-at-top
+  names = [f'x{i:02d}_xf' for i in range(22)]
+  spec = {n: tf.io.FixedLenFeature([1], tf.float32) for n in names}
+  spec[features.LABEL_KEY] = tf.io.FixedLenFeature([], tf.int64)
+  rng = np.random.default_rng(0)
+  with tempfile.TemporaryDirectory() as scratch:
+    path = os.path.join(scratch, 'part-0.gz')
+    with tf.io.TFRecordWriter(path, options='GZIP') as writer:
+      values = rng.normal(size=(split_rows, len(names))).astype(np.float32)
+      for i, row in enumerate(values):
+        feature = {n: tf.train.Feature(float_list=tf.train.FloatList(
+            value=[v])) for n, v in zip(names, row)}
+        feature[features.LABEL_KEY] = tf.train.Feature(
+            int64_list=tf.train.Int64List(value=[i % 4]))
+        writer.write(tf.train.Example(features=tf.train.Features(
+            feature=feature)).SerializeToString())
+    output = type('Output', (), {'transformed_feature_spec':
+                                 lambda self: spec})()
+    started = time.monotonic()
+    read = split_arrays.read([path], output, max_rows, seed=0)
+    seconds = time.monotonic() - started
+  return {'split_rows': split_rows, 'max_rows': max_rows,
+          'rows_kept': read.rows, 'read_seconds': round(seconds, 1)}
+
+
 def main(argv=None) -> int:
   parser = argparse.ArgumentParser(description=__doc__)
   parser.add_argument('--rows', type=int, default=12_000)
@@ -154,7 +193,16 @@ def main(argv=None) -> int:
                       'least 2,000 steps)')
   parser.add_argument('--time-rows', type=int,
                       help='time the trees alone on this many train rows')
+  parser.add_argument('--time-read', type=int, metavar='SPLIT_ROWS',
+                      help='time the sampled read of a split this big')
   args = parser.parse_args(argv)
+  if args.time_read:
+    from leantfx.models import model_family  # pylint: disable=g-import-not-at-top
+    row = time_read(args.time_read, model_family.TREES_MAX_TRAIN_ROWS)
+    harness.report('trees_read', 'the sampled read of a big train split',
+                   [row], ['python -m benchmarks.bench_trees --time-read '
+                           f'{args.time_read}'])
+    return 0
   if args.time_rows:
     row = time_trees(args.time_rows)
     harness.report('trees_time', 'the trees at a 1M-row run\'s sample sizes',

@@ -34,10 +34,12 @@ from leantfx.models import trees as trees_lib
 
 NETWORK = 'network'
 TREES = 'trees'
-# The trees train on at most about this many rows (a uniform sample past it):
-# at 100,000 rows and 22 columns YDF's boosting stays within the time a
-# default 1M-row run allows it (benchmarks/bench_trees.py).
-TREES_MAX_TRAIN_ROWS = 100_000
+# The trees train on at most about this many rows (a uniform sample past it),
+# so that a default 1M-row run (12.6 min) spends at most about a tenth more on
+# them: on a loaded 2-core machine 100,000 rows of its 22 columns took 63 s to
+# train, 50,000 took 19 s (benchmarks/bench_trees.py --time-rows;
+# docs/training.md).
+TREES_MAX_TRAIN_ROWS = 50_000
 # Both families are scored on at most about this many eval rows: the standard
 # error of an accuracy near 0.9 on 50,000 rows is 0.0013, under the margin.
 EVAL_MAX_ROWS = 50_000

@@ -48,6 +48,7 @@ def test_the_trees_win_and_the_record_says_why(trees_run):
   family = record['model_family']
   assert family['chosen'] == 'trees' and family['mode'] == 'auto', family
   assert family['trees'] > family['network'] + family['margin'], family
+  assert family['p_value'] < 0.05, family
   assert family['eval_rows'] == record['example_count']
   # The Evaluator scored the pushed trees on the same eval rows.
   assert record['accuracy'] == pytest.approx(family["trees"], abs=1e-4)
