@@ -106,6 +106,7 @@ def pipeline_rows(rows: int, family: str, train_steps) -> Dict[str, Any]:
       'pushed_within_1pt_of_hgb': (summary.accuracy is not None and
                                    summary.accuracy >= hgb['accuracy'] - 0.01),
       'trees_seconds': family_record.get('trees_seconds'),
+      'choice_seconds': family_record.get('seconds'),
       'hgb_seconds': round(hgb['seconds'], 2),
       'run_seconds': round(run_seconds, 1),
       'blessed': summary.blessed,

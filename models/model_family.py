@@ -19,6 +19,7 @@ network's Format-Keras is written as always (the optimizer's input when the
 network is pushed, the next run's warm start).
 """
 import dataclasses
+import time
 from typing import Any, Dict, Optional
 
 from absl import logging
@@ -175,7 +176,8 @@ def choose(training: config_lib.TrainingConfig,
     trees trained, metric ('accuracy' or 'rmse'), network, trees (the two
     figures), p_value (one-sided, the trees better), eval_rows,
     eval_split_rows, trees_train_rows,
-    trees_train_split_rows, trees_seconds, num_trees and margin.
+    trees_train_split_rows, trees_seconds, num_trees, margin and seconds
+    (the whole choice: reads, trees, scoring).
 
   Raises:
     ValueError: model_family 'trees' on data the trees cannot take, or the
@@ -184,6 +186,7 @@ def choose(training: config_lib.TrainingConfig,
   mode = training.model_family
   if mode == NETWORK:
     return _network_only(mode, '--model-family network')
+  started = time.monotonic()
   unsuitable = not_tabular_reason(spec)
   if unsuitable:
     if mode == TREES:
@@ -230,6 +233,8 @@ def choose(training: config_lib.TrainingConfig,
   better = _trees_better(record['network'], record['trees'],
                          record['p_value'], spec.is_regression)
   record['chosen'] = TREES if mode == TREES or better else NETWORK
+  # Reading both splits, training the trees, scoring both families.
+  record['seconds'] = round(time.monotonic() - started, 2)
   record['reason'] = _reason(mode, record, spec.is_regression)
   logging.info('Model family: %s (%s).', record['chosen'], record['reason'])
   return FamilyChoice(record['chosen'], trees, record)

@@ -41,22 +41,26 @@ class SplitArrays:
     return self.rows < self.split_rows
 
 
-def _records(file_pattern: List[str], keep: float, seed: int
+def _batches(file_pattern: List[str], keep: float, seed: int
             ) -> tf.data.Dataset:
-  """The split's serialized records; each kept with probability ``keep``.
+  """Batches of the split's serialized records, each kept with ``keep``.
 
-  The draw is stateless per record index, so the sample is the same on
-  every read; only kept records are parsed later.
+  The draw is stateless per batch index (one vectorized draw a batch), so
+  the sample is the same on every read; only kept records are parsed later.
   """
   files = sorted(f for pattern in file_pattern
                  for f in tf.io.gfile.glob(pattern))
-  records = tf.data.TFRecordDataset(files, compression_type='GZIP')
+  batches = tf.data.TFRecordDataset(
+      files, compression_type='GZIP').batch(_BATCH)
   if keep >= 1.0:
-    return records
-  return records.enumerate().filter(
-      lambda index, _: tf.random.stateless_uniform(
-          [], seed=tf.stack([tf.constant(seed, tf.int64), index])) < keep
-  ).map(lambda _, record: record)
+    return batches
+
+  def sample(index, records):
+    draw = tf.random.stateless_uniform(
+        tf.shape(records), seed=tf.stack([tf.constant(seed, tf.int64), index]))
+    return tf.boolean_mask(records, draw < keep)
+
+  return batches.enumerate().map(sample)
 
 
 def read(file_pattern: List[str],
@@ -78,8 +82,9 @@ def read(file_pattern: List[str],
   split_rows = budget_lib.count_records(file_pattern, limit=None)
   keep = 1.0 if split_rows <= max_rows else max_rows / split_rows
   spec = tf_transform_output.transformed_feature_spec()
-  batches = _records(file_pattern, keep, seed).batch(_BATCH).map(
-      lambda serialized: tf.io.parse_example(serialized, spec))
+  batches = _batches(file_pattern, keep, seed).map(
+      lambda serialized: tf.io.parse_example(serialized, spec),
+      num_parallel_calls=tf.data.AUTOTUNE)
   parts: Dict[str, List[np.ndarray]] = {}
   for batch in batches.as_numpy_iterator():
     for name, values in batch.items():

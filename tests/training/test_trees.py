@@ -238,6 +238,7 @@ def test_auto_exports_the_trees_when_they_beat_the_network(monkeypatch):
   assert record['chosen'] == 'trees' and record['metric'] == 'accuracy'
   assert record['trees'] > record['network'] + model_family.ACCURACY_MARGIN
   assert record['eval_rows'] == 1000 and record['trees_train_rows'] == 3000
+  assert record['seconds'] >= record['trees_seconds'] > 0
   assert 'points better' in record['reason'], record['reason']
   assert isinstance(choice.serving_model('the network'), trees.TreeModel)
   choice.cleanup()
