@@ -68,6 +68,10 @@ setuptools.setup(
         # The REST API parses request bodies with it (serving/json_tensor.py);
         # apache-beam and tfx already need it. Pinned in constraints.txt.
         'orjson>=3.9.7,<4',
+        # The gradient-boosted trees family (models/trees.py): ydf trains,
+        # TF-DF's inference op runs the trees inside the SavedModel. 1.9.2 is
+        # the release built against TF 2.16 (it pins tensorflow==2.16.2).
+        'tensorflow-decision-forests==1.9.2',
     ],
     extras_require={
         # pytest-xdist: `make test` runs the test files on two workers (the

@@ -17,6 +17,7 @@ import re
 from typing import Any, Dict, List, Optional, Tuple, Union
 
 from leantfx import config as config_lib
+from leantfx import datasets
 from leantfx import sizing
 from leantfx import slicing
 from leantfx.cli import argtypes
@@ -139,6 +140,7 @@ def _training_fields(args: argparse.Namespace) -> Dict[str, Any]:
       early_stopping_patience=args.early_stopping_patience,
       warmup_steps=args.warmup_steps, lr_decay=args.lr_decay,
       regression_loss=args.regression_loss,
+      model_family=args.model_family,
       tuner_algorithm=args.tuner, tuner_steps=args.tuner_steps,
       tuner_epochs=args.tuner_epochs)
   if args.tune is not None:
@@ -305,7 +307,11 @@ def check_option_values(args: argparse.Namespace) -> None:
   Raises:
     ConfigError: for a bad value.
   """
-  training_config(args, args.dataset)
+  training = training_config(args, args.dataset)
+  if args.dataset is not None:
+    # A bundled dataset's columns are known before any span arrives.
+    config_lib.check_model_family(datasets.BUNDLED[args.dataset],
+                                  training)
   augment_config(args, None)
   optimization_config(args, dataset_lib.known_task(args))
   evaluation_config(args)

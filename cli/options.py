@@ -449,6 +449,13 @@ def _add_training(group: _Group) -> None:
             default=defaults.regression_loss,
             help='regression: mse (default) or huber (less pulled by '
             'outliers; delta = one standard deviation of the target)')
+  group.add('--model-family', choices=config_lib.MODEL_FAMILIES,
+            default=defaults.model_family,
+            help='auto (default): on tabular data, train gradient-boosted '
+            'trees (TF Decision Forests) beside the network and push the '
+            'better on the eval split (trees only past a margin: the '
+            'network keeps TFLite, ONNX, OpenVINO and the optimizer); '
+            'network: no trees; trees: push the trees')
   group.add('--tune', type=argtypes.whole_number, metavar='TRIALS',
             help='run the TFX Tuner with this trial budget first; the '
             'Trainer uses its best hyperparameters')

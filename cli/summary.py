@@ -107,6 +107,9 @@ def _training_lines(summary) -> List[str]:
   budget = training_budget(summary)
   if budget:
     lines.append('  ' + budget_line(budget))
+  family = model_family(summary)
+  if family:
+    lines.append(f"  model family: {family['chosen']} ({family['reason']})")
   tuner = summary.executions.get('Tuner')
   if tuner and tuner.outputs.get('best_hyperparameters'):
     lines.append('  tuner: best hyperparameters in '
@@ -137,6 +140,21 @@ def training_budget(summary) -> Optional[Dict[str, Any]]:
   if 'train_rows_at_least' in props and props['train_rows_at_least'].int_value:
     result['train_rows_at_least'] = True
   return result
+
+
+def model_family(summary) -> Optional[Dict[str, Any]]:
+  """The Trainer's family choice (models/model_family.py), or None.
+
+  From the model-run artifact's 'model_family_record' (JSON: chosen, reason,
+  both eval figures); None before the Trainer ran or from an older Trainer.
+  """
+  trainer = summary.executions.get('Trainer')
+  if not trainer or not trainer.outputs.get('model_run'):
+    return None
+  props = trainer.outputs['model_run'][0].custom_properties
+  if 'model_family_record' not in props:
+    return None
+  return json.loads(props['model_family_record'].string_value)
 
 
 def budget_line(budget: Dict[str, Any]) -> str:
@@ -234,6 +252,13 @@ def _optimization_lines(summary, config) -> List[str]:
   lines = []
   optimized = (execution.outputs.get('optimized_model') or [None])[0]
   report = (execution.outputs.get('report') or [None])[0]
+  skipped_reason = (_custom(optimized, 'skipped_reason')
+                    if optimized is not None else None)
+  if skipped_reason:
+    lines.append(f'  optimizer: skipped ({skipped_reason})')
+    if report is not None:
+      lines.append(f"  report: {os.path.join(report.uri, 'report.html')}")
+    return lines
   if optimized is not None and _custom(optimized, 'blessed'):
     lines.append(
         f"  tflite: {_custom(optimized, 'selected_variant')} pushed to "
@@ -438,6 +463,7 @@ def run_record(summary, config) -> Dict[str, Any]:
           'reason': summary.infra_reason,
           'figures': dict(summary.infra)},
       'training': training_budget(summary),
+      'model_family': model_family(summary),
       'model_card': summary.model_card_dir,
       'executions': {
           node: {'state': e.state, 'execution_id': e.execution_id}
@@ -448,6 +474,8 @@ def run_record(summary, config) -> Dict[str, Any]:
   optimizer = summary.executions.get(OPTIMIZER_NODE)
   if config.optimization is not None and optimizer is not None:
     optimized = (optimizer.outputs.get('optimized_model') or [None])[0]
+    if optimized is not None and _custom(optimized, 'skipped_reason'):
+      record['optimizer_skipped'] = _custom(optimized, 'skipped_reason')
     if optimized is not None and _custom(optimized, 'blessed'):
       record[runtimes_lib.TFLITE] = {
           'selected_variant': _custom(optimized, 'selected_variant'),

@@ -253,6 +253,10 @@ class TrainingConfig:
     tuner_trials: the tuner's trial budget.
     tuner_steps: training steps per trial.
     tuner_epochs: epochs per trial (Hyperband's max_epochs).
+    model_family: which family the Trainer exports (models/model_family.py):
+      'auto' trains gradient-boosted trees beside the network on tabular
+      data and exports the better on the eval split; 'network' trains no
+      trees; 'trees' exports the trees (tabular data only).
   """
   train_steps: int = 2000
   train_passes: Optional[float] = None
@@ -285,6 +289,7 @@ class TrainingConfig:
   tuner_trials: int = 10
   tuner_steps: int = 200
   tuner_epochs: int = 2
+  model_family: str = 'auto'
 
   def __post_init__(self):
     _check(self.train_steps >= 1, f'train_steps must be >= 1, got '
@@ -319,6 +324,7 @@ STRATEGIES = ('auto', 'one_device', 'mirrored', 'multi_worker')
 LR_DECAYS = ('constant', 'linear', 'cosine')
 TUNER_ALGORITHMS = ('random', 'hyperband', 'bayesian')
 REGRESSION_LOSSES = ('mse', 'huber')
+MODEL_FAMILIES = ('auto', 'network', 'trees')
 
 
 def _check_training_extensions(t: 'TrainingConfig') -> None:
@@ -327,7 +333,8 @@ def _check_training_extensions(t: 'TrainingConfig') -> None:
                          ('precision', PRECISIONS),
                          ('strategy', STRATEGIES), ('lr_decay', LR_DECAYS),
                          ('tuner_algorithm', TUNER_ALGORITHMS),
-                         ('regression_loss', REGRESSION_LOSSES)):
+                         ('regression_loss', REGRESSION_LOSSES),
+                         ('model_family', MODEL_FAMILIES)):
     _check(getattr(t, field) in allowed,
            f'Unknown {field} {getattr(t, field)!r}; use one of {allowed}.')
   for field in ('width_multiplier', 'depth_multiplier'):
@@ -760,6 +767,25 @@ class PipelineConfig:
            'digits, "_" or "-", starting with a letter.')
     if self.dataset.is_regression:
       _check_regression_options(self)
+    check_model_family(self.dataset, self.training)
+
+
+def check_model_family(spec: DatasetSpec, training: TrainingConfig) -> None:
+  """Refuses --model-family trees on data the trees do not take.
+
+  Raises:
+    ConfigError: model_family 'trees' on image or text columns.
+  """
+  if training.model_family != 'trees':
+    return
+  kinds = [kind for kind, present in (
+      ('image', spec.image_features or spec.image_key),
+      ('text', spec.text_features)) if present]
+  _check(not kinds,
+         f'--model-family trees trains gradient-boosted trees on numeric, '
+         f'categorical and date columns, and {spec.name!r} has '
+         f'{" and ".join(kinds)} columns. Use --model-family auto (the '
+         'network on such data) or network.')
 
 
 def _check_regression_options(config: 'PipelineConfig') -> None:

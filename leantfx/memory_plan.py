@@ -26,6 +26,7 @@ import os
 import re
 from typing import List, Optional, Sequence, Tuple
 
+from leantfx import decision_forests
 from leantfx.errors import ConfigError
 
 GB = 10**9  # The paper's (and this planner's) GB.
@@ -196,6 +197,7 @@ def model_facts(path: str, batch_size: Optional[int] = None,
             elements += _product(d for d in shape[1:] if d is not None)
         activations = float(elements * batch_size * width)
       return params, activations
+    decision_forests.ensure_ops(path)
     loaded = tf.saved_model.load(path)
     variables = getattr(loaded, 'trainable_variables', None) or getattr(
         loaded, 'variables', [])

@@ -13,6 +13,9 @@ and a regression a fourth:
                      method tensorflow/serving/regress (TF Serving's
                      :regress).
 Beside it, Format-Keras holds the bare Keras model for the optimizers.
+On tabular data the signatures may wrap gradient-boosted trees instead of
+the network, when they score better on the eval split (models/
+model_family.py); Format-Keras still holds the network.
 """
 import dataclasses
 import os
@@ -34,6 +37,7 @@ from leantfx.models import architectures
 from leantfx.models import data_policy
 from leantfx.models import features
 from leantfx.models import hyperparameters as hyperparameters_lib
+from leantfx.models import model_family
 from leantfx.models import model_layout
 from leantfx import raw_serving
 from leantfx.models import transformed_data
@@ -296,6 +300,11 @@ def run_fn(fn_args: tfx.components.FnArgs) -> None:
   if not plan.is_chief:
     logging.info('Non-chief worker: the chief exports the model.')
     return
+  # On tabular data, gradient-boosted trees beside the network; the better
+  # on the eval split is exported (models/model_family.py).
+  family = model_family.choose(training, spec, model, fn_args,
+                               tf_transform_output)
+  record['model_family'] = family.record
   callbacks_lib.write_record(fn_args.model_run_dir, record)
   # The export is a plain float32 model whatever trained (mixed policy,
   # recompute blocks, accumulation): Format-Keras converts to TFLite as is.
@@ -309,9 +318,10 @@ def run_fn(fn_args: tfx.components.FnArgs) -> None:
       os.path.dirname(fn_args.serving_model_dir),
       model_layout.KERAS_MODEL_DIR)
   model.save(keras_dir, save_format='tf')
-  signatures = _signatures(model, tf_transform_output, spec)
-  model.save(fn_args.serving_model_dir, save_format='tf',
-             signatures=signatures)
+  exported = family.serving_model(model)
+  signatures = _signatures(exported, tf_transform_output, spec)
+  model_family.save_serving(exported, fn_args.serving_model_dir, signatures)
+  family.cleanup()
   if spec.is_regression:
     _mark_regress_method(fn_args.serving_model_dir)
   # serving_default takes the feature keys; the server takes the names as

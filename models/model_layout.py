@@ -17,6 +17,9 @@ serving side and the benchmarks:
       its Format-Serving also has a 'regression' signature (method
       tensorflow/serving/regress: serialized tf.Examples 'inputs' ->
       'outputs') for TF Serving's :regress.
+  On tabular data Format-Serving may hold gradient-boosted trees instead
+  (the same signatures; TF-DF's ops inside: models/model_family.py,
+  leantfx/decision_forests.py); Format-Keras is always the network.
 
 It lives with the model code, the lowest layer that needs it, so that the
 components above read it from here and models/ never imports a component.

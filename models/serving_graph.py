@@ -14,6 +14,8 @@ from typing import Any, Dict, Mapping, Optional
 import numpy as np
 import tensorflow as tf
 
+from leantfx import decision_forests
+
 SIGNATURE = 'serving_default'
 BATCHES = (1, 32)
 
@@ -51,6 +53,7 @@ def measure(saved_model_dir: str, row: Optional[Mapping[str, Any]] = None,
   Raises:
     KeyError: the SavedModel has no serving_default signature.
   """
+  decision_forests.ensure_ops(saved_model_dir)  # A tree model's TF-DF ops.
   signature = tf.saved_model.load(saved_model_dir).signatures[SIGNATURE]
   graph = signature.graph.as_graph_def()
   ops = len(graph.node) + sum(len(f.node_def) for f in graph.library.function)

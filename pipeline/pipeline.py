@@ -43,6 +43,8 @@ from leantfx.pipeline import slice_metrics
 BASELINES_ID = 'Baselines'
 PREPROCESSING_FN = 'leantfx.models.preprocessing.preprocessing_fn'
 RUN_FN = 'leantfx.models.model.run_fn'
+# The Evaluator's module (its model loader: a tree model's TF-DF ops first).
+EVALUATION_MODULE = 'leantfx.models.evaluation_model'
 ACCURACY_METRIC = 'sparse_categorical_accuracy'
 # The regression metrics' TFMA names: TFMA's own MAE/MSE, tf_keras' RMSE
 # (TFMA 0.47 has none of its own) and leantfx's R² (pipeline/
@@ -369,7 +371,9 @@ def _evaluate_and_push(config: config_lib.PipelineConfig,
       baseline_model=baseline,
       example_splits=['eval'],
       eval_config=_eval_config(config.dataset, config.evaluation),
-      baseline_margin=config.evaluation.baseline_margin).with_id('Evaluator')
+      baseline_margin=config.evaluation.baseline_margin,
+      # Its model loader registers TF-DF's ops for a tree model.
+      module_path=EVALUATION_MODULE).with_id('Evaluator')
   blessing = evaluator.outputs['blessing']
   # Both run on every run, as TFX's do, and read the Evaluator's blessing:
   # the InfraValidator serves only a blessed model (an unblessed one gets a

@@ -11,6 +11,8 @@ from typing import Dict, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
+from leantfx import decision_forests
+from leantfx import errors
 from leantfx.serving import servable as servable_lib
 from leantfx.serving import signature as signature_lib
 from leantfx.serving import status
@@ -108,6 +110,13 @@ class SavedModelServable(servable_lib.Servable):
           f'The SavedModel at {path} has tag-sets {tags}; export it with the '
           '"serve" tag.', status.Code.NOT_FOUND)
     self._signature_defs = dict(meta_graphs[0].signature_def)
+    if decision_forests.proto_op_names(saved_model):
+      # Trees (TF-DF's ops): TensorFlow loads them only once registered.
+      try:
+        decision_forests.load_ops()
+      except errors.InputDataError as e:
+        raise servable_lib.LoadError(f'{path}: {e}',
+                                     status.Code.FAILED_PRECONDITION) from e
     try:
       self._loaded = tf.saved_model.load(path, tags=[_SERVE_TAG])
     except Exception as e:  # pylint: disable=broad-except

@@ -102,6 +102,10 @@ def _error_of(argv, capsys):
     ['--serve-args=--no-such-option'],
     ['--serve-args=--rest-port 9000 --batching off'],
     ['--serve-args=--batching "off'],
+    # --model-family: an unknown family (argparse); trees for pixel columns
+    # (the PipelineConfig's check).
+    ['--model-family', 'forest'],
+    ['--dataset', 'digits', '--model-family', 'trees'],
 ])
 def test_a_bad_option_gets_the_same_message_from_run_compile_and_watch(
     tmp_path, capsys, bad):
@@ -131,7 +135,8 @@ def test_watch_passes_every_pipeline_option_through_to_run(tmp_path):
       '0.25', '--categorical', 'island', '--class-weights', 'auto',
       '--beam-runner', 'portable', '--job-endpoint', '127.0.0.1:8099',
       '--environment', 'external:127.0.0.1:50000', '--beam-workers', '2',
-      '--bulk-score', '--serve-args=--workers 2 --batching off']
+      '--bulk-score', '--serve-args=--workers 2 --batching off',
+      '--model-family', 'network']
   watch_args = _parse(['watch', '--data-root', str(tmp_path)] +
                       pipeline_args)
   argv = options.pipeline_argv(watch_args.parser, watch_args)

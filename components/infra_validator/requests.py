@@ -20,6 +20,7 @@ from typing import Dict, Mapping, Sequence
 import numpy as np
 import tensorflow as tf
 
+from leantfx import decision_forests
 from leantfx.errors import InputDataError
 
 SERVING_SIGNATURE = 'serving_default'
@@ -37,6 +38,8 @@ def serving_signature(saved_model_dir: str):
     InputDataError: the SavedModel does not load or has no serving_default.
   """
   try:
+    # A tree model's ops are registered first (leantfx/decision_forests.py).
+    decision_forests.ensure_ops(saved_model_dir)
     loaded = tf.saved_model.load(saved_model_dir)
   except (OSError, ValueError, tf.errors.OpError) as e:
     raise InputDataError(f'The SavedModel at {saved_model_dir} does not load: '

@@ -194,6 +194,9 @@ def _training_section(facts, figures: _Figures, config) -> Section:
   paragraphs = [f'Trained with {choices}.']
   if t.get('precision_reason'):
     paragraphs.append(f"Precision: {t['precision_reason']}")
+  if t.get('model_family'):
+    paragraphs.append(f"Model family: {t['model_family']} "
+                      f"({t.get('model_family_reason') or 'no reason recorded'}).")
   figures.add(TRAINING_SUBJECT, 'train_steps', t['steps'])
   rows = []
   price = config.get('core_hour_price')

@@ -38,6 +38,8 @@ TRAINING_PROPERTIES = {
     'train_examples': trainer_executor.TRAIN_EXAMPLES,
     'train_passes': trainer_executor.TRAIN_PASSES,
     'budget_rule': trainer_executor.TRAIN_BUDGET_RULE,
+    'model_family': trainer_executor.MODEL_FAMILY,
+    'model_family_reason': trainer_executor.MODEL_FAMILY_REASON,
 }
 
 

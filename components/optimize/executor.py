@@ -5,7 +5,9 @@
 splits hold files, the transform graph knows the label and every model input)
 and then calls ``flow.optimize``, which builds the variants, measures, gates,
 selects, pushes and reports, one step module each (steps/). Then it records
-the outcome on the output artifacts.
+the outcome on the output artifacts. A tree model (TF-DF's ops in
+Format-Serving) is not optimized: steps/tree_skip.py writes the reason to
+the report and the artifacts, and the executor ends without a failure.
 
 Artifact URIs and the push base may be on an object store (gs://, s3://: the
 pipeline root on Kubeflow). The checks read through tfx.dsl.io.fileio, the
@@ -51,6 +53,7 @@ from leantfx.components.optimize.inputs import SHUFFLE_BUFFER
 from leantfx.components.optimize.inputs import split_files
 from leantfx.components.optimize.inputs import transformed_feature_spec
 from leantfx.components.optimize.steps import slice_rows
+from leantfx.components.optimize.steps import tree_skip
 
 BLESSED_FILE = 'BLESSED'
 NOT_BLESSED_FILE = 'NOT_BLESSED'
@@ -68,6 +71,10 @@ SLICE_REJECTIONS_PROPERTY = 'slice_rejections'
 
 # JSON of selection.Fastest on the optimized model (the run summary's line).
 FASTEST_PROPERTY = 'fastest_variant'
+
+# Why nothing was optimized (a tree model: steps/tree_skip.py), on the
+# optimized model and the blessing.
+SKIPPED_REASON_PROPERTY = 'skipped_reason'
 
 
 def _parse_properties(exec_properties: Mapping[str, Any]
@@ -227,6 +234,26 @@ def _tie_to_trainer(config: config_lib.OptimizationConfig,
                 'min_technique_steps': config_lib.MIN_TECHNIQUE_STEPS}
 
 
+def _skip(why: str, model_artifact: types.Artifact,
+          optimized_model: types.Artifact, blessing: types.Artifact,
+          report_artifact: types.Artifact, started: float) -> None:
+  """Records a skipped optimization: the report, the reason, no blessing."""
+  logging.info('ModelOptimizer skipped: %s.', why)
+  with tempfile.TemporaryDirectory(prefix='leantfx-optimizer-') as scratch:
+    report_dir = report_artifact.uri
+    if not push.is_local(report_dir):
+      report_dir = os.path.join(scratch, 'report')
+    tree_skip.write_report(report_dir, why, model_artifact.uri)
+    if report_dir != report_artifact.uri:
+      io_utils.copy_dir(report_dir, report_artifact.uri)
+  fileio.makedirs(optimized_model.uri)
+  _write_blessing(blessing, None)
+  blessing.set_string_custom_property(SKIPPED_REASON_PROPERTY, why)
+  optimized_model.set_int_custom_property(spec.BLESSED_PROPERTY, 0)
+  optimized_model.set_string_custom_property(SKIPPED_REASON_PROPERTY, why)
+  compute_cost.record_compute(optimized_model, time.monotonic() - started)
+
+
 class Executor(base_executor.BaseExecutor):
   """Validates the inputs, then runs ``optimize``."""
 
@@ -255,6 +282,13 @@ class Executor(base_executor.BaseExecutor):
     report_artifact = artifact_utils.get_single_instance(
         output_dict[spec.REPORT_KEY])
 
+    # A tree model has nothing to optimize: say why, and end (no failure).
+    why = tree_skip.reason(os.path.join(model_artifact.uri,
+                                        model_layout.SERVING_MODEL_DIR))
+    if why:
+      _skip(why, model_artifact, optimized_model, blessing, report_artifact,
+            started)
+      return
     # Every check that needs no TensorFlow work first, then the model.
     model_dir = keras_model_dir(model_artifact.uri)
     train_files = split_files(examples, spec.TRAIN_SPLIT)

@@ -41,7 +41,8 @@ class RelativeGateEvaluator(base_beam_component.BaseBeamComponent):
                eval_config: tfma.EvalConfig,
                baseline_model: Optional[types.BaseChannel] = None,
                example_splits: Optional[List[str]] = None,
-               baseline_margin: Optional[float] = None):
+               baseline_margin: Optional[float] = None,
+               module_path: Optional[str] = None):
     """Builds the component.
 
     Args:
@@ -54,6 +55,8 @@ class RelativeGateEvaluator(base_beam_component.BaseBeamComponent):
       baseline_margin: how far behind the strong baseline a model may be
         (accuracy points; regression: a fraction of its RMSE); None: no
         relative bound.
+      module_path: the Evaluator's user module (its custom model loader,
+        e.g. one that registers TF-DF's ops for a tree model), or None.
     """
     super().__init__(spec=spec_lib.RelativeGateEvaluatorSpec(
         examples=examples,
@@ -65,5 +68,6 @@ class RelativeGateEvaluator(base_beam_component.BaseBeamComponent):
         example_splits=json_utils.dumps(example_splits),
         eval_config=eval_config,
         baseline_margin=baseline_margin,
+        module_path=module_path,
         evaluation=types.Channel(type=standard_artifacts.ModelEvaluation),
         blessing=types.Channel(type=standard_artifacts.ModelBlessing)))

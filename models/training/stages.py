@@ -17,7 +17,10 @@ from tfx.dsl.components.base import executor_spec
 from leantfx import config as config_lib
 from leantfx.models import architectures
 from leantfx.models import hyperparameters
+from leantfx.models import model_family
+from leantfx.models import split_arrays
 from leantfx.models import transformed_data
+from leantfx.models import trees
 from leantfx.models.training import accumulation
 from leantfx.models.training import callbacks
 from leantfx.models.training import distribution
@@ -32,7 +35,7 @@ TUNER_FN = 'leantfx.models.tuning.tuner_fn'
 # to any of them must be a cache miss of Transform/Trainer).
 CODE_MODULES = (architectures, hyperparameters, transformed_data,
                 accumulation, callbacks, distribution, plan, precision,
-                recompute, schedules)
+                recompute, schedules, model_family, split_arrays, trees)
 _TUNING_SOURCE = os.path.join(
     os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'tuning.py')
 # What tuner_fn runs beside tuning.py. tuning.py itself is read as a file:

@@ -44,6 +44,11 @@ TRAIN_PASSES = 'train_passes'
 # 1: the rows were counted only up to where the cap decides the steps.
 TRAIN_ROWS_AT_LEAST = 'train_rows_at_least'
 TRAIN_BUDGET_RULE = 'train_budget_rule'
+# The family Format-Serving holds ('network' or 'trees', models/
+# model_family.py), why, and the whole comparison (JSON: both eval figures).
+MODEL_FAMILY = 'model_family'
+MODEL_FAMILY_REASON = 'model_family_reason'
+MODEL_FAMILY_RECORD = 'model_family_record'
 
 
 def record_properties(record: Dict[str, Any]) -> Dict[str, Any]:
@@ -78,6 +83,11 @@ def record_properties(record: Dict[str, Any]) -> Dict[str, Any]:
       properties[TRAIN_PASSES] = f"{budget['passes']:g}"
   if record.get('tensorboard_logs'):
     properties[TENSORBOARD_LOGS] = str(record['tensorboard_logs'])
+  family = record.get('model_family') or {}
+  if family:
+    properties[MODEL_FAMILY] = str(family['chosen'])
+    properties[MODEL_FAMILY_REASON] = str(family.get('reason', ''))[:1000]
+    properties[MODEL_FAMILY_RECORD] = json.dumps(family, sort_keys=True)
   return properties
 
 
