@@ -174,7 +174,10 @@ def _thresholds(eval_config):
 
 
 def test_eval_config_slices_and_gates_each_slice_by_tfmas_own_reading():
+  # --min-accuracy 0.9 given: the absolute overall bound (the default gate
+  # is relative to the run's baselines, components/relative_gate).
   evaluation = config_lib.EvaluationConfig(
+      min_accuracy=0.9,
       slices=(('island',), ('island', 'sex')), min_slice_accuracy=0.7,
       max_slice_accuracy_drop=0.15, min_slice_size=12)
   eval_config = pipeline._eval_config(PENGUINS, evaluation)  # pylint: disable=protected-access
@@ -221,7 +224,8 @@ def _validate(eval_config, slice_key, values):
 
 
 def test_tfma_passes_a_good_slice_and_a_small_one_and_fails_a_poor_one():
-  evaluation = config_lib.EvaluationConfig(slices=(('island',),),
+  evaluation = config_lib.EvaluationConfig(min_accuracy=0.9,
+                                           slices=(('island',),),
                                            min_slice_accuracy=0.7)
   # As TFX's Evaluator prepares it on a first run (no blessed model yet).
   eval_config = tfma.utils.update_eval_config_with_defaults(
