@@ -21,6 +21,7 @@ import pytest
 import tensorflow as tf
 
 from leantfx import config as config_lib
+from leantfx import raw_serving
 from leantfx.errors import ConfigError
 from leantfx.models import date_features
 from leantfx.models import features
@@ -61,19 +62,16 @@ def _reference_terms(text):
 
 
 def _reference_tfidf(texts):
-  """[{term or None (OOV): weight}] per text: tft.tfidf, L2-normalised."""
+  """[{term: weight}] per text: sklearn's smooth idf, min_df the floor,
+  out-of-vocabulary terms dropped, the heaviest MAX_TERMS, L2-normalised."""
   docs = [_reference_terms(t) for t in texts]
-  counts = collections.Counter(term for doc in docs for term in doc)
-  vocabulary = {t for t, n in counts.items()
-                if n >= text_features.FREQUENCY_FLOOR}
-  docs = [[t if t in vocabulary else None for t in doc] for doc in docs]
   df = collections.Counter(term for doc in docs for term in set(doc))
   out = []
   for doc in docs:
-    tf_counts = collections.Counter(doc)
-    weights = {t: (n / len(doc)) * (1 + math.log((1 + len(docs)) /
-                                                 (1 + df[t])))
-               for t, n in tf_counts.items()}
+    counts = collections.Counter(
+        t for t in doc if df[t] >= text_features.FREQUENCY_FLOOR)
+    weights = {t: n * (1 + math.log((1 + len(docs)) / (1 + df[t])))
+               for t, n in counts.items()}
     top = dict(sorted(weights.items(), key=lambda kv: -kv[1])
                [:text_features.MAX_TERMS])
     norm = math.sqrt(sum(w * w for w in top.values())) or 1.0
@@ -92,6 +90,9 @@ _TEXTS = [
     'refund ' * 1500,  # 10.5 kB: cut to MAX_WORDS words
     'refund please, the parcel',
     '...!!! ,,,',
+    # 100 distinct words, twice: more distinct terms than MAX_TERMS.
+    ' '.join(f'w{i}' for i in range(100)),
+    ' '.join(f'w{i}' for i in range(100)),
 ]
 
 
@@ -111,8 +112,7 @@ def test_text_becomes_the_tfidf_of_its_words_and_pairs(tmp_path):
     ids = np.asarray(row[features.transformed_name('t')])
     weights = np.asarray(row[features.text_weights_name('t')])
     assert ids.shape == weights.shape == (text_features.MAX_TERMS,)
-    got = {(vocabulary[i] if i < len(vocabulary) else None): w
-           for i, w in zip(ids, weights) if w > 0}
+    got = {vocabulary[i]: w for i, w in zip(ids, weights) if w > 0}
     assert got.keys() == want.keys(), text[:40]
     for term, weight in want.items():
       assert got[term] == pytest.approx(weight, rel=1e-5), (text[:40], term)
@@ -121,6 +121,23 @@ def test_text_becomes_the_tfidf_of_its_words_and_pairs(tmp_path):
     else:
       # Empty, or punctuation only: no term, a zero vector.
       assert not weights.any() and not ids.any()
+  # The document frequencies the exports rebuild the weights from.
+  terms, frequencies, documents = text_features.document_frequencies(
+      tft_output, 't')
+  assert documents == len(_TEXTS)
+  df = collections.Counter(
+      t for text in _TEXTS for t in set(_reference_terms(text)))
+  assert {t.decode(): n for t, n in zip(terms, frequencies)} == dict(
+      {t: n for t, n in df.items() if n >= text_features.FREQUENCY_FLOOR},
+      **{text_features.DOCUMENTS_TERM: len(_TEXTS)})
+  # serving_text rebuilds the same outputs from those constants.
+  rebuilt = text_features.serving_text(
+      tf.constant(_TEXTS), 't', raw_serving.vocabulary_table(terms),
+      frequencies, documents)
+  for name in (features.transformed_name('t'), features.text_weights_name('t')):
+    np.testing.assert_allclose(rebuilt[name].numpy(),
+                               np.stack([row[name] for row in out]),
+                               rtol=1e-6)
   # Non-ASCII words are kept whole and lowercased (Unicode-aware).
   assert 'größe' in vocabulary and '退款' in vocabulary
   assert 'café' in vocabulary

@@ -76,6 +76,22 @@ def _model_call(model, specs: Mapping[str, tf.TensorSpec]):
   return call
 
 
+def _is_vocabulary_column(column: str,
+                          transformed_spec: Mapping[str, Any]) -> bool:
+  """A categorical column: one int64 vocabulary id a row.
+
+  A string column's transformed feature tells its role apart
+  (models/preprocessing.py): a category is one int64 id, a free text
+  MAX_TERMS ids beside its weights (models/text_features.py), a date a
+  float32 calendar block (models/date_features.py). Text and dates go
+  through the real Transform layer, strings and all.
+  """
+  feature = transformed_spec.get(features.transformed_name(column))
+  return (feature is not None and feature.dtype == tf.int64 and
+          tuple(getattr(feature, 'shape', ())) in ((), (1,)) and
+          features.text_weights_name(column) not in transformed_spec)
+
+
 def _vocabularies(tf_transform_output, serving_spec, model_specs
                  ) -> Dict[str, List[bytes]]:
   """{column: its vocabulary} for every categorical column the model takes.
@@ -85,9 +101,11 @@ def _vocabularies(tf_transform_output, serving_spec, model_specs
   feature the model takes is categorical.
   """
   vocabularies = {}
+  transformed = tf_transform_output.transformed_feature_spec()
   for column, feature in serving_spec.items():
     if (feature.dtype != tf.string or
-        features.transformed_name(column) not in model_specs):
+        features.transformed_name(column) not in model_specs or
+        not _is_vocabulary_column(column, transformed)):
       continue
     try:
       vocabularies[column] = tf_transform_output.vocabulary_by_name(column)
