@@ -3,7 +3,8 @@
 A text-classification span like a ticket queue's: a short description (mean
 ~47 characters, commas and quotes inside, some non-ASCII words), a
 ``priority`` (categorical), a ``size`` (numeric) and, when asked, an
-``opened`` ISO 8601 timestamp; the label ``category`` has 8 classes.
+``opened`` ISO 8601 timestamp and a ``ticket_id`` (an identifier, distinct
+per row); the label ``category`` has 8 classes.
 
 The description's words come from class-conditional distributions over one
 shared vocabulary: about half the words are common to every class ("the",
@@ -15,7 +16,7 @@ same seed and size give the same bytes.
 
   write_span(directory, rows, seed) -> directory/span-1/data.csv
 
-  python -m benchmarks.column_spans --out DIR --rows 50000 [--date]
+  python -m benchmarks.column_spans --out DIR --rows 50000 [--date] [--id]
 """
 import argparse
 import csv
@@ -32,6 +33,7 @@ CATEGORICAL = 'priority'
 NUMERIC = 'size'
 DATE = 'opened'
 DATE_FORMAT = '%Y-%m-%dT%H:%M:%S%z'
+IDENTIFIER = 'ticket_id'
 CLASSES = ('billing', 'shipping', 'returns', 'account', 'technical',
            'warranty', 'sales', 'feedback')
 _COMMON = (
@@ -84,17 +86,24 @@ def _text(rng, words: Sequence[str], weights: np.ndarray) -> str:
   return text[0].upper() + text[1:]
 
 
-def rows(count: int, seed: int = SEED, date: bool = False
-        ) -> List[Dict[str, str]]:
-  """``count`` generated rows as {column: value as written}."""
+def rows(count: int, seed: int = SEED, date: bool = False,
+         identifier: bool = False) -> List[Dict[str, str]]:
+  """``count`` generated rows as {column: value as written}.
+
+  The words and each class's distribution over them are fixed (drawn from
+  SEED); ``seed`` draws the rows, so spans of different seeds are fresh
+  rows of the same classes.
+  """
+  world = np.random.default_rng(SEED)
+  words = _vocabulary(world)
+  weights = _class_weights(world, len(words))
   rng = np.random.default_rng(seed)
-  words = _vocabulary(rng)
-  weights = _class_weights(rng, len(words))
   labels = rng.integers(len(CLASSES), size=count)
   start = datetime.datetime(2024, 1, 1, tzinfo=datetime.timezone.utc)
   out = []
-  for label in labels:
-    row = {TEXT: _text(rng, words, weights[label])}
+  for i, label in enumerate(labels):
+    row = {IDENTIFIER: f'T-{seed % 1000:03d}-{i:07d}'} if identifier else {}
+    row[TEXT] = _text(rng, words, weights[label])
     # A little signal in the priority and the size; most is in the text.
     shift = label % len(_PRIORITIES)
     row[CATEGORICAL] = _PRIORITIES[(shift + rng.integers(0, 3)) %
@@ -111,12 +120,12 @@ def rows(count: int, seed: int = SEED, date: bool = False
 
 
 def write_span(directory: str, count: int, seed: int = SEED,
-               date: bool = False) -> str:
+               date: bool = False, identifier: bool = False) -> str:
   """Writes ``count`` rows to directory/span-1/data.csv; returns the file."""
   span = os.path.join(directory, 'span-1')
   os.makedirs(span, exist_ok=True)
   path = os.path.join(span, 'data.csv')
-  generated = rows(count, seed, date)
+  generated = rows(count, seed, date, identifier)
   with open(path, 'w', newline='', encoding='utf-8') as f:
     writer = csv.DictWriter(f, fieldnames=list(generated[0]))
     writer.writeheader()
@@ -131,8 +140,10 @@ def main(argv=None) -> None:
   parser.add_argument('--seed', type=int, default=SEED)
   parser.add_argument('--date', action='store_true',
                       help=f'add the {DATE!r} ISO 8601 timestamp column')
+  parser.add_argument('--id', action='store_true',
+                      help=f'add the {IDENTIFIER!r} identifier column')
   args = parser.parse_args(argv)
-  print(write_span(args.out, args.rows, args.seed, args.date))
+  print(write_span(args.out, args.rows, args.seed, args.date, args.id))
 
 
 if __name__ == '__main__':

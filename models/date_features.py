@@ -131,7 +131,12 @@ def _fields(texts: tf.Tensor, date_format: str
            ) -> Tuple[tf.Tensor, Dict[str, tf.Tensor]]:
   """(matches the format, {field: int64 [batch]}); 0 where absent."""
   pattern, groups = format_pattern(date_format)
-  matched = tf.strings.regex_full_match(texts, pattern)
+  # A full match rewrites the whole text to '' (the pattern is anchored and
+  # never matches ''): regex_replace is in every runtime's string library,
+  # regex_full_match is not in ONNX's.
+  matched = tf.logical_and(
+      tf.equal(tf.strings.regex_replace(texts, pattern, ''), ''),
+      tf.not_equal(texts, ''))
   fields = {}
   for field in ('year', 'month', 'day', 'hour', 'minute', 'second',
                 'offset_hours', 'offset_minutes'):
@@ -180,6 +185,11 @@ def _z_score(value: tf.Tensor, valid: tf.Tensor) -> tf.Tensor:
                   tf.zeros_like(scaled))
 
 
+def _strip(texts: tf.Tensor) -> tf.Tensor:
+  """Without white space at either end (StringStrip has no ONNX kernel)."""
+  return tf.strings.regex_replace(texts, r'^\s+|\s+$', '')
+
+
 def calendar(texts: tf.Tensor, date_format: str
             ) -> Tuple[tf.Tensor, tf.Tensor]:
   """The unscaled calendar of [batch] date strings.
@@ -189,7 +199,7 @@ def calendar(texts: tf.Tensor, date_format: str
     UTC, year, month, day, day of week (0 = Monday), hour of day with its
     minutes as a fraction); invalid rows hold zeros.
   """
-  texts = tf.strings.strip(texts)
+  texts = _strip(texts)
   matched, f = _fields(texts, date_format)
   valid = _valid(matched, f)
   days = days_from_civil(f['year'], f['month'], f['day'])
@@ -240,7 +250,7 @@ def transform_date(texts: tf.Tensor, column: str,
   Returns:
     The block described in the module docstring.
   """
-  texts = tf.strings.strip(texts)
+  texts = _strip(texts)
   valid, raw = calendar(texts, date_format)
   record_parse_counts(texts, valid, column)
   elapsed, year, month, day, weekday, hour = tf.unstack(raw, axis=1)

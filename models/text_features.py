@@ -21,8 +21,10 @@ count x (1 + log((1 + rows) / (1 + rows holding the term))), sklearn's
 smooth idf, and the row's weights are L2-normalised: sklearn's vector. A
 row with more distinct terms than MAX_TERMS keeps its MAX_TERMS heaviest.
 
-Only dense tensor ops (no sparse reductions, no StringNGrams), so the graph
-converts to TFLite with TF Select ops. The Transform writes two vocabularies
+Only dense tensor ops and string ops every runtime's string library has
+(lower, regex replace, split, join: no sparse reductions, no StringNGrams),
+so the graph converts to TFLite with TF Select ops and to ONNX with
+onnxruntime-extensions' ops. The Transform writes two vocabularies
 per column from the same rows' distinct terms: ``<column>`` (the terms, for
 the lookup) and ``<column>__document_frequency`` (the same terms in the same
 order with the number of rows holding each; its DOCUMENTS_TERM line, a term
@@ -69,13 +71,12 @@ def document_frequency_name(column: str) -> str:
 def normalize(texts: tf.Tensor) -> tf.Tensor:
   """Lowercased texts with punctuation turned into single spaces; [batch].
 
-  Invalid UTF-8 bytes become U+FFFD first, so a mis-encoded row is a word
-  shorter, never an error.
+  Lowercasing as UTF-8 also turns invalid bytes into U+FFFD, so a
+  mis-encoded row is a word shorter, never an error. The spaces at either
+  end stay: splitting drops them (and StringStrip has no ONNX kernel).
   """
-  texts = tf.strings.unicode_transcode(
-      texts, 'UTF-8', 'UTF-8', errors='replace', replacement_char=0xFFFD)
   texts = tf.strings.lower(texts, encoding='utf-8')
-  return tf.strings.strip(tf.strings.regex_replace(texts, _NOT_A_WORD, ' '))
+  return tf.strings.regex_replace(texts, _NOT_A_WORD, ' ')
 
 
 def terms(texts: tf.Tensor) -> tf.Tensor:
