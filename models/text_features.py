@@ -40,6 +40,7 @@ from typing import Any, Dict, List, Sequence, Tuple
 import numpy as np
 import tensorflow as tf
 import tensorflow_transform as tft
+from tensorflow_transform import tf_utils
 
 from leantfx.models import features
 
@@ -151,12 +152,21 @@ def _analyze(all_terms: tf.Tensor, column: str) -> Tuple[Any, Any]:
 
 
 def _line_frequency(ids: tf.Tensor, path: tf.Tensor):
-  """apply_vocabulary's lookup_fn: line number -> the line's frequency."""
-  table = tf.lookup.StaticHashTable(
-      tf.lookup.TextFileInitializer(
-          path, tf.int64, tf.lookup.TextFileIndex.LINE_NUMBER, tf.int64, 0,
-          delimiter=' '), default_value=0)
-  return table.lookup(ids), table.size()
+  """apply_vocabulary's lookup_fn: line number -> the line's frequency.
+
+  Built the way apply_vocabulary builds its own tables
+  (tf_utils.construct_and_lookup_table), so the table is initialized once
+  with the SavedModel's assets, not inside every call: an initializer in the
+  call would follow the graph into an export (a .tflite) without its file.
+  """
+
+  def construct(asset_path):
+    return tf.lookup.StaticHashTable(
+        tf.lookup.TextFileInitializer(
+            asset_path, tf.int64, tf.lookup.TextFileIndex.LINE_NUMBER,
+            tf.int64, 0, delimiter=' '), default_value=0)
+
+  return tf_utils.construct_and_lookup_table(construct, path, ids)
 
 
 def _outputs(column: str, dense: Dict[str, tf.Tensor]) -> Dict[str, Any]:

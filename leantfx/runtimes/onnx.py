@@ -285,14 +285,19 @@ def convert_saved_model(saved_model_dir: str, output_path: str) -> str:
   from tf2onnx import utils  # pylint: disable=g-import-not-at-top
   ops = {n.op for n in graph_def.node} | {
       n.op for f in graph_def.library.function for n in f.node_def}
-  extra_opset = ([utils.make_opsetid(STRING_OPS_DOMAIN, 1)]
-                 if ops & _STRING_LIBRARY_OPS else None)
+  strings = bool(ops & _STRING_LIBRARY_OPS)
+  extra_opset = [utils.make_opsetid(STRING_OPS_DOMAIN, 1)] if strings else None
+  # tf2onnx turns StringLower into ONNX's StringNormalizer, which needs the
+  # en_US.UTF-8 locale installed on the serving machine; the library's own
+  # StringLower lowercases UTF-8 without one.
+  custom_ops = {'StringLower': STRING_OPS_DOMAIN} if strings else None
   with tf.device('/cpu:0'):
     convert._convert_common(  # pylint: disable=protected-access
         graph_def, name=saved_model_dir, continue_on_error=False,
         opset=OPSET, input_names=inputs, output_names=outputs,
         tensors_to_rename=renames, initialized_tables=tables,
-        output_path=output_path, extra_opset=extra_opset)
+        output_path=output_path, extra_opset=extra_opset,
+        custom_ops=custom_ops)
   return output_path
 
 

@@ -159,18 +159,27 @@ def text_constants(tf_transform_output, serving_spec, model_specs
   return texts
 
 
+def _string_preprocessed_columns(tf_transform_output, serving_spec,
+                                 model_specs) -> List[str]:
+  """The model's string columns that are not vocabulary columns: free text
+  and dates, preprocessed with string ops."""
+  transformed = tf_transform_output.transformed_feature_spec()
+  return sorted(
+      c for c, f in serving_spec.items()
+      if f.dtype == tf.string and
+      features.transformed_name(c) in model_specs and
+      not _is_vocabulary_column(c, transformed))
+
+
 def needs_select_tf_ops(model, tf_transform_output, label: str,
                         identifiers: Sequence[str] = ()) -> bool:
   """The raw export runs string ops TFLite has as TF Select ops only:
   a free-text or a date column's preprocessing."""
-  transformed = tf_transform_output.transformed_feature_spec()
-  specs = serving_export.serving_input_specs(model)
   serving_spec = raw_serving.serving_feature_spec(
       tf_transform_output.raw_feature_spec(), label, identifiers)
-  return any(
-      f.dtype == tf.string and features.transformed_name(c) in specs and
-      not _is_vocabulary_column(c, transformed)
-      for c, f in serving_spec.items())
+  return bool(_string_preprocessed_columns(
+      tf_transform_output, serving_spec,
+      serving_export.serving_input_specs(model)))
 
 
 def categorical_vocabularies(model, tf_transform_output, label: str,
@@ -227,11 +236,16 @@ def save_raw_serving_model(model, tf_transform_output, label: str,
       for column, vocabulary in vocabularies.items()
   }
   texts = text_constants(tf_transform_output, serving_spec, specs)
-  if lookups_outside and texts:
+  strings = _string_preprocessed_columns(tf_transform_output, serving_spec,
+                                         specs)
+  if lookups_outside and strings:
     raise ConfigError(
-        f'The model takes the free-text column(s) {sorted(texts)}, whose '
-        'tokens are looked up in a vocabulary table, and this runtime runs '
-        'no lookup table (lookups_outside).')
+        f'The model takes the free-text or date column(s) {strings}, whose '
+        'preprocessing runs string ops (split, regex, string to number) and '
+        'looks terms up in a vocabulary table; this runtime converts none of '
+        'them (OpenVINO, even with openvino-tokenizers: no StringToNumber, '
+        'no hash table). Serve these columns raw with TFLite, ONNX or the '
+        'SavedModel.')
   input_specs = raw_serving.raw_input_specs(serving_spec)
   if lookups_outside:
     for column in vocabularies:
