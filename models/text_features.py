@@ -73,11 +73,13 @@ def normalize(texts: tf.Tensor) -> tf.Tensor:
   """Lowercased texts with punctuation turned into single spaces; [batch].
 
   Lowercasing as UTF-8 also turns invalid bytes into U+FFFD, so a
-  mis-encoded row is a word shorter, never an error. The spaces at either
-  end stay: splitting drops them (and StringStrip has no ONNX kernel).
+  mis-encoded row is a word shorter, never an error. The one space a text
+  can keep at either end is removed with a regex (StringStrip has no ONNX
+  kernel).
   """
   texts = tf.strings.lower(texts, encoding='utf-8')
-  return tf.strings.regex_replace(texts, _NOT_A_WORD, ' ')
+  texts = tf.strings.regex_replace(texts, _NOT_A_WORD, ' ')
+  return tf.strings.regex_replace(texts, '^ | $', '')
 
 
 def terms(texts: tf.Tensor) -> tf.Tensor:
@@ -89,7 +91,10 @@ def terms(texts: tf.Tensor) -> tf.Tensor:
   Returns:
     string [batch, 2 * MAX_WORDS - 1], '' in the free slots.
   """
-  words = tf.strings.split(normalize(texts)).to_tensor(
+  # On the one space normalize leaves between words: the default split, on
+  # white space, also cuts at a 0x85 or 0xa0 byte inside a UTF-8 character
+  # ('包' is e5 8c 85).
+  words = tf.strings.split(normalize(texts), sep=' ').to_tensor(
       default_value='', shape=[None, MAX_WORDS])
   left, right = words[:, :-1], words[:, 1:]
   pairs = tf.strings.join([left, right], separator=' ')

@@ -14,6 +14,7 @@ import tensorflow as tf
 from leantfx.components.optimize.export import raw_features
 from leantfx.components.optimize.export import raw_runtimes
 from leantfx.components.optimize.export import tflite as tflite_export
+from leantfx.errors import ConfigError
 from leantfx.models import model as model_lib
 from leantfx.serving import tflite_servable
 
@@ -95,4 +96,71 @@ def test_raw_onnx_takes_text_and_dates_within_float_error(text_fixture,
   predictor = raw_runtimes.raw_predictor('onnx', path)
   assert set(predictor.input_names) == set(fx.raw_eval)
   np.testing.assert_allclose(predictor.predict(fx.raw_eval), fx.reference,
+                             atol=_FLOAT_TOLERANCE)
+
+
+def test_openvino_refuses_raw_text_and_dates_with_the_reason(text_fixture,
+                                                             tmp_path):
+  """OpenVINO's frontend converts no StringToNumber and no hash table: the
+  raw export says so (the optimizer then pushes the transformed-input IR
+  and reports the reason, components/optimize/steps/raw_fold.py)."""
+  fx = text_fixture
+  with pytest.raises(ConfigError, match='StringToNumber') as refused:
+    raw_runtimes.prepare_raw(
+        'openvino', fx.model, fx.tft_output, fx.spec.label, fx.spec.classes,
+        raw_runtimes.FLOAT32, None, scratch=str(tmp_path),
+        identifiers=fx.spec.identifier_columns)
+  assert "['description', 'opened']" in str(refused.value)
+  assert 'TFLite, ONNX or the SavedModel' in str(refused.value)
+
+
+def _instances(raw, rows):
+  """REST instances of the first ``rows`` raw eval rows, as a client sends
+  them (strings as text, numbers as JSON numbers)."""
+  out = []
+  for i in range(rows):
+    out.append({c: (v[i].decode('utf-8') if isinstance(v[i], bytes) else
+                    float(v[i])) for c, v in raw.items()})
+  return out
+
+
+@pytest.mark.parametrize('runtime', ['tflite', 'onnx'])
+def test_leantfx_serve_answers_raw_text_over_rest(text_fixture, tmp_path,
+                                                  runtime):
+  """The push as `leantfx serve` loads it, one REST request of raw rows."""
+  if runtime == 'onnx':
+    pytest.importorskip('onnxruntime_extensions')
+  from leantfx import serving_client as client_lib  # pylint: disable=g-import-not-at-top
+  from leantfx.serving import model_config  # pylint: disable=g-import-not-at-top
+  from leantfx.serving import server as server_lib  # pylint: disable=g-import-not-at-top
+  from leantfx.serving import server_config  # pylint: disable=g-import-not-at-top
+  fx = text_fixture
+  version_dir = tmp_path / 'base' / 'tickets' / '1'
+  if runtime == 'tflite':
+    version_dir.mkdir(parents=True)
+    raw_features.export_raw_tflite(
+        fx.model, fx.tft_output, fx.spec.label, fx.spec.classes,
+        tflite_export.FLOAT32, identifiers=fx.spec.identifier_columns,
+        output_path=str(version_dir / 'model.tflite'))
+  else:
+    raw_runtimes.export_raw(
+        'onnx', fx.model, fx.tft_output, fx.spec.label, fx.spec.classes,
+        raw_runtimes.FLOAT32, None, output_dir=str(version_dir),
+        identifiers=fx.spec.identifier_columns)
+  config = server_config.ServerConfig(
+      rest_port=0, grpc_port=0, file_system_poll_wait_seconds=-1,
+      max_num_load_retries=0, request_timeout_s=60.0)
+  server = server_lib.ModelServer(
+      model_config.models_from_base_path(str(tmp_path / 'base')),
+      config).start()
+  rows = 16
+  try:
+    rest = client_lib.RestClient('127.0.0.1', server.rest_port,
+                                 timeout_s=60.0)
+    answer = rest.predict('tickets', instances=_instances(fx.raw_eval, rows))
+  finally:
+    server.stop(grace_s=5.0)
+  probabilities = np.array([p['probabilities'] for p in
+                            answer['predictions']])
+  np.testing.assert_allclose(probabilities, fx.reference[:rows],
                              atol=_FLOAT_TOLERANCE)
