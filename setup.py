@@ -90,6 +90,9 @@ setuptools.setup(
             'openvino==2026.4.1',
             'nncf==3.4.0',
             'onnxruntime==1.23.2',
+            # ONNX Runtime's string kernels for free text and dates in a
+            # raw-column .onnx (tf2onnx's ai.onnx.contrib opset).
+            'onnxruntime-extensions==0.15.2',
             'tf2onnx==1.17.0',
             'onnx==1.16.2',
         ],

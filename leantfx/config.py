@@ -318,7 +318,8 @@ class TrainingConfig:
     _check_training_extensions(self)
 
 
-ARCHITECTURES = ('auto', 'mlp', 'cnn', 'mobilenet_v2', 'efficientnet_b0')
+ARCHITECTURES = ('auto', 'mlp', 'cnn', 'mobilenet_v2', 'efficientnet_b0',
+                 'bag_of_ngrams')
 PRECISIONS = ('auto', 'float32', 'mixed_float16', 'mixed_bfloat16')
 STRATEGIES = ('auto', 'one_device', 'mirrored', 'multi_worker')
 LR_DECAYS = ('constant', 'linear', 'cosine')

@@ -9,6 +9,15 @@
   efficientnet_b0  tf_keras.applications EfficientNet with B0's compound
                    scaling (width 1.0, depth 1.0) times the multipliers,
                    weights=None.
+  bag_of_ngrams    the text family's fast default, what 'auto' picks for
+                   data with free-text columns: each text column's
+                   TF-IDF-weighted sum of word and word-pair embeddings
+                   (models/bag_of_ngrams.py), concatenated with the tabular
+                   features, then the MLP head.
+
+Text columns go through the embedding bag and date columns' calendar blocks
+(models/date_features.py) join the tabular features whatever the
+architecture, so no column the roles made a feature is left out.
 
 Nothing is downloaded: the applications start from random weights. Every
 architecture ends in the MLP head (hidden_units x width, repeated by depth),
@@ -33,6 +42,8 @@ from tf_keras.src.applications import efficientnet
 
 from leantfx import config as config_lib
 from leantfx.errors import ConfigError
+from leantfx.models import bag_of_ngrams
+from leantfx.models import date_features
 from leantfx.models import features
 from leantfx.models import model_layout
 from leantfx.models.training import accumulation
@@ -44,6 +55,7 @@ MLP = 'mlp'
 CNN = 'cnn'
 MOBILENET_V2 = 'mobilenet_v2'
 EFFICIENTNET_B0 = 'efficientnet_b0'
+BAG_OF_NGRAMS = 'bag_of_ngrams'
 APPLICATIONS = (MOBILENET_V2, EFFICIENTNET_B0)
 # The smallest input side tf_keras.applications accept (obtain_input_shape).
 MIN_APPLICATION_SIZE = 32
@@ -67,6 +79,13 @@ def resolve(spec: config_lib.DatasetSpec,
   """
   name = spec.model if training.architecture == 'auto' else (
       training.architecture)
+  if training.architecture == 'auto' and spec.text_features:
+    name = BAG_OF_NGRAMS
+  if name == BAG_OF_NGRAMS and not spec.text_features:
+    raise ConfigError(
+        f'architecture {BAG_OF_NGRAMS!r} needs free-text columns, and '
+        f'dataset {spec.name!r} has none (no column of role text). Use '
+        'architecture auto, or --column-role COL=text for a text column.')
   has_images = bool(spec.image_features) or bool(
       getattr(spec, 'image_key', None))
   if name in (CNN,) + APPLICATIONS and not has_images:
@@ -100,7 +119,27 @@ def _regularizer(training: config_lib.TrainingConfig):
   return tf_keras.regularizers.L2(training.l2) if training.l2 > 0 else None
 
 
-def _inputs(spec: config_lib.DatasetSpec, vocabulary_sizes: Mapping[str, int]
+def _add_dates_and_texts(spec: config_lib.DatasetSpec,
+                         vocabulary_sizes: Mapping[str, int],
+                         training: config_lib.TrainingConfig,
+                         inputs: Dict[str, tf_keras.Input],
+                         parts: List[tf.Tensor]) -> None:
+  """Adds the date blocks and the text columns' embedding bags."""
+  for column in spec.date_features:
+    name = features.transformed_name(column)
+    inputs[name] = tf_keras.Input(shape=(len(date_features.PARTS),),
+                                  name=name, dtype=tf.float32)
+    parts.append(inputs[name])
+  if spec.text_features:
+    text_inputs = bag_of_ngrams.text_inputs(spec.text_features)
+    inputs.update(text_inputs)
+    parts.extend(bag_of_ngrams.text_vectors(
+        text_inputs, spec.text_features, vocabulary_sizes,
+        _width(bag_of_ngrams.DIMENSIONS, training.width_multiplier)))
+
+
+def _inputs(spec: config_lib.DatasetSpec, vocabulary_sizes: Mapping[str, int],
+            training: config_lib.TrainingConfig
            ) -> Tuple[Dict[str, tf_keras.Input], List[tf.Tensor], Optional[
                tf.Tensor]]:
   """Keras inputs per transformed feature: tabular parts and the image."""
@@ -122,6 +161,7 @@ def _inputs(spec: config_lib.DatasetSpec, vocabulary_sizes: Mapping[str, int]
         vocabulary, min(vocabulary, 8),
         name=f'{column}_embedding')(inputs[name])
     parts.append(tf_keras.layers.Flatten(name=f'{column}_flat')(embedded))
+  _add_dates_and_texts(spec, vocabulary_sizes, training, inputs, parts)
   image = None
   if spec.image_features or getattr(spec, 'image_key', None):
     # Pixel columns, or an encoded image Transform decodes to image_shape.
@@ -218,7 +258,7 @@ def build(spec: config_lib.DatasetSpec, training: config_lib.TrainingConfig,
     spec: the dataset (inputs, classes, image shape, task).
     training: architecture, multipliers, widths, dropout, l2, recompute.
     vocabulary_sizes: vocabulary size (OOV bucket included) per categorical
-      column.
+      and text column.
     target_scale: regression only: (mean, standard deviation) of the train
       split's target; (0, 1) when not given.
 
@@ -231,7 +271,7 @@ def build(spec: config_lib.DatasetSpec, training: config_lib.TrainingConfig,
     ConfigError: see resolve().
   """
   name = resolve(spec, training)
-  inputs, parts, image = _inputs(spec, vocabulary_sizes)
+  inputs, parts, image = _inputs(spec, vocabulary_sizes, training)
   if image is not None:
     if name == CNN:
       parts.append(_apply_cnn(image, training))

@@ -10,3 +10,12 @@ IMAGE_KEY = 'image_xf'
 def transformed_name(column: str) -> str:
   """Returns the transformed feature name of a numeric or categorical column."""
   return f'{column}_xf'
+
+
+def text_weights_name(column: str) -> str:
+  """Returns the transformed name of a text column's TF-IDF weights.
+
+  A text column's ids are ``transformed_name(column)``
+  (models/text_features.py).
+  """
+  return f'{column}_weights_xf'

@@ -35,6 +35,7 @@ from leantfx import config as config_lib
 from leantfx import feature_names
 from leantfx.models import architectures
 from leantfx.models import data_policy
+from leantfx.models import date_features
 from leantfx.models import features
 from leantfx.models import hyperparameters as hyperparameters_lib
 from leantfx.models import model_family
@@ -211,6 +212,30 @@ def _mark_regress_method(saved_model_dir: str) -> None:
     f.write(saved_model.SerializeToString())
 
 
+def _date_parsing(spec: config_lib.DatasetSpec,
+                  tf_transform_output: tft.TFTransformOutput
+                 ) -> Dict[str, Any]:
+  """{date column: what the Transform could parse}, unparseable ones logged.
+
+  An unparseable value trains as missing (models/date_features.py); the
+  warning names the most frequent ones and the column's stated format.
+  """
+  reports = {}
+  for column in spec.date_features:
+    report = date_features.parse_report(tf_transform_output, column)
+    reports[column] = dict(report, format=spec.date_format[column])
+    if report['unparseable']:
+      logging.warning(
+          'Date column %r: %d of %d train values do not follow its format '
+          '%r and are treated as missing, e.g. %s. State the right format '
+          'with --date-format.', spec.original_name(column),
+          report['unparseable'],
+          report['parsed'] + report['empty'] + report['unparseable'],
+          spec.date_format[column],
+          ', '.join(repr(v) for v in report['unparseable_examples']))
+  return reports
+
+
 # TFX Trainer will call this function.
 def run_fn(fn_args: tfx.components.FnArgs) -> None:
   """Trains the model and exports it with its serving signatures.
@@ -229,8 +254,9 @@ def run_fn(fn_args: tfx.components.FnArgs) -> None:
   tf_transform_output = tft.TFTransformOutput(fn_args.transform_output)
   vocabulary_sizes = {
       c: tf_transform_output.vocabulary_size_by_name(c) + 1
-      for c in spec.categorical_features
+      for c in spec.categorical_features + spec.text_features
   }
+  date_parsing = _date_parsing(spec, tf_transform_output)
   target_scale = None
   if spec.is_regression:
     target_scale = _target_scale(fn_args.train_files, fn_args.data_accessor,
@@ -297,6 +323,8 @@ def run_fn(fn_args: tfx.components.FnArgs) -> None:
   record.update(tensorboard_logs=fn_args.model_run_dir,
                 hyperparameters=hyperparameters,
                 training=config_lib.to_json_dict(training))
+  if date_parsing:
+    record['date_parsing'] = date_parsing
   if not plan.is_chief:
     logging.info('Non-chief worker: the chief exports the model.')
     return

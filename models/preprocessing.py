@@ -3,7 +3,9 @@
 What it does is driven by the DatasetSpec that arrives in ``custom_config``:
 numeric columns get mean imputation and z-scores (one block for all of
 them, statistics per column), categorical columns get a
-vocabulary (missing values and unseen values share one OOV bucket), pixel
+vocabulary (missing values and unseen values share one OOV bucket), free
+text columns TF-IDF-weighted terms (models/text_features.py), date columns
+calendar features (models/date_features.py), pixel
 columns are stacked into one image vector scaled to [0, 1], and the label is
 mapped to its class id in the spec's class order, or, for a regression, kept
 as the float32 number it is (no vocabulary; its scaling lives in the model,
@@ -16,7 +18,9 @@ import tensorflow_transform as tft
 
 from leantfx import config as config_lib
 from leantfx.models import data_policy
+from leantfx.models import date_features
 from leantfx.models import features
+from leantfx.models import text_features
 
 _MISSING_CATEGORY = ''
 
@@ -122,7 +126,8 @@ def preprocessing_fn(inputs: Dict[str, Any],
       noisy-row policy, models/data_policy.py)}.
 
   Returns:
-    Transformed features: '<column>_xf' per numeric and categorical column,
+    Transformed features: '<column>_xf' per numeric, categorical and date
+    column, '<column>_xf' and '<column>_weights_xf' per text column,
     'image_xf' for image datasets, and 'label_xf' (class id, or the float32
     target of a regression).
   """
@@ -146,6 +151,10 @@ def preprocessing_fn(inputs: Dict[str, Any],
     outputs[features.transformed_name(column)] = (
         tft.compute_and_apply_vocabulary(
             values, num_oov_buckets=1, vocab_filename=column))
+  # Free text: TF-IDF ids and weights; dates: calendar blocks.
+  outputs.update(text_features.text_outputs(inputs, spec.text_features,
+                                            _to_dense_column))
+  outputs.update(date_features.date_outputs(inputs, spec, _to_dense_column))
   if spec.image_features:
     outputs[features.IMAGE_KEY] = _pixels(
         [inputs[c] for c in spec.image_features],

@@ -426,7 +426,8 @@ def _optimize(config: config_lib.PipelineConfig, model: tfx.types.BaseChannel,
         raw_label=config.dataset.label,
         classes=config.dataset.classes,
         calibration_examples=calibration_examples,
-        serve_args=config.serve_args)
+        serve_args=config.serve_args,
+        identifiers=config.dataset.identifier_columns)
   nodes.append(optimizer)
 
 

@@ -46,7 +46,8 @@ class ModelOptimizer(base_component.BaseComponent):
                raw_label: Optional[str] = None,
                classes: Sequence[str] = (),
                calibration_examples: Optional[types.BaseChannel] = None,
-               serve_args: Sequence[str] = ()):
+               serve_args: Sequence[str] = (),
+               identifiers: Sequence[str] = ()):
     """Builds the component.
 
     Args:
@@ -66,6 +67,8 @@ class ModelOptimizer(base_component.BaseComponent):
         the train split of ``examples``).
       serve_args: the ``leantfx serve`` options of the deployment; the
         raw-column picks are served with them before their push.
+      identifiers: identifier columns of the raw Examples: not features, so
+        no raw-column export takes them.
     """
     config = optimization_config or OptimizationConfig()
     if (examples is None) != (raw_label is None):
@@ -73,7 +76,8 @@ class ModelOptimizer(base_component.BaseComponent):
           'ModelOptimizer takes examples and raw_label together (the raw '
           'Examples the Transform read, and their label column), or neither.')
     raw_serving = (json.dumps({'label': raw_label, 'classes': list(classes),
-                               'serve_args': list(serve_args)})
+                               'serve_args': list(serve_args),
+                               'identifiers': list(identifiers)})
                    if raw_label is not None else None)
     component_spec = spec_lib.OptimizeSpec(
         model=model,

@@ -134,6 +134,7 @@ def _raw_inputs(input_dict: Mapping[str, List[types.Artifact]],
   try:
     raw_serving = json.loads(text or 'null')
     label, classes = raw_serving['label'], tuple(raw_serving['classes'])
+    identifiers = tuple(raw_serving.get('identifiers') or ())
   except (TypeError, KeyError, ValueError) as e:
     raise ConfigError(
         f'ModelOptimizer\'s {spec.RAW_SERVING_KEY!r} must be JSON '
@@ -166,15 +167,16 @@ def _raw_inputs(input_dict: Mapping[str, List[types.Artifact]],
     names.update(columns.recorded_names(artifact))
   return raw_features.RawInputs(
       tf_transform_output=tf_transform_output, label=label, classes=classes,
-      names=names,
+      names=names, identifiers=identifiers,
       train=raw_features.sample_rows(
           raw_features.read_raw_split(files(spec.TRAIN_SPLIT, calibration),
                                       tf_transform_output, label,
-                                      limit=SCORING_MAX_EXAMPLES),
+                                      limit=SCORING_MAX_EXAMPLES,
+                                      identifiers=identifiers),
           config.calibration_samples),
       eval=raw_features.read_raw_split(
           files(spec.EVAL_SPLIT), tf_transform_output, label,
-          limit=SCORING_MAX_EXAMPLES))
+          limit=SCORING_MAX_EXAMPLES, identifiers=identifiers))
 
 
 def _sliced_eval(input_dict: Mapping[str, List[types.Artifact]],

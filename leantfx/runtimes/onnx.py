@@ -15,7 +15,11 @@ file in the QDQ format (QuantizeLinear/DequantizeLinear pairs, which ONNX
 Runtime fuses into integer kernels), weights per channel, calibrated on
 train-split examples. The file is ``model.onnx``, the layout Triton's and
 OpenVINO Model Server's model repositories read. A raw-feature export
-converts the wrapper SavedModel, its vocabulary tables included.
+converts the wrapper SavedModel, its vocabulary tables included; a graph
+with string ops (a free-text or date column's preprocessing: split, regex
+replace, join) converts them to onnxruntime-extensions' ops (tf2onnx's
+extra opset, domain ai.onnx.contrib), and every session of such a file
+registers that library's kernels (``open_session``).
 
 Serving (``ONNXSession``, what ``leantfx serve`` runs a pushed version on):
 one session shared by concurrent requests (its ``run`` is thread-safe),
@@ -47,6 +51,12 @@ MODES = exporter_lib.MODES
 # The float32 file an int8 export quantizes, in an Exporter's cache.
 _FLOAT32_CACHE_KEY = 'onnx_float32'
 OPSET = 17
+# onnxruntime-extensions' op domain, tf2onnx's extra opset for string ops.
+STRING_OPS_DOMAIN = 'ai.onnx.contrib'
+# TF string ops tf2onnx converts only to that domain's ops.
+_STRING_LIBRARY_OPS = frozenset((
+    'StringSplit', 'StringSplitV2', 'StaticRegexReplace', 'StringJoin',
+    'StringToHashBucketFast', 'ReduceJoin'))
 # The ops an int8 export leaves in float32 when their int8 kernels answer
 # differently with the batch size or thread count (quantize_int8).
 _FLOAT_FALLBACK_OPS = ('MatMul', 'Gemm')
@@ -56,10 +66,35 @@ INT8_FLOAT_OPS_PROP = 'leantfx_int8_float_ops'
 
 # ------------------------------------------------------------- running ---
 
+def uses_string_library(path: str) -> bool:
+  """The file holds onnxruntime-extensions' ops (domain ai.onnx.contrib)."""
+  import onnx  # pylint: disable=g-import-not-at-top
+  model = onnx.load(path, load_external_data=False)
+  return any(o.domain == STRING_OPS_DOMAIN for o in model.opset_import)
+
+
 def open_session(path: str, num_threads: int):
-  """An InferenceSession on the CPU with `num_threads` intra-op threads."""
+  """An InferenceSession on the CPU with `num_threads` intra-op threads.
+
+  A file with onnxruntime-extensions' string ops gets that library's
+  kernels registered.
+
+  Raises:
+    ConfigError: the file needs onnxruntime-extensions and it is not
+      installed.
+  """
   import onnxruntime as ort  # pylint: disable=g-import-not-at-top
   options = ort.SessionOptions()
+  if uses_string_library(path):
+    try:
+      import onnxruntime_extensions  # pylint: disable=g-import-not-at-top
+    except ImportError as e:
+      raise ConfigError(
+          f'{path} preprocesses text or dates with onnxruntime-extensions\' '
+          'string ops, and onnxruntime-extensions is not installed: pip '
+          'install -c constraints.txt onnxruntime-extensions.') from e
+    options.register_custom_ops_library(
+        onnxruntime_extensions.get_library_path())
   options.intra_op_num_threads = int(num_threads)
   options.inter_op_num_threads = 1
   options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
@@ -249,12 +284,22 @@ def convert_saved_model(saved_model_dir: str, output_path: str) -> str:
       saved_model_dir, None, None,
       signatures=[serving_export.SERVING_SIGNATURE],
       return_initialized_tables=True, return_tensors_to_rename=True)
+  from tf2onnx import utils  # pylint: disable=g-import-not-at-top
+  ops = {n.op for n in graph_def.node} | {
+      n.op for f in graph_def.library.function for n in f.node_def}
+  strings = bool(ops & _STRING_LIBRARY_OPS)
+  extra_opset = [utils.make_opsetid(STRING_OPS_DOMAIN, 1)] if strings else None
+  # tf2onnx turns StringLower into ONNX's StringNormalizer, which needs the
+  # en_US.UTF-8 locale installed on the serving machine; the library's own
+  # StringLower lowercases UTF-8 without one.
+  custom_ops = {'StringLower': STRING_OPS_DOMAIN} if strings else None
   with tf.device('/cpu:0'):
     convert._convert_common(  # pylint: disable=protected-access
         graph_def, name=saved_model_dir, continue_on_error=False,
         opset=OPSET, input_names=inputs, output_names=outputs,
         tensors_to_rename=renames, initialized_tables=tables,
-        output_path=output_path)
+        output_path=output_path, extra_opset=extra_opset,
+        custom_ops=custom_ops)
   return output_path
 
 

@@ -133,3 +133,11 @@ def penguins_fixture(tmp_path_factory):
   """A penguins model on its real Transform (vocabularies and gaps)."""
   return raw_fixture.Fixture('penguins',
                              tmp_path_factory.mktemp('raw_penguins'))
+
+
+@pytest.fixture(scope='session')
+def text_fixture(tmp_path_factory):
+  """A text + date model on its real Transform (raw_fixture.text_spec)."""
+  return raw_fixture.Fixture('tickets', tmp_path_factory.mktemp('raw_text'),
+                             spec=raw_fixture.text_spec(),
+                             columns=raw_fixture.text_columns())

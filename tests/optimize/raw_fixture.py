@@ -45,7 +45,8 @@ def _raw_spec(spec):
     raw[c] = tf.io.FixedLenFeature([], tf.float32)
   for c in spec.numeric_features:
     raw[c] = tf.io.VarLenFeature(tf.float32)
-  for c in spec.categorical_features:
+  for c in (spec.categorical_features + spec.text_features +
+            spec.date_features + spec.identifier_columns):
     raw[c] = tf.io.VarLenFeature(tf.string)
   raw[spec.label] = tf.io.FixedLenFeature([], tf.string)
   return raw
@@ -111,26 +112,29 @@ def _transform(spec, columns, out_dir, temp_dir):
 class Fixture:
   """A trained model on one bundled dataset and its real Transform."""
 
-  def __init__(self, name, root):
-    self.spec = datasets.BUNDLED[name]
-    columns = _read_columns(self.spec, str(root / 'data'))
+  def __init__(self, name, root, spec=None, columns=None):
+    """A bundled dataset by name, or ``spec`` with its ``columns``
+    ({column: [value as written]}, label included)."""
+    self.spec = spec or datasets.BUNDLED[name]
+    if columns is None:
+      columns = _read_columns(self.spec, str(root / 'data'))
     self.tft_output, raw_spec = _transform(self.spec, columns,
                                            str(root / 'transform'),
                                            str(root / 'tft_tmp'))
     layer = self.tft_output.transform_features_layer()
-    serving_spec = {k: v for k, v in raw_spec.items() if k != self.spec.label}
+    serving_spec = raw_serving.serving_feature_spec(
+        raw_spec, self.spec.label, self.spec.identifier_columns)
     train_idx = range(NUM_TRAIN)
     eval_idx = range(NUM_TRAIN, NUM_TRAIN + NUM_EVAL)
-    self.raw_train = _raw_request(columns, raw_spec, self.spec.label,
-                                  train_idx)
-    self.raw_eval = _raw_request(columns, raw_spec, self.spec.label, eval_idx)
+    self.raw_train = _raw_request(columns, serving_spec, None, train_idx)
+    self.raw_eval = _raw_request(columns, serving_spec, None, eval_idx)
     self._layer, self._serving_spec = layer, serving_spec
     self.columns, self.raw_spec = columns, raw_spec
     transformed_train = self.transform(self.raw_train)
     transformed_eval = self.transform(self.raw_eval)
     vocabularies = {
         c: self.tft_output.vocabulary_size_by_name(c) + 1
-        for c in self.spec.categorical_features}
+        for c in self.spec.categorical_features + self.spec.text_features}
     # Seeded: unseeded, the model differed per session and int8's argmax
     # agreement with float32 on the 60 digits eval rows ranged 0.87-0.98
     # (under the tests' 0.9 in one run of five); seeded it is 0.983 for
@@ -160,3 +164,35 @@ class Fixture:
     return self.model.predict(
         {n: transformed[n].numpy() for n in self.transformed_eval},
         verbose=0)
+
+
+def text_spec():
+  """A hand-built DatasetSpec of a generated text + date span
+  (benchmarks/column_spans.py) with an identifier column."""
+  from benchmarks import column_spans  # pylint: disable=g-import-not-at-top
+  return config_lib.DatasetSpec(
+      name='tickets', label=column_spans.LABEL,
+      classes=column_spans.CLASSES,
+      numeric_features=(column_spans.NUMERIC,),
+      categorical_features=(column_spans.CATEGORICAL,),
+      text_features=(column_spans.TEXT,),
+      date_features=(column_spans.DATE,),
+      date_formats=((column_spans.DATE, column_spans.DATE_FORMAT),),
+      identifier_columns=('ticket_id',))
+
+
+def text_columns(rows=NUM_TRAIN + NUM_EVAL):
+  """{column: values} of a generated text span, an id column and edge cases:
+  an empty text, a 10 kB text, non-ASCII text and an unparseable date."""
+  from benchmarks import column_spans  # pylint: disable=g-import-not-at-top
+  generated = column_spans.rows(rows, seed=SEED, date=True)
+  columns = {c: [r[c] for r in generated] for c in generated[0]}
+  columns['ticket_id'] = [f'T-{i:06d}' for i in range(rows)]
+  # In the eval rows (after NUM_TRAIN), so the edge cases are served.
+  edge = NUM_TRAIN
+  columns[column_spans.TEXT][edge] = ''
+  columns[column_spans.TEXT][edge + 1] = 'Größe "falsch", café ' * 500
+  columns[column_spans.TEXT][edge + 2] = '退款 请求, 包裹 没有 到'
+  columns[column_spans.DATE][edge + 3] = 'next tuesday'
+  columns[column_spans.DATE][edge + 4] = ''
+  return columns

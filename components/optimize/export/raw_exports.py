@@ -117,7 +117,8 @@ class TFLiteRawExport(RawExport):
     raw_features.export_raw_tflite(
         job['model'], raw.tf_transform_output, raw.label, raw.classes,
         variant.tflite_mode, raw.train.features, output_path=path,
-        num_calibration_samples=job['calibration_samples'])
+        num_calibration_samples=job['calibration_samples'],
+        identifiers=raw.identifiers)
     metrics = measure.measure_tflite(
         path, raw.eval, name=f'{variant.name} (raw features)',
         technique=variant.technique, tflite_mode=variant.tflite_mode,
@@ -165,7 +166,8 @@ class ServerRawExport(RawExport):
     job = raw_runtimes.prepare_raw(
         self.runtime, model, raw.tf_transform_output, raw.label, raw.classes,
         variant.tflite_mode, raw.train.features, scratch=scratch,
-        num_calibration_samples=calibration_samples)
+        num_calibration_samples=calibration_samples,
+        identifiers=raw.identifiers)
     return dict(job, output_dir=raw_runtimes.raw_dir(variant_dir),
                 eval_data=raw.eval, quality=quality, num_threads=num_threads,
                 latency_runs=latency_runs, warmup_runs=warmup_runs)

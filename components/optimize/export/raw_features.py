@@ -59,6 +59,7 @@ from leantfx.runtimes import serving_export
 from leantfx.errors import ConfigError
 from leantfx.errors import InputDataError
 from leantfx.models import features
+from leantfx.models import text_features
 from leantfx import raw_serving
 
 
@@ -76,6 +77,22 @@ def _model_call(model, specs: Mapping[str, tf.TensorSpec]):
   return call
 
 
+def _is_vocabulary_column(column: str,
+                          transformed_spec: Mapping[str, Any]) -> bool:
+  """A categorical column: one int64 vocabulary id a row.
+
+  A string column's transformed feature tells its role apart
+  (models/preprocessing.py): a category is one int64 id, a free text
+  MAX_TERMS ids beside its weights (models/text_features.py), a date a
+  float32 calendar block (models/date_features.py). Text and dates go
+  through the real Transform layer, strings and all.
+  """
+  feature = transformed_spec.get(features.transformed_name(column))
+  return (feature is not None and feature.dtype == tf.int64 and
+          tuple(getattr(feature, 'shape', ())) in ((), (1,)) and
+          features.text_weights_name(column) not in transformed_spec)
+
+
 def _vocabularies(tf_transform_output, serving_spec, model_specs
                  ) -> Dict[str, List[bytes]]:
   """{column: its vocabulary} for every categorical column the model takes.
@@ -85,9 +102,11 @@ def _vocabularies(tf_transform_output, serving_spec, model_specs
   feature the model takes is categorical.
   """
   vocabularies = {}
+  transformed = tf_transform_output.transformed_feature_spec()
   for column, feature in serving_spec.items():
     if (feature.dtype != tf.string or
-        features.transformed_name(column) not in model_specs):
+        features.transformed_name(column) not in model_specs or
+        not _is_vocabulary_column(column, transformed)):
       continue
     try:
       vocabularies[column] = tf_transform_output.vocabulary_by_name(column)
@@ -100,18 +119,83 @@ def _vocabularies(tf_transform_output, serving_spec, model_specs
   return vocabularies
 
 
-def categorical_vocabularies(model, tf_transform_output, label: str
+def _absent(value: tf.Tensor, feature) -> Any:
+  """A column as parse_example gives it when no row has it."""
+  rows = tf.shape(value, out_type=tf.int64)[0]
+  if isinstance(feature, tf.io.FixedLenFeature):
+    return tf.fill(
+        tf.concat([[rows], tf.constant(feature.shape, tf.int64)], 0), '')
+  return tf.SparseTensor(tf.zeros([0, 2], tf.int64),
+                         tf.zeros([0], feature.dtype), tf.stack([rows, 1]))
+
+
+def text_constants(tf_transform_output, serving_spec, model_specs
+                  ) -> Dict[str, Tuple[Any, List[int], int]]:
+  """{text column: (vocabulary table, document frequencies, train rows)}.
+
+  The Transform looks a text's terms up in tables read from its asset
+  files, which a .tflite or an ONNX file cannot carry; the export rebuilds
+  the same features with text_features.serving_text from these constants
+  (the Transform's own vocabulary and counts, so nothing can drift).
+
+  Raises:
+    ConfigError: the Transform wrote no vocabularies for a text column.
+  """
+  texts = {}
+  for column in serving_spec:
+    if features.text_weights_name(column) not in model_specs:
+      continue
+    try:
+      vocabulary, frequencies, documents = (
+          text_features.document_frequencies(tf_transform_output, column))
+    except ValueError as e:
+      raise ConfigError(
+          f'The model takes the text column {column!r} but the transform '
+          f'graph has no usable vocabulary for it: {e}. Export with the '
+          'transform graph of the preprocessing_fn the model was trained '
+          'with.') from e
+    texts[column] = (raw_serving.vocabulary_table(vocabulary), frequencies,
+                     documents)
+  return texts
+
+
+def _string_preprocessed_columns(tf_transform_output, serving_spec,
+                                 model_specs) -> List[str]:
+  """The model's string columns that are not vocabulary columns: free text
+  and dates, preprocessed with string ops."""
+  transformed = tf_transform_output.transformed_feature_spec()
+  return sorted(
+      c for c, f in serving_spec.items()
+      if f.dtype == tf.string and
+      features.transformed_name(c) in model_specs and
+      not _is_vocabulary_column(c, transformed))
+
+
+def needs_select_tf_ops(model, tf_transform_output, label: str,
+                        identifiers: Sequence[str] = ()) -> bool:
+  """The raw export runs string ops TFLite has as TF Select ops only:
+  a free-text or a date column's preprocessing."""
+  serving_spec = raw_serving.serving_feature_spec(
+      tf_transform_output.raw_feature_spec(), label, identifiers)
+  return bool(_string_preprocessed_columns(
+      tf_transform_output, serving_spec,
+      serving_export.serving_input_specs(model)))
+
+
+def categorical_vocabularies(model, tf_transform_output, label: str,
+                             identifiers: Sequence[str] = ()
                             ) -> Dict[str, List[bytes]]:
   """{column: its vocabulary, in file order} for the model's categories."""
   serving_spec = raw_serving.serving_feature_spec(
-      tf_transform_output.raw_feature_spec(), label)
+      tf_transform_output.raw_feature_spec(), label, identifiers)
   return _vocabularies(tf_transform_output, serving_spec,
                        serving_export.serving_input_specs(model))
 
 
 def save_raw_serving_model(model, tf_transform_output, label: str,
                            classes: Sequence[str], export_dir: str, *,
-                           lookups_outside: bool = False) -> str:
+                           lookups_outside: bool = False,
+                           identifiers: Sequence[str] = ()) -> str:
   """Saves ``model`` behind the Transform, with the raw serving signature.
 
   Args:
@@ -125,6 +209,8 @@ def save_raw_serving_model(model, tf_transform_output, label: str,
     lookups_outside: each vocabulary column comes in as its int64 ids
       ([batch], string_lookups.StringLookup's output) instead of strings, so
       the graph holds no lookup table (for OpenVINO, which runs none).
+    identifiers: identifier columns (DatasetSpec.identifier_columns): in
+      the raw data, not features, so not in the request.
 
   Returns:
     export_dir.
@@ -141,7 +227,7 @@ def save_raw_serving_model(model, tf_transform_output, label: str,
         f'(it produces {sorted(transformed)}); export the model with the '
         'transform graph it was trained on.')
   serving_spec = raw_serving.serving_feature_spec(
-      tf_transform_output.raw_feature_spec(), label)
+      tf_transform_output.raw_feature_spec(), label, identifiers)
   tft_layer = tf_transform_output.transform_features_layer()
   call = _model_call(model, specs)
   vocabularies = _vocabularies(tf_transform_output, serving_spec, specs)
@@ -149,34 +235,40 @@ def save_raw_serving_model(model, tf_transform_output, label: str,
       column: raw_serving.vocabulary_table(vocabulary)
       for column, vocabulary in vocabularies.items()
   }
+  texts = text_constants(tf_transform_output, serving_spec, specs)
+  strings = _string_preprocessed_columns(tf_transform_output, serving_spec,
+                                         specs)
+  if lookups_outside and strings:
+    raise ConfigError(
+        f'The model takes the free-text or date column(s) {strings}, whose '
+        'preprocessing runs string ops (split, regex, string to number) and '
+        'looks terms up in a vocabulary table; this runtime converts none of '
+        'them (OpenVINO, even with openvino-tokenizers: no StringToNumber, '
+        'no hash table). Serve these columns raw with TFLite, ONNX or the '
+        'SavedModel.')
   input_specs = raw_serving.raw_input_specs(serving_spec)
   if lookups_outside:
     for column in vocabularies:
       input_specs[column] = tf.TensorSpec([None], tf.int64, name=column)
+  apart = set(vocabularies) | set(texts)
 
   @tf.function(input_signature=[input_specs])
   def serve(raw):
     parsed = raw_serving.raw_to_parsed(
-        {c: v for c, v in raw.items() if c not in vocabularies},
-        serving_spec)
-    for column in vocabularies:
-      # Its ids come from the vocabulary table (or the request) below; the
-      # Transform sees the column as absent (empty: a gap in every row), and
-      # the converters drop the Transform's unused string ops for it.
-      rows = tf.shape(raw[column], out_type=tf.int64)[0]
-      feature = serving_spec[column]
-      if isinstance(feature, tf.io.FixedLenFeature):
-        parsed[column] = tf.fill(
-            tf.concat([[rows], tf.constant(feature.shape, tf.int64)], 0), '')
-      else:
-        parsed[column] = tf.SparseTensor(
-            tf.zeros([0, 2], tf.int64), tf.zeros([0], tf.string),
-            tf.stack([rows, 1]))
+        {c: v for c, v in raw.items() if c not in apart}, serving_spec)
+    for column in apart:
+      # Its features come from constant tables below; the Transform sees
+      # the column as absent (empty: a gap in every row), and the
+      # converters drop the Transform's unused string ops for it.
+      parsed[column] = _absent(raw[column], serving_spec[column])
     out = dict(tft_layer(parsed))
     for column in vocabularies:
       out[features.transformed_name(column)] = (
           tf.reshape(raw[column], [-1, 1]) if lookups_outside else
           raw_serving.vocabulary_ids(raw[column], tables[column]))
+    for column, (table, frequencies, documents) in texts.items():
+      out.update(text_features.serving_text(raw[column], column, table,
+                                            frequencies, documents))
     named = {n: tf.cast(out[n], specs[n].dtype) for n in specs}
     if not classes:
       # A regression: the Trainer's serving_default answers 'predictions'.
@@ -186,7 +278,8 @@ def save_raw_serving_model(model, tf_transform_output, label: str,
   holder = tf.Module()
   holder.model_variables = list(model.variables)
   holder.tft_layer = tft_layer
-  holder.vocabulary_tables = list(tables.values())
+  holder.vocabulary_tables = list(tables.values()) + [
+      t[0] for t in texts.values()]
   holder.serve = serve
   tf.saved_model.save(
       holder, export_dir,
@@ -202,7 +295,8 @@ def export_raw_tflite(model, tf_transform_output, label: str,
                           Mapping[str, np.ndarray]] = None,
                       *, output_path: Optional[str] = None,
                       num_calibration_samples: int = (
-                          serving_export.DEFAULT_CALIBRATION_SAMPLES)
+                          serving_export.DEFAULT_CALIBRATION_SAMPLES),
+                      identifiers: Sequence[str] = ()
                      ) -> bytes:
   """Converts ``model`` behind the Transform to a raw-input .tflite.
 
@@ -216,6 +310,7 @@ def export_raw_tflite(model, tf_transform_output, label: str,
       the calibrated modes.
     output_path: the .tflite file to write, if given.
     num_calibration_samples: examples used for calibration.
+    identifiers: identifier columns, left out of the request.
 
   Returns:
     The flatbuffer.
@@ -230,11 +325,14 @@ def export_raw_tflite(model, tf_transform_output, label: str,
   quantization_aware = tflite_export.is_quantization_aware(model)
   with tempfile.TemporaryDirectory(prefix='leantfx-raw-tflite-') as tmp:
     export_dir = save_raw_serving_model(model, tf_transform_output, label,
-                                        classes, os.path.join(tmp, 'sm'))
+                                        classes, os.path.join(tmp, 'sm'),
+                                        identifiers=identifiers)
     flatbuffer = tflite_export.convert_saved_model(
         export_dir, mode, raw_representative_data,
         quantization_aware=quantization_aware,
-        num_calibration_samples=num_calibration_samples, float_io=True)
+        num_calibration_samples=num_calibration_samples, float_io=True,
+        select_tf_ops=needs_select_tf_ops(model, tf_transform_output,
+                                          label, identifiers))
   if output_path:
     os.makedirs(os.path.dirname(os.path.abspath(output_path)), exist_ok=True)
     with open(output_path, 'wb') as f:
@@ -279,7 +377,8 @@ def _column(value, feature) -> np.ndarray:
 
 def read_raw_split(files: Sequence[str], tf_transform_output, label: str,
                    limit: Optional[int] = None,
-                   batch_size: int = 256) -> measure.LabeledData:
+                   batch_size: int = 256,
+                   identifiers: Sequence[str] = ()) -> measure.LabeledData:
   """Raw examples as raw-feature requests, labelled by the Transform.
 
   Args:
@@ -292,6 +391,7 @@ def read_raw_split(files: Sequence[str], tf_transform_output, label: str,
     label: the raw label column (left out of the features).
     limit: read at most this many examples.
     batch_size: records parsed at a time.
+    identifiers: identifier columns, not read (not in a request).
 
   Returns:
     LabeledData: {column: [n] float32 (NaN: missing) or bytes ('' missing)}
@@ -301,7 +401,8 @@ def read_raw_split(files: Sequence[str], tf_transform_output, label: str,
     InputDataError: the files cannot be read, or hold no example.
   """
   raw_spec = tf_transform_output.raw_feature_spec()
-  serving_spec = raw_serving.serving_feature_spec(raw_spec, label)
+  serving_spec = raw_serving.serving_feature_spec(raw_spec, label,
+                                                  identifiers)
   dataset = tf.data.TFRecordDataset(list(files), compression_type='GZIP')
   if limit is not None:
     dataset = dataset.take(limit)
@@ -340,6 +441,8 @@ class RawInputs:
     eval: the whole raw eval split, on which the export is measured.
     names: {feature key: name as written} of the columns whose key differs
       (leantfx/columns.py): what a client of the push sends.
+    identifiers: identifier columns: in the raw Examples, not features, so
+      no export takes them.
   """
   tf_transform_output: Any
   label: str
@@ -347,6 +450,7 @@ class RawInputs:
   train: measure.LabeledData
   eval: measure.LabeledData
   names: Mapping[str, str] = dataclasses.field(default_factory=dict)
+  identifiers: Tuple[str, ...] = ()
 
 
 class RawParityError(ValueError):

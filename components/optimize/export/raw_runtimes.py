@@ -62,9 +62,9 @@ def raw_calibration_samples(raw: Mapping[str, np.ndarray],
 
 
 def _check_columns(raw: Mapping[str, np.ndarray], tf_transform_output,
-                   label: str) -> None:
+                   label: str, identifiers: Sequence[str] = ()) -> None:
   serving_spec = raw_serving.serving_feature_spec(
-      tf_transform_output.raw_feature_spec(), label)
+      tf_transform_output.raw_feature_spec(), label, identifiers)
   missing = sorted(set(serving_spec) - set(raw))
   if missing:
     raise ConfigError(
@@ -78,7 +78,8 @@ def export_raw(runtime: str, model, tf_transform_output, label: str,
                raw_train_features: Optional[Mapping[str, np.ndarray]],
                *, output_dir: str,
                num_calibration_samples: int = (
-                   serving_export.DEFAULT_CALIBRATION_SAMPLES)) -> str:
+                   serving_export.DEFAULT_CALIBRATION_SAMPLES),
+               identifiers: Sequence[str] = ()) -> str:
   """Writes ``model`` behind the Transform as OpenVINO IR or ONNX.
 
   ``prepare_raw`` then ``convert_raw`` in this process (the ModelOptimizer
@@ -95,6 +96,7 @@ def export_raw(runtime: str, model, tf_transform_output, label: str,
       for gaps) calibrating int8; unused for float32.
     output_dir: where model.xml + model.bin, or model.onnx, are written.
     num_calibration_samples: raw rows int8 calibrates on.
+    identifiers: identifier columns, left out of the request.
 
   Returns:
     The path of model.xml (OpenVINO) or model.onnx (ONNX).
@@ -107,7 +109,8 @@ def export_raw(runtime: str, model, tf_transform_output, label: str,
   with tempfile.TemporaryDirectory(prefix='leantfx-raw-runtime-') as tmp:
     job = prepare_raw(runtime, model, tf_transform_output, label, classes,
                       mode, raw_train_features, scratch=tmp,
-                      num_calibration_samples=num_calibration_samples)
+                      num_calibration_samples=num_calibration_samples,
+                      identifiers=identifiers)
     return convert_raw(output_dir=output_dir, **job)
 
 
@@ -116,7 +119,8 @@ def prepare_raw(runtime: str, model, tf_transform_output, label: str,
                 raw_train_features: Optional[Mapping[str, np.ndarray]],
                 *, scratch: str,
                 num_calibration_samples: int = (
-                    serving_export.DEFAULT_CALIBRATION_SAMPLES)
+                    serving_export.DEFAULT_CALIBRATION_SAMPLES),
+                identifiers: Sequence[str] = ()
                ) -> Dict[str, Any]:
   """The half of ``export_raw`` that needs the Keras model and the Transform.
 
@@ -149,15 +153,16 @@ def prepare_raw(runtime: str, model, tf_transform_output, label: str,
                                       num_calibration_samples)
     serving_export.require_calibration_samples(
         samples, runtimes_lib.LABELS[runtime], mode)
-    _check_columns(raw_train_features, tf_transform_output, label)
+    _check_columns(raw_train_features, tf_transform_output, label,
+                   identifiers)
   vocabularies = {}
   if exporter.lookups_outside:
     vocabularies = raw_features.categorical_vocabularies(
-        model, tf_transform_output, label)
+        model, tf_transform_output, label, identifiers)
   saved_model = raw_features.save_raw_serving_model(
       model, tf_transform_output, label, classes,
       os.path.join(scratch, f'{runtime}_{mode}_saved_model'),
-      lookups_outside=exporter.lookups_outside)
+      lookups_outside=exporter.lookups_outside, identifiers=identifiers)
   return dict(runtime=runtime, saved_model=saved_model, mode=mode,
               samples=samples, vocabularies=vocabularies)
 

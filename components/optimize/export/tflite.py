@@ -73,7 +73,8 @@ def convert_saved_model(
     quantization_aware: bool = False,
     num_calibration_samples: int = (
         serving_export.DEFAULT_CALIBRATION_SAMPLES),
-    float_io: bool = False) -> bytes:
+    float_io: bool = False,
+    select_tf_ops: bool = False) -> bytes:
   """Converts a SavedModel's serving signature to TFLite.
 
   Args:
@@ -88,6 +89,12 @@ def convert_saved_model(
       (QUANTIZED_BODY_OPS): the raw-feature preprocessing in front of it
       (components/optimize/export/raw_features.py) stays float, with
       quantize/dequantize at the body's edges.
+    select_tf_ops: let ops TFLite has no builtin for run as TF Select
+      (flex) ops: the string ops of a free-text or date column's
+      preprocessing (models/text_features.py, date_features.py). The
+      interpreter of the tensorflow package (tf.lite.Interpreter, which
+      leantfx serve uses) links the flex delegate; a bare tflite-runtime
+      does not.
 
   Returns:
     The .tflite flatbuffer.
@@ -112,6 +119,10 @@ def convert_saved_model(
       saved_model_dir, signature_keys=[serving_export.SERVING_SIGNATURE])
   if mode != FLOAT32:
     converter.optimizations = [tf.lite.Optimize.DEFAULT]
+  select = [tf.lite.OpsSet.SELECT_TF_OPS] if select_tf_ops else []
+  if select_tf_ops:
+    converter.target_spec.supported_ops = [
+        tf.lite.OpsSet.TFLITE_BUILTINS] + select
   if mode == FLOAT16:
     converter.target_spec.supported_types = [tf.float16]
   if mode == INT8 and not float_io:
@@ -128,7 +139,7 @@ def convert_saved_model(
   if mode == INT16X8:
     converter.target_spec.supported_ops = [
         tf.lite.OpsSet.EXPERIMENTAL_TFLITE_BUILTINS_ACTIVATIONS_INT16_WEIGHTS_INT8
-    ]
+    ] + select
   if needs_data:
     specs = _signature_inputs(saved_model_dir)
     samples = serving_export.calibration_samples(representative_data, specs,
@@ -139,7 +150,7 @@ def convert_saved_model(
           'calibration needs at least one train example.')
     converter.representative_dataset = _generator(samples)
     if mode == INT8 and float_io and not quantization_aware:
-      return _body_int8(converter, saved_model_dir, samples)
+      return _body_int8(converter, saved_model_dir, samples, select_tf_ops)
   return converter.convert()
 
 
@@ -162,7 +173,8 @@ def _body_int8(converter, saved_model_dir: str,
   converter's selective quantization (the quantization debugger's
   denylist) keeps every op type that is not in QUANTIZED_BODY_OPS float.
   """
-  float_model = convert_saved_model(saved_model_dir, FLOAT32)
+  float_model = convert_saved_model(saved_model_dir, FLOAT32,
+                                    select_tf_ops=select_tf_ops)
   interpreter = tf.lite.Interpreter(model_content=float_model)
   # The op types of the graph; the public Analyzer only prints them.
   op_types = {d['op_name'] for d in interpreter._get_ops_details()}  # pylint: disable=protected-access
