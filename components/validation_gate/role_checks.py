@@ -40,9 +40,9 @@ ROLES_FILE = 'roles.json'
 MAX_EXAMPLES = 100_000
 TOP_TOKENS = 500
 # Measured on benchmarks/column_spans.py's text (tests/components/
-# test_role_checks.py): two disjoint 5,000-row samples of one span 0.045
-# bits (the sampling noise of 500 words); 2,500 rows of two of its eight
-# classes against 5,000 of all 0.19; another vocabulary 0.28.
+# test_role_checks.py): two disjoint 5,000-row samples of one span 0.043
+# bits (the sampling noise of 500 words); 2,541 rows of two of its eight
+# classes against 5,000 of all 0.19.
 TOKEN_JS_THRESHOLD = 0.1
 EMPTY_SHARE_THRESHOLD = 0.1
 FUTURE_SLACK_DAYS = 1
