@@ -205,11 +205,13 @@ def calendar(texts: tf.Tensor, date_format: str
   days = days_from_civil(f['year'], f['month'], f['day'])
   seconds = f['hour'] * 3600 + f['minute'] * 60 + f['second'] - (
       f['offset_seconds'])
-  elapsed = tf.cast(days, tf.float64) + tf.cast(seconds, tf.float64) / 86400
+  # float32 throughout (days are exact in it): a float64 op in the graph
+  # breaks TFLite's int8 calibration of the flex ops around it.
+  elapsed = tf.cast(days, tf.float32) + tf.cast(seconds, tf.float32) / 86400
   # 1970-01-01 was a Thursday: day 0 is weekday 3 counting Monday as 0.
   weekday = tf.math.floormod(days + 3, 7)
   hour = tf.cast(f['hour'], tf.float32) + tf.cast(f['minute'], tf.float32) / 60
-  columns = [tf.cast(elapsed, tf.float32)] + [
+  columns = [elapsed] + [
       tf.cast(v, tf.float32) for v in (f['year'], f['month'], f['day'],
                                        weekday)] + [hour]
   block = tf.stack(columns, axis=1)

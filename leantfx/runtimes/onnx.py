@@ -471,6 +471,12 @@ def export_raw(saved_model: str, mode: str,
     return _convert_raw(saved_model, output_path)
   with tempfile.TemporaryDirectory(prefix='leantfx-raw-onnx-') as scratch:
     float_path = _convert_raw(saved_model, os.path.join(scratch, MODEL_FILE))
+    if uses_string_library(float_path):
+      raise ConfigError(
+          'ONNX int8 of a raw-column model whose free-text or date columns '
+          'run onnxruntime-extensions\' string ops: ONNX Runtime\'s int8 '
+          'calibrator opens the model without that library and cannot run '
+          'it. Push the float32 raw-column ONNX file, or TFLite int8.')
     return quantize_raw_int8(float_path, output_path,
                              [feed({}, s) for s in samples])
 

@@ -164,3 +164,16 @@ def test_leantfx_serve_answers_raw_text_over_rest(text_fixture, tmp_path,
                             answer['predictions']])
   np.testing.assert_allclose(probabilities, fx.reference[:rows],
                              atol=_FLOAT_TOLERANCE)
+
+
+def test_onnx_int8_of_text_is_refused_with_the_reason(text_fixture, tmp_path):
+  """ONNX Runtime's int8 calibrator opens the model without
+  onnxruntime-extensions; the export says so instead of failing inside it
+  (the optimizer then pushes the transformed-input file and reports why)."""
+  pytest.importorskip('onnxruntime_extensions')
+  fx = text_fixture
+  with pytest.raises(ConfigError, match='calibrator'):
+    raw_runtimes.export_raw(
+        'onnx', fx.model, fx.tft_output, fx.spec.label, fx.spec.classes,
+        raw_runtimes.INT8, fx.raw_train, output_dir=str(tmp_path / 'onnx'),
+        identifiers=fx.spec.identifier_columns)

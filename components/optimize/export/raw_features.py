@@ -192,6 +192,34 @@ def categorical_vocabularies(model, tf_transform_output, label: str,
                        serving_export.serving_input_specs(model))
 
 
+def _check_exportable(tf_transform_output, serving_spec, specs,
+                      lookups_outside: bool) -> None:
+  """Refuses a model the wrapper cannot serve raw.
+
+  Raises:
+    ConfigError: the Transform does not produce one of the model's inputs,
+      or a runtime without lookup tables would get free-text or date
+      columns.
+  """
+  transformed = tf_transform_output.transformed_feature_spec()
+  missing = sorted(set(specs) - set(transformed))
+  if missing:
+    raise ConfigError(
+        f'The model takes {missing}, which the Transform does not produce '
+        f'(it produces {sorted(transformed)}); export the model with the '
+        'transform graph it was trained on.')
+  strings = _string_preprocessed_columns(tf_transform_output, serving_spec,
+                                         specs)
+  if lookups_outside and strings:
+    raise ConfigError(
+        f'The model takes the free-text or date column(s) {strings}, whose '
+        'preprocessing runs string ops (split, regex, string to number) and '
+        'looks terms up in a vocabulary table; this runtime converts none of '
+        'them (OpenVINO, even with openvino-tokenizers: no StringToNumber, '
+        'no hash table). Serve these columns raw with TFLite, ONNX or the '
+        'SavedModel.')
+
+
 def save_raw_serving_model(model, tf_transform_output, label: str,
                            classes: Sequence[str], export_dir: str, *,
                            lookups_outside: bool = False,
@@ -216,18 +244,14 @@ def save_raw_serving_model(model, tf_transform_output, label: str,
     export_dir.
 
   Raises:
-    ConfigError: the Transform does not produce one of the model's inputs.
+    ConfigError: the Transform does not produce one of the model's inputs;
+      free text or dates for a runtime without lookup tables.
   """
   specs = serving_export.serving_input_specs(model)
-  transformed = tf_transform_output.transformed_feature_spec()
-  missing = sorted(set(specs) - set(transformed))
-  if missing:
-    raise ConfigError(
-        f'The model takes {missing}, which the Transform does not produce '
-        f'(it produces {sorted(transformed)}); export the model with the '
-        'transform graph it was trained on.')
   serving_spec = raw_serving.serving_feature_spec(
       tf_transform_output.raw_feature_spec(), label, identifiers)
+  _check_exportable(tf_transform_output, serving_spec, specs,
+                    lookups_outside)
   tft_layer = tf_transform_output.transform_features_layer()
   call = _model_call(model, specs)
   vocabularies = _vocabularies(tf_transform_output, serving_spec, specs)
@@ -236,16 +260,6 @@ def save_raw_serving_model(model, tf_transform_output, label: str,
       for column, vocabulary in vocabularies.items()
   }
   texts = text_constants(tf_transform_output, serving_spec, specs)
-  strings = _string_preprocessed_columns(tf_transform_output, serving_spec,
-                                         specs)
-  if lookups_outside and strings:
-    raise ConfigError(
-        f'The model takes the free-text or date column(s) {strings}, whose '
-        'preprocessing runs string ops (split, regex, string to number) and '
-        'looks terms up in a vocabulary table; this runtime converts none of '
-        'them (OpenVINO, even with openvino-tokenizers: no StringToNumber, '
-        'no hash table). Serve these columns raw with TFLite, ONNX or the '
-        'SavedModel.')
   input_specs = raw_serving.raw_input_specs(serving_spec)
   if lookups_outside:
     for column in vocabularies:

@@ -163,7 +163,8 @@ QUANTIZED_BODY_OPS = frozenset((
 
 
 def _body_int8(converter, saved_model_dir: str,
-               samples: List[Dict[str, np.ndarray]]) -> bytes:
+               samples: List[Dict[str, np.ndarray]],
+               select_tf_ops: bool = False) -> bytes:
   """int8 for the model body, float for the preprocessing in front of it.
 
   Quantizing the folded Transform puts an int8 range on each raw column
