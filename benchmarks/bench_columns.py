@@ -162,10 +162,14 @@ def _tabular_matrix(rows, keys) -> np.ndarray:
 def tabular_reference(train, evaluation, keys) -> Tuple[float, float]:
   """(accuracy, seconds) of HistGradientBoosting, the identifier left out."""
   from sklearn.ensemble import HistGradientBoostingClassifier  # pylint: disable=g-import-not-at-top
+  import threadpoolctl  # pylint: disable=g-import-not-at-top
   model = HistGradientBoostingClassifier(random_state=0)
   started = time.monotonic()
-  model.fit(_tabular_matrix(train, keys),
-            [r[tabular_spans.LABEL] for r in train])
+  # One OpenMP thread, as the Baselines component fits it (its fits.py
+  # says why: two threads were slower on this machine).
+  with threadpoolctl.threadpool_limits(1, user_api='openmp'):
+    model.fit(_tabular_matrix(train, keys),
+              [r[tabular_spans.LABEL] for r in train])
   seconds = time.monotonic() - started
   return float(model.score(_tabular_matrix(evaluation, keys),
                            [r[tabular_spans.LABEL] for r in evaluation])), (
