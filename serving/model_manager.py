@@ -539,7 +539,15 @@ class ModelManager:
     return ServableHandle(servable)
 
   def why_not_serving(self, name: str) -> str:
-    """Why a model serves no version: each version's last error, or none."""
+    """Why a model serves no version (what start() logs for it).
+
+    Args:
+      name: the model.
+
+    Returns:
+      Each failed version's last error, newest first; or that no version
+      is on disk yet.
+    """
     model = self._models.get(name)
     if model is None:
       return f'no model {name} is configured.'

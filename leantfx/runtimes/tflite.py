@@ -338,6 +338,10 @@ def read_flatbuffer(path: str, content: bytes) -> None:
   buffer stored after the flatbuffer (``offset``/``size``, models over
   2 GB) must lie inside the file.
 
+  Args:
+    path: the file, for messages.
+    content: its bytes.
+
   Raises:
     runtime_lib.SessionLoadError: the flatbuffer does not read whole.
   """
