@@ -344,18 +344,21 @@ def test_model_failing_the_threshold_is_not_pushed(penguins_output):
   assert summary.accuracy < 0.999
   assert pushed.versions(serving_dir) == before
   assert 'pushed: nothing' in result.stdout
-  # The relative gate decided as well: three steps leave the model below
-  # the strong baseline less 0.01, and the summary names the bounds it
-  # missed, with the baselines' figures and what to try.
+  # The relative gate decided with the absolute bound: the summary names
+  # every bound missed, with the baselines' figures and what to try. (On
+  # penguins' 66 eval rows even a three-step model can tie the strong
+  # baseline, 0.9697 both in one CI-like run: the strong bound is named
+  # only when it was missed.)
   strong = summary.baselines['baselines']['strong']['value']
-  assert summary.accuracy < strong - 0.01, (summary.accuracy, strong)
   record = _run_record(result.stdout)
-  assert {'absolute', 'strong'} <= set(record['gate']['failed']), record
+  assert 'absolute' in set(record['gate']['failed']), record
   assert (f'not blessed: accuracy {summary.accuracy:.4f} misses 0.9990, '
           '--min-accuracy 0.999') in result.stdout
-  assert (f'not blessed: accuracy {summary.accuracy:.4f} misses '
-          f'{strong - 0.01:.4f}, at most 0.01 below the strong baseline '
-          f'(HistGradientBoostingClassifier: {strong:.4f})') in result.stdout
+  if summary.accuracy < strong - 0.01:
+    assert 'strong' in record['gate']['failed'], record
+    assert (f'not blessed: accuracy {summary.accuracy:.4f} misses '
+            f'{strong - 0.01:.4f}, at most 0.01 below the strong baseline '
+            f'(HistGradientBoostingClassifier: {strong:.4f})') in result.stdout
   assert '  try: train longer (--train-steps N' in result.stdout
   assert '    strong: accuracy' in result.stdout
 

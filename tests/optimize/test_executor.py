@@ -352,7 +352,7 @@ def test_component_takes_the_raw_examples_with_their_label():
   assert component.inputs['examples'] is raw
   assert json.loads(component.exec_properties['raw_serving']) == {
       'label': 'species', 'classes': ['Adelie', 'Chinstrap', 'Gentoo'],
-      'serve_args': ['--batching', 'off']}
+      'serve_args': ['--batching', 'off'], 'identifiers': []}
   # Without them the push takes the transformed features, as before.
   plain = component_lib.ModelOptimizer(**channels)
   assert 'examples' not in plain.inputs

@@ -279,9 +279,9 @@ def test_default_digits_compiles_every_component_of_the_local_run(tmp_path):
   _, spec = _kubeflow(tmp_path, [], None)
   nodes = {n.id for n in pipeline_lib.create_pipeline(local).components}
   # ExampleGen, statistics, schema, validator, the gate, Augment, Transform,
-  # Trainer, the baseline resolver, Evaluator, InfraValidator, Pusher,
-  # ModelOptimizer, ModelCardGenerator.
-  assert len(nodes) == 14 and {'ModelOptimizer', 'InfraValidator',
+  # Baselines, Trainer, the baseline resolver, Evaluator, InfraValidator,
+  # Pusher, ModelOptimizer, ModelCardGenerator.
+  assert len(nodes) == 15 and 'Baselines' in nodes and {'ModelOptimizer', 'InfraValidator',
                                'ModelCardGenerator'} <= nodes, sorted(nodes)
   assert set(_compiled_components(spec)) == set(_oss_ids(nodes))
 
