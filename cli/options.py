@@ -551,6 +551,8 @@ def pipeline_argv(parser: argparse.ArgumentParser,
     elif isinstance(action, argparse._AppendAction):  # pylint: disable=protected-access
       for item in value:
         argv.append(f'{flag}={item}')
+    elif value is None and action.type is argtypes.fraction_or_off:
+      argv.append(f'{flag}=off')  # None is how 'off' parses.
     else:
       argv.append(f'{flag}={value}')
   return argv
