@@ -158,12 +158,20 @@ class ColumnStats:
       self.distinct = set()
 
   def add_number(self, value: str, is_integer: bool) -> None:
-    """A present value that is a finite number."""
+    """A present value that is a finite number, of a column named like an id.
+
+    Only such a column's numbers are looked at one by one (an integer id is
+    told by them); any other column's are counted with add_numbers.
+    """
     self.present += 1
     self.numbers += 1
     self.integers += is_integer
-    if self.count_numbers_distinct:
-      self._remember(value)
+    self._remember(value)
+
+  def add_numbers(self, count: int) -> None:
+    """``count`` finite numbers of a column not named like an id."""
+    self.present += count
+    self.numbers += count
 
   def add_marker(self, value: str) -> None:
     """A present value that is one of MISSING_MARKERS."""
@@ -367,14 +375,13 @@ def _date_role(stats: ColumnStats, forced: Optional[str],
   return ColumnRole(stats.name, DATE, f'dates in {fmt}', fmt)
 
 
-def decide(stats: ColumnStats, rows: int, span: int,
+def decide(stats: ColumnStats, span: int,
            override: Optional[str] = None,
            source: str = '--column-role') -> ColumnRole:
   """A feature column's role from its counts (or the user's override).
 
   Args:
     stats: the column's counts over the span (finished).
-    rows: data rows in the span.
     span: the span number, for messages.
     override: the role --column-role (or the schema) gave, or None.
     source: who gave it, for the reason.

@@ -302,6 +302,10 @@ def profile_csv_data_root(data_root: str,
           columns[i], formats.get(columns[i], formats.get(None)),
           forced=columns[i] in formats)
       for i in numeric_candidates}
+  # Columns whose numbers are looked at one by one (an integer id is told by
+  # them); every other column's numbers are counted, then added in bulk.
+  id_named = {i for i, stats in role_stats.items()
+              if stats.count_numbers_distinct}
 
   width = len(columns)
   missing = [0] * width
@@ -356,7 +360,7 @@ def profile_csv_data_root(data_root: str,
         problem, is_text = _numeric_problem(value)
         if problem is None:
           finite[i] += 1
-          if role_stats:
+          if i in id_named:
             role_stats[i].add_number(value, '.' not in value and
                                      'e' not in value.lower())
           continue
@@ -406,8 +410,11 @@ def profile_csv_data_root(data_root: str,
   else:
     _check_numeric_typos(columns, numeric_candidates, overrides, missing,
                          finite, text, not_finite, first_bad, num_rows, span)
+    for i, stats in role_stats.items():
+      if i not in id_named:
+        stats.add_numbers(finite[i])
     roles = tuple(
-        column_roles.decide(role_stats[i], num_rows, span,
+        column_roles.decide(role_stats[i], span,
                             overrides.get(columns[i]),
                             sources.get(columns[i], '--column-role'))
         for i in numeric_candidates)
