@@ -35,7 +35,6 @@ tabular run's time.
   python -m benchmarks.bench_columns [--sizes small|all] [--keep DIR]
 """
 import argparse
-import glob
 import json
 import os
 import subprocess
@@ -49,6 +48,7 @@ import numpy as np
 from benchmarks import column_spans
 from benchmarks import harness
 from benchmarks import tabular_spans
+from benchmarks import text_baseline
 
 SIZES = {'small': {'text': (50_000,), 'tabular': (12_000,)},
          'all': {'text': (50_000, 500_000), 'tabular': (12_000, 500_000)}}
@@ -87,30 +87,11 @@ def _run(kind: str, rows: int, workdir: str) -> Dict[str, Any]:
           'record': record, 'stdout': done.stdout, 'exit': done.returncode}
 
 
-def split_rows(output: str, split: str) -> List[Dict[str, str]]:
-  """The raw rows of ExampleGen's split, as {feature key: value as text}."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  found = sorted(glob.glob(os.path.join(
-      output, 'tfx', 'CsvExampleGen', 'examples', '*', f'Split-{split}')),
-                 key=lambda p: int(p.split(os.sep)[-2]))
-  if not found:
-    raise SystemExit(f'{output} has no ExampleGen split {split!r}.')
-  rows = []
-  files = glob.glob(os.path.join(found[-1], '*'))
-  for record in tf.data.TFRecordDataset(files, compression_type='GZIP'):
-    feature = tf.train.Example.FromString(record.numpy()).features.feature
-    row = {}
-    for name, value in feature.items():
-      kind = value.WhichOneof('kind')
-      values = list(getattr(value, kind).value) if kind else []
-      if not values:
-        row[name] = ''
-      elif kind == 'bytes_list':
-        row[name] = values[0].decode('utf-8')
-      else:
-        row[name] = str(values[0])
-    rows.append(row)
-  return rows
+def split_rows(output: str, split: str,
+               columns: List[str]) -> List[Dict[str, str]]:
+  """The rows of ExampleGen's split as {column: value as written}."""
+  values = text_baseline.read_split(output, split, columns)
+  return [dict(zip(columns, row)) for row in zip(*values.values())]
 
 
 def text_reference(train, evaluation) -> Tuple[float, float]:
@@ -144,22 +125,24 @@ def text_reference(train, evaluation) -> Tuple[float, float]:
 def _calendar(values: List[str]) -> np.ndarray:
   """[n, 5] year, month, weekday, hour, days since 2022 (NaN: missing)."""
   import pandas as pd  # pylint: disable=g-import-not-at-top
-  when = pd.to_datetime(pd.Series(values).replace('', None), utc=True,
-                        errors='coerce', format='ISO8601')
+  # An empty value coerces to NaT. pandas 1.5 (the pinned one) infers the
+  # column's one ISO format; it has no format='ISO8601' (read as a literal
+  # pattern, every value NaT).
+  when = pd.to_datetime(pd.Series(values), utc=True, errors='coerce')
   return np.stack([when.dt.year, when.dt.month, when.dt.weekday, when.dt.hour,
                    (when.dt.tz_localize(None) - pd.Timestamp(_EPOCH))
                    .dt.total_seconds() / 86400.0], axis=1).astype(float)
 
 
-def _tabular_matrix(rows, keys) -> np.ndarray:
+def _tabular_matrix(rows) -> np.ndarray:
   numeric = np.array([[float(r[k]) if r.get(k) else np.nan
                        for k in tabular_spans.NUMERIC] for r in rows])
-  dates = [_calendar([r.get(keys[c], '') for r in rows])
+  dates = [_calendar([r.get(c, '') for r in rows])
            for c in (tabular_spans.DATE, tabular_spans.TIMESTAMP)]
   return np.concatenate([numeric] + dates, axis=1)
 
 
-def tabular_reference(train, evaluation, keys) -> Tuple[float, float]:
+def tabular_reference(train, evaluation) -> Tuple[float, float]:
   """(accuracy, seconds) of HistGradientBoosting, the identifier left out."""
   from sklearn.ensemble import HistGradientBoostingClassifier  # pylint: disable=g-import-not-at-top
   import threadpoolctl  # pylint: disable=g-import-not-at-top
@@ -168,10 +151,10 @@ def tabular_reference(train, evaluation, keys) -> Tuple[float, float]:
   # One OpenMP thread, as the Baselines component fits it (its fits.py
   # says why: two threads were slower on this machine).
   with threadpoolctl.threadpool_limits(1, user_api='openmp'):
-    model.fit(_tabular_matrix(train, keys),
+    model.fit(_tabular_matrix(train),
               [r[tabular_spans.LABEL] for r in train])
   seconds = time.monotonic() - started
-  return float(model.score(_tabular_matrix(evaluation, keys),
+  return float(model.score(_tabular_matrix(evaluation),
                            [r[tabular_spans.LABEL] for r in evaluation])), (
                                seconds)
 
@@ -203,15 +186,18 @@ def case(kind: str, rows: int, workdir: str) -> List[Dict[str, Any]]:
   """The rows of one span: leantfx, the reference, each runtime."""
   run = _run(kind, rows, workdir)
   record = run['record']
-  train = split_rows(run['output'], 'train')
-  evaluation = split_rows(run['output'], 'eval')
+  # Every column name of both generators is its own feature key.
+  columns = ([column_spans.TEXT, column_spans.CATEGORICAL,
+              column_spans.NUMERIC, column_spans.LABEL] if kind == 'text' else
+             [*tabular_spans.NUMERIC, tabular_spans.DATE,
+              tabular_spans.TIMESTAMP, tabular_spans.LABEL])
+  train = split_rows(run['output'], 'train', columns)
+  evaluation = split_rows(run['output'], 'eval', columns)
   if kind == 'text':
     reference, fit_s = text_reference(train, evaluation)
     name = 'TF-IDF 1-2-grams + logistic regression'
   else:
-    keys = {c: next(k for k in train[0] if k == c or k.startswith(c))
-            for c in (tabular_spans.DATE, tabular_spans.TIMESTAMP)}
-    reference, fit_s = tabular_reference(train, evaluation, keys)
+    reference, fit_s = tabular_reference(train, evaluation)
     name = 'HistGradientBoosting (id left out, calendar numbers)'
   accuracy = record.get('accuracy')
   out = [{

@@ -28,8 +28,10 @@ def read_split(output: str, split: str, columns: List[str]
   files = sorted(glob.glob(pattern))
   if not files:
     raise FileNotFoundError(f'No raw examples match {pattern}.')
-  # The newest execution's files: one Examples artifact a run.
-  newest = os.path.dirname(os.path.dirname(files[-1]))
+  # The newest execution's files (by its number: '10' after '9'): one
+  # Examples artifact a run.
+  newest = max({os.path.dirname(os.path.dirname(f)) for f in files},
+               key=lambda d: int(os.path.basename(d)))
   files = [f for f in files if f.startswith(newest + os.sep)]
   values: Dict[str, List[str]] = {c: [] for c in columns}
   for record in tf.data.TFRecordDataset(files, compression_type='GZIP'):
