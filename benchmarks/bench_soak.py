@@ -18,8 +18,10 @@ second. Three phases:
    10 MB columnar batches to either push; one of gRPC Predicts whose
    shapes stretch one value to [1000000] (refused) or [20000] (served);
    SLOW_CLIENTS connections sending a byte a second; and a new version of
-   `wide` copied in every SWAP_EVERY_S seconds (a hot swap). RSS is sampled
-   every second.
+   `wide` copied in every SWAP_EVERY_S seconds (a hot swap); once, half a
+   swap period in, a version of `wide_lite` whose model.tflite is cut in
+   half, copied in by hand with no manifest (it must be refused, version 1
+   serving on). RSS is sampled every second.
 
 Reported: good requests' p50/p99 idle and under soak, RSS over time, every
 non-2xx answer by code and by kind of client, and crashes (the server
@@ -209,6 +211,40 @@ def _swap_loop(base: str, stop: threading.Event, every_s: float,
     swaps.append(time.monotonic())
 
 
+def _truncated_once(base: str, stop: threading.Event, delay_s: float,
+                   found: Dict) -> None:
+  """Copies in a newer `wide_lite` version with model.tflite cut in half."""
+  if stop.wait(delay_s):
+    return
+  lite = os.path.join(base, 'wide_lite')
+  staging = os.path.join(base, '.staging-truncated')
+  shutil.copytree(os.path.join(lite, '1'), staging)
+  manifest = os.path.join(staging, 'manifest.json')
+  if os.path.exists(manifest):
+    os.remove(manifest)  # As a hand copy of a TF Serving layout.
+  model = os.path.join(staging, 'model.tflite')
+  with open(model, 'rb') as f:
+    data = f.read()
+  with open(model, 'wb') as f:
+    f.write(data[:len(data) // 2])
+  os.rename(staging, os.path.join(lite, '2'))
+  found['version'] = 2
+
+
+def _lite_status(port: int) -> Dict[str, str]:
+  """{version: state (error code)} of `wide_lite`, as the server reports."""
+  connection = http.client.HTTPConnection('127.0.0.1', port, timeout=10)
+  try:
+    connection.request('GET', '/v1/models/wide_lite')
+    answer = json.loads(connection.getresponse().read())
+  finally:
+    connection.close()
+  return {str(v['version']): v['state'] + (
+      f' ({v["status"]["error_code"]})'
+      if v.get('status', {}).get('error_code') not in (None, 'OK') else '')
+          for v in answer.get('model_version_status', [])}
+
+
 def _status_during(port: int, model: str, body: bytes) -> Dict[str, float]:
   """Times a big request while a client asks for status every 20 ms."""
   latencies, done = [], threading.Event()
@@ -281,6 +317,7 @@ def _idle(port: int, pid: int, seconds: float) -> Dict[str, float]:
 def _soak(base, port, grpc_port, process, args) -> Dict:
   """Phase 3: every client at once; returns the tally and the RSS samples."""
   tally, stop, swaps, rss = _Tally(), threading.Event(), [], []
+  truncated: Dict = {}
   bodies = [soak_models.columnar_body(BATCH_ROWS, seed=s) for s in (1, 2)]
   threads = [threading.Thread(target=_client_loop, args=(
       port, stop, _good(port, tally))) for _ in range(2)]
@@ -292,6 +329,8 @@ def _soak(base, port, grpc_port, process, args) -> Dict:
       threading.Thread(target=_grpc_loop, args=(grpc_port, stop, tally)),
       threading.Thread(target=_swap_loop,
                        args=(base, stop, args.swap_every_s, swaps)),
+      threading.Thread(target=_truncated_once,
+                       args=(base, stop, args.swap_every_s / 2, truncated)),
   ]
   threads += [threading.Thread(target=_slow_client, args=(port, stop, tally))
               for _ in range(args.slow_clients)]
@@ -306,11 +345,13 @@ def _soak(base, port, grpc_port, process, args) -> Dict:
       crashed = process.returncode
       break
     rss.append((round(time.monotonic() - start), _rss_mb(process.pid)))
+  if crashed is None and truncated:
+    truncated['status'] = _lite_status(port)
   stop.set()
   for thread in threads:
     thread.join(90)
   return {'tally': tally, 'rss': rss, 'swaps': len(swaps),
-          'crashed': crashed}
+          'crashed': crashed, 'truncated': truncated}
 
 
 def _rss_over_time(rss, points: int = 10) -> str:
@@ -395,12 +436,31 @@ def report(args: argparse.Namespace, seen: Dict) -> int:
            f'RSS over the soak (MB): {_rss_over_time(soak["rss"])}',
            f'hot swaps: {soak["swaps"]}; crashes: {crash}; answers of 500: '
            f'{five_hundreds}',
+           'truncated model.tflite copied in as wide_lite version 2: '
+           f'{_truncated_text(soak.get("truncated") or {})}',
            f'probe body: {probe_bytes / 1e6:.1f} MB columnar; one '
            '`leantfx serve` process, 127.0.0.1, models from '
            'benchmarks/soak_models.py']
   harness.report('soak', 'leantfx serve under heavy and hostile requests',
                  rows, notes)
-  return 1 if soak['crashed'] is not None or five_hundreds else 0
+  return 1 if (soak['crashed'] is not None or five_hundreds or
+               not _truncated_held(soak.get('truncated') or {})) else 0
+
+
+def _truncated_held(truncated: Dict) -> bool:
+  """The cut version was refused and version 1 went on serving."""
+  status = truncated.get('status') or {}
+  return (status.get('1') == 'AVAILABLE' and
+          status.get('2', '').startswith('END'))
+
+
+def _truncated_text(truncated: Dict) -> str:
+  if not truncated:
+    return 'not copied (the soak ended first)'
+  status = truncated.get('status') or {}
+  return (', '.join(f'version {v} {state}' for v, state in sorted(
+      status.items())) or 'no status') + (
+          '' if _truncated_held(truncated) else ' (NOT HELD)')
 
 
 if __name__ == '__main__':

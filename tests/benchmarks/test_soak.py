@@ -4,7 +4,9 @@ A short soak (benchmarks/bench_soak.py with --duration-s 15) against a real
 `leantfx serve` process on loopback: the bench passes (no crash, no 500),
 and each kind of client got the answers it should: good requests 200,
 malformed ones 4xx, 10 MB batches 200, stretched gRPC shapes refused or
-served by size, slow clients dropped at the deadline, versions swapped in.
+served by size, slow clients dropped at the deadline, versions swapped in,
+and a truncated model.tflite copied in by hand refused while version 1
+serves.
 """
 import json
 import os
@@ -35,6 +37,10 @@ def test_a_short_soak_passes_and_every_client_is_answered(tmp_path,
   assert set(codes['stretched gRPC']) == {'OK', 'RESOURCE_EXHAUSTED'}
   assert codes['slow client']['dropped'] >= 4
   assert seen['soak']['swaps'] >= 2
+  # The truncated model.tflite copied in by hand: refused, version 1 serves.
+  status = seen['soak']['truncated']['status']
+  assert status['1'] == 'AVAILABLE', status
+  assert status['2'].startswith('END'), status
   for probe in seen['probes'].values():
     assert probe['code'] == 200
     assert probe['status_answers'] >= 1
