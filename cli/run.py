@@ -95,7 +95,8 @@ def _run(args: argparse.Namespace, output: str, log_path: str,
                 # What the checks counted; the run adds read and used.
                 rows={'checked': data.profile.num_rows},
                 columns=[dict(column=config.dataset.original_name(key),
-                              role=role, reason=reason)
+                              role=role, reason=reason,
+                              date_format=config.dataset.date_format.get(key))
                          for key, role, reason in config.dataset.column_roles],
                 task=data.task.task, task_reason=data.task.reason,
                 task_requested=data.task.requested,

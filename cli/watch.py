@@ -6,7 +6,8 @@ pipeline/watch.py; this module gives it a runner and the option set.
 Local target: each span runs ``leantfx run --data-root D --span N`` in a
 subprocess with every pipeline option the watcher was given (cli/options.py,
 the same set ``run`` takes, checked with the same messages before the first
-poll), and the outcome is read from the run record (JSON) that ``run``
+poll) and the column roles of the first pushed run (pipeline/watch_roles.py),
+and the outcome is read from the run record (JSON) that ``run``
 writes: pushed, not_blessed, rejected (bad input, not retried) or failed. A
 subprocess per run keeps TensorFlow, Beam and absl state of one run out of
 the next, lets SIGTERM stop a run with its Beam workers (its own process
@@ -29,7 +30,7 @@ import sys
 import tempfile
 import threading
 import time
-from typing import List, Optional, Sequence
+from typing import List, NamedTuple, Optional, Sequence
 
 from leantfx import stopping
 from leantfx.cli import argtypes
@@ -38,6 +39,7 @@ from leantfx.cli import options
 from leantfx.cli import summary as summary_lib
 from leantfx.errors import ConfigError, LeantfxError
 from leantfx.pipeline import watch as watch_lib
+from leantfx.pipeline import watch_roles
 
 LOG = watch_lib.LOG
 # A stopped run gets this long before SIGKILL: its own exit deadline (it
@@ -45,6 +47,13 @@ LOG = watch_lib.LOG
 STOP_GRACE_S = stopping.EXIT_DEADLINE_S + 10.0
 # Pipeline options that are parameters of a compiled Kubeflow pipeline.
 _KUBEFLOW_RUN_PARAMETERS = ('--train-steps', '--span-window')
+
+
+class PinnedRoles(NamedTuple):
+  """Where a local watcher pins column roles, and what the user gave."""
+  path: str
+  given_roles: Sequence[str]
+  given_formats: Sequence[str]
 
 
 def _tail(text: str, lines: int = 3) -> str:
@@ -72,8 +81,14 @@ def _result_from_record(record, code: int, output: str,
 
 
 def local_runner(data_root: str, run_args: Sequence[str],
-                 records_dir: str) -> watch_lib.Runner:
-  """Runs `leantfx run --data-root D --span N RUN_ARGS` in a subprocess."""
+                 records_dir: str,
+                 pinned_roles: Optional[PinnedRoles] = None
+                 ) -> watch_lib.Runner:
+  """Runs `leantfx run --data-root D --span N RUN_ARGS` in a subprocess.
+
+  With ``pinned_roles``, the first pushed run's column roles are written to
+  its file and given to every later run (pipeline/watch_roles.py).
+  """
 
   def run(span: int, stop: threading.Event) -> watch_lib.RunResult:
     os.makedirs(records_dir, exist_ok=True)
@@ -82,6 +97,10 @@ def local_runner(data_root: str, run_args: Sequence[str],
     cmd = [sys.executable, '-m', 'leantfx.cli', 'run', '--data-root',
            data_root, '--span', str(span), '--run-record', record_path,
            *run_args]
+    if pinned_roles is not None:
+      cmd += watch_roles.run_args(watch_roles.read(pinned_roles.path),
+                                  pinned_roles.given_roles,
+                                  pinned_roles.given_formats)
     started = time.monotonic()
     LOG.info('span %d: leantfx %s', span, ' '.join(cmd[3:]))
     with tempfile.TemporaryFile('w+') as out:
@@ -104,6 +123,10 @@ def local_runner(data_root: str, run_args: Sequence[str],
     if record is not None:
       for key in ('accuracy', 'blessed', 'pushed_path'):
         LOG.info('span %d: %s: %s', span, key, record.get(key))
+      if pinned_roles is not None and watch_roles.pin(pinned_roles.path,
+                                                      record, span):
+        LOG.info('span %d: column roles pinned for the next spans in %s',
+                 span, pinned_roles.path)
     return _result_from_record(record, child.returncode, output,
                                time.monotonic() - started)
 
@@ -212,9 +235,15 @@ def cmd_watch(args: argparse.Namespace) -> int:
     if args.verbose:
       run_args.append('--verbose')
     state_path = args.state or os.path.join(output, 'watch', 'state.json')
+    # A schema given holds the roles already (its options win anyway); a
+    # bundled dataset's roles are fixed.
+    pinned = None if args.schema or args.dataset else PinnedRoles(
+        watch_roles.path_beside(state_path), tuple(args.column_role),
+        tuple(args.date_format))
     runner = local_runner(data_root, run_args,
                           os.path.join(os.path.dirname(
-                              os.path.abspath(state_path)), 'runs'))
+                              os.path.abspath(state_path)), 'runs'),
+                          pinned)
   else:
     if not args.state:
       raise ConfigError('--target kubeflow needs --state FILE: where the '
