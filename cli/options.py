@@ -444,7 +444,9 @@ def _add_training(group: _Group) -> None:
             help='linear learning-rate warm-up steps (default 0)')
   group.add('--lr-decay', choices=config_lib.LR_DECAYS,
             default=defaults.lr_decay,
-            help='after warm-up: constant (default), linear, cosine')
+            help='after warm-up: constant, linear, cosine; auto (default): '
+            'cosine for free-text data (the bag_of_ngrams family), '
+            'else constant')
   group.add('--regression-loss', choices=config_lib.REGRESSION_LOSSES,
             default=defaults.regression_loss,
             help='regression: mse (default) or huber (less pulled by '

@@ -244,7 +244,9 @@ class TrainingConfig:
       training stops, restoring the best weights (0: off).
     warmup_steps: optimizer steps of linear learning-rate warm-up from 0.
     lr_decay: after warm-up: 'constant', 'linear' (to 0 at the last step) or
-      'cosine'.
+      'cosine'; 'auto': cosine for the text family (bag_of_ngrams), whose
+      many rarely seen embedding rows need the rate lowered at the end,
+      constant for every other architecture.
     regression_loss: regression only: 'mse' or 'huber' (on the target
       scaled to unit standard deviation, so Huber's delta is one standard
       deviation).
@@ -282,7 +284,7 @@ class TrainingConfig:
   l2: float = 0.0
   early_stopping_patience: int = 0
   warmup_steps: int = 0
-  lr_decay: str = 'constant'
+  lr_decay: str = 'auto'
   regression_loss: str = 'mse'
   tune: bool = False
   tuner_algorithm: str = 'random'
@@ -322,7 +324,7 @@ ARCHITECTURES = ('auto', 'mlp', 'cnn', 'mobilenet_v2', 'efficientnet_b0',
                  'bag_of_ngrams')
 PRECISIONS = ('auto', 'float32', 'mixed_float16', 'mixed_bfloat16')
 STRATEGIES = ('auto', 'one_device', 'mirrored', 'multi_worker')
-LR_DECAYS = ('constant', 'linear', 'cosine')
+LR_DECAYS = ('auto', 'constant', 'linear', 'cosine')
 TUNER_ALGORITHMS = ('random', 'hyperband', 'bayesian')
 REGRESSION_LOSSES = ('mse', 'huber')
 MODEL_FAMILIES = ('auto', 'network', 'trees')

@@ -326,6 +326,15 @@ def _loss_and_metrics(spec: config_lib.DatasetSpec,
                 tf_keras.metrics.MeanAbsoluteError(name='mae')]
 
 
+def lr_decay(spec: config_lib.DatasetSpec,
+             training: config_lib.TrainingConfig) -> str:
+  """The configured decay; 'auto' is cosine for bag_of_ngrams, else
+  constant (TrainingConfig.lr_decay says why)."""
+  if training.lr_decay != 'auto':
+    return training.lr_decay
+  return 'cosine' if resolve(spec, training) == BAG_OF_NGRAMS else 'constant'
+
+
 def build_compiled(spec: config_lib.DatasetSpec,
                    training: config_lib.TrainingConfig,
                    vocabulary_sizes: Mapping[str, int],
@@ -353,7 +362,7 @@ def build_compiled(spec: config_lib.DatasetSpec,
   learning_rate = schedules.learning_rate(training.learning_rate,
                                           training.warmup_steps,
                                           training.train_steps,
-                                          training.lr_decay)
+                                          lr_decay(spec, training))
   loss, metrics = _loss_and_metrics(spec, training, target_scale)
   model.compile(
       optimizer=precision.wrap_optimizer(

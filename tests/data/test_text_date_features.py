@@ -152,6 +152,20 @@ def test_normalize_keeps_unicode_and_turns_punctuation_to_spaces():
   assert got[2].decode().startswith('bad')
 
 
+
+def test_analyzers_distinct_terms_are_each_rows_set_of_terms():
+  """The analyzers' sort-based distinct terms: per row, the set of its
+  non-empty terms, each once (repeats, empty texts, non-ASCII included)."""
+  texts = ['a a a a', 'x y x y x y', '', '包 包 é', 'the cat, the cat!']
+  all_terms = text_features.terms(tf.constant(texts)).numpy()
+  want = collections.Counter(
+      term for row in all_terms for term in set(row) if term)
+  got = collections.Counter(
+      text_features._distinct_terms(  # pylint: disable=protected-access
+          tf.constant(all_terms)).numpy().tolist())
+  assert got == want
+  assert got[b'x y'] == 1 and got[b'a'] == 1
+
 _FORMATS = ('%Y-%m-%d', '%Y-%m-%dT%H:%M:%S%z', '%Y-%m-%d %H:%M:%S',
             '%d/%m/%Y', '%m/%d/%Y', '%Y/%m/%d', '%d.%m.%Y')
 

@@ -1,11 +1,14 @@
 """The architectures by config: MLP, small CNN, MobileNetV2, EfficientNetB0,
 with width and depth multipliers, L2 and dropout."""
+import dataclasses
+
 import numpy as np
 import pytest
 import tf_keras
 
 from leantfx.errors import ConfigError
 from leantfx.models import architectures
+from leantfx.models import bag_of_ngrams
 from leantfx.models import features
 from tests.training import helpers
 
@@ -132,3 +135,21 @@ def test_recompute_is_refused_for_applications():
 def test_inputs_are_the_transformed_features():
   model = _build(helpers.DIGITS)
   assert set(model.input) == {features.IMAGE_KEY}
+
+
+def test_text_family_decays_its_rate_and_penalises_its_embedding():
+  """lr_decay 'auto': cosine for bag_of_ngrams, constant elsewhere; the
+  text embedding carries bag_of_ngrams.EMBEDDING_L2 (both chosen on a
+  validation slice of the Debian span's train split)."""
+  text = dataclasses.replace(helpers.TABULAR, text_features=('note',))
+  auto = helpers.training(lr_decay='auto')
+  assert architectures.lr_decay(text, auto) == 'cosine'
+  assert architectures.lr_decay(helpers.TABULAR, auto) == 'constant'
+  assert architectures.lr_decay(text, helpers.training(
+      lr_decay='linear')) == 'linear'
+  model = architectures.build_compiled(text, auto, {'note': 50})
+  embedding = model.get_layer('note_embedding')
+  assert embedding.embeddings_regularizer.get_config()['l2'] == (
+      pytest.approx(bag_of_ngrams.EMBEDDING_L2))
+  # The penalty reaches the loss: one term, the embedding's.
+  assert len(model.losses) == 1
