@@ -141,9 +141,11 @@ class PredictionService:
     if deadline is not None and time.monotonic() > deadline:
       raise status.deadline_exceeded('Request deadline passed before it ran.')
     rows = _batch_rows(signature, inputs)
-    if rows > self.max_rows_per_call:
+    step = min(self.max_rows_per_call,
+               servable.max_rows_per_call or self.max_rows_per_call)
+    if rows > step:
       outputs = self._run_in_parts(servable, signature, inputs, aliases,
-                                   deadline, rows)
+                                   deadline, rows, step)
     else:
       outputs = self._run(servable, signature.name, inputs, aliases, deadline)
     return ServedBy(servable.name, servable.version, signature.name), outputs
@@ -156,8 +158,11 @@ class PredictionService:
     return servable.run(signature_name, inputs, aliases)
 
   def _run_in_parts(self, servable, signature, inputs, aliases, deadline,
-                    rows: int) -> Dict[str, np.ndarray]:
-    """Runs a large request as calls of max_rows_per_call rows, in order.
+                    rows: int, step: int) -> Dict[str, np.ndarray]:
+    """Runs a large request as calls of `step` rows, in order.
+
+    `step` is the server's max_rows_per_call, or the servable's own bound
+    when lower (``Servable.max_rows_per_call``: a call that holds the GIL).
 
     A model's working memory grows with its batch (a dense layer's
     activations are rows x units); parts keep it at one part's. The outputs
@@ -165,7 +170,6 @@ class PredictionService:
     output has one: a model with an output that does not (a vocabulary, a
     scalar) sees the whole request in one call instead.
     """
-    step = self.max_rows_per_call
     parts: List[Dict[str, np.ndarray]] = []
     for start in range(0, rows, step):
       if deadline is not None and time.monotonic() > deadline:

@@ -60,6 +60,7 @@ class RenamedInputsServable(servable_lib.Servable):
     super().__init__(model.name, model.version, model.path)
     self.platform = model.platform
     self.batching_pays = model.batching_pays
+    self.max_rows_per_call = model.max_rows_per_call
     self.model = model
     keys = set(column_keys.values())
     original_of = {key: name for name, key in column_keys.items()}

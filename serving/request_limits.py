@@ -40,6 +40,10 @@ DEFAULT_MAX_BODY_BYTES = 16 * 1024 * 1024
 # part costs about what the whole would per row, and the model's working
 # memory stays at one part's.
 DEFAULT_MAX_ROWS_PER_CALL = 8192
+# Rows of one TFLite call when a request is run in parts: its invoke holds
+# the GIL (tflite_servable), and 1024 digits rows are about 1 ms of it, no
+# longer than the server's other steps between which small requests run.
+TFLITE_MAX_ROWS_PER_CALL = 1024
 # A request's tensors may decode to at most this multiple of the largest
 # body: 4 is what a REST body can decode to (a 2-byte "1," becomes an 8-byte
 # int64 or double), so no valid REST request is refused by it, and a gRPC

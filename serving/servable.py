@@ -10,7 +10,7 @@ goes by are here, beside the face, because the backends read them too.
 """
 import abc
 import threading
-from typing import Dict, Mapping, Sequence
+from typing import Dict, Mapping, Optional, Sequence
 
 import numpy as np
 
@@ -57,6 +57,12 @@ class Servable(abc.ABC):
   # or break even, the hand-off to a batch thread costing what the shared
   # call saves.
   batching_pays = False
+  # The most rows one call of this kind of model takes when a request is run
+  # in parts, below the server's --max-rows-per-call; None: no bound of its
+  # own. A runtime whose call holds Python's interpreter lock (the GIL)
+  # stalls every other request's Python for the whole call, so its calls
+  # are kept short enough for small requests to run between them.
+  max_rows_per_call: Optional[int] = None
 
   def __init__(self, name: str, version: int, path: str):
     self.name = name

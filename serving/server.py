@@ -10,6 +10,7 @@ unload. ``install_signal_handlers()`` makes SIGTERM/SIGINT do that.
 """
 import logging
 import signal
+import sys
 import threading
 from typing import Callable, Optional, Sequence, Union
 
@@ -47,6 +48,10 @@ class ModelServer:
       loader: version loader (tests inject failures through it).
     """
     self.config = config
+    # Small requests hop between threads (the loop, the pool, a batch
+    # thread); each hop waits for the interpreter lock at most this long
+    # while a large request's Python holds it.
+    sys.setswitchinterval(config.gil_switch_interval_s)
     saved_model_servable.set_tensorflow_threads(
         config.tensorflow_intra_op_parallelism,
         config.tensorflow_inter_op_parallelism)

@@ -46,6 +46,11 @@ class ServerConfig:
       runs its first op.
     tensorflow_inter_op_parallelism: a SavedModel's ops run at once (0:
       TensorFlow's default).
+    gil_switch_interval_s: how long a thread running Python may keep the
+      interpreter lock while another waits for it (``sys.setswitchinterval``,
+      process-wide, set when the server is made). Python's 5 ms made each
+      hand-off of a small request (socket, pool, batch thread) wait up to
+      5 ms behind a large request's parsing or formatting.
     enable_batching: merge concurrent predict requests, for every model.
     auto_batching: merge them only for the models whose kind gains from it
       (``Servable.batching_pays``: SavedModels); the others run each
@@ -75,6 +80,7 @@ class ServerConfig:
   shutdown_grace_s: float = 30.0
   tensorflow_intra_op_parallelism: int = 1
   tensorflow_inter_op_parallelism: int = 1
+  gil_switch_interval_s: float = 0.0005
   enable_batching: bool = False
   auto_batching: bool = False
   batching: batching_parameters.BatchingConfig = (
@@ -101,6 +107,9 @@ class ServerConfig:
     if self.request_timeout_s is not None and self.request_timeout_s <= 0:
       raise ConfigError('request_timeout_s must be > 0 (or None for no '
                         f'limit), got {self.request_timeout_s}.')
+    if not 0 < self.gil_switch_interval_s <= 1:
+      raise ConfigError('gil_switch_interval_s must be in (0, 1], got '
+                        f'{self.gil_switch_interval_s}.')
     if self.max_num_load_retries < 0:
       raise ConfigError('max_num_load_retries must be >= 0.')
     for name in ('max_concurrent_requests', 'grpc_max_workers',

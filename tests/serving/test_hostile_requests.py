@@ -211,6 +211,50 @@ def test_a_large_columnar_request_is_answered_whole(wide_server):
                              atol=1e-7)
 
 
+def test_a_big_tflite_batch_runs_in_calls_short_enough_to_share(
+    wide_server):
+  # TFLite's invoke() holds the GIL for the whole call, so a TFLite model is
+  # called on at most TFLITE_MAX_ROWS_PER_CALL (1024) rows at a time, below
+  # the server's max_rows_per_call (8192); the answer is still the model's
+  # on every row.
+  from leantfx.serving import request_limits
+  step = request_limits.TFLITE_MAX_ROWS_PER_CALL
+  assert step < wide_server.config.max_rows_per_call
+  rows = 2 * step + 100
+  body = soak_models.columnar_body(rows, seed=5)
+  calls = []
+  with wide_server.manager.acquire('wide_lite', None, None) as servable:
+    original = servable.run
+
+    def counting_run(signature_name, inputs, aliases):
+      calls.append(len(next(iter(inputs.values()))))
+      return original(signature_name, inputs, aliases)
+
+    servable.run = counting_run
+    try:
+      code, _, raw = _post(wide_server.rest_port,
+                           '/v1/models/wide_lite:predict', body)
+    finally:
+      del servable.run
+    assert code == 200, raw[:200]
+    assert calls == [step, step, 100]
+    pixels = json.loads(body)['inputs']
+    whole = original('serving_default', {
+        c: np.array(pixels[c], np.float32) for c in COLUMNS},
+                     ['probabilities'])
+  answer = np.array(json.loads(raw)['outputs'], np.float32)
+  np.testing.assert_allclose(answer, whole['probabilities'], rtol=1e-5,
+                             atol=1e-7)
+
+
+def test_the_server_shortens_the_gil_switch_interval(wide_server):
+  # Each hand-off of a small request between threads waits at most this
+  # long behind a big request's Python (Python's default is 5 ms).
+  import sys
+  assert wide_server.config.gil_switch_interval_s == 0.0005
+  assert sys.getswitchinterval() == pytest.approx(0.0005)
+
+
 def test_status_answers_while_a_big_tflite_batch_runs(wide_server):
   # A TFLite batch of 100,000 rows used to run inside the event loop's
   # thread (a status request waited 9.7 s). Now its body sends it to the
