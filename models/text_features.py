@@ -60,7 +60,7 @@ VOCABULARY_CAP = 50_000
 DOCUMENTS_TERM = '#documents'
 # Every run of characters that are neither letters nor digits (punctuation,
 # quotes, spaces, symbols) becomes one space.
-_NOT_A_WORD = r'[^\p{L}\p{N}]+'
+NOT_A_WORD = r'[^\p{L}\p{N}]+'
 _TERM_COUNT = 2 * MAX_WORDS - 1
 
 
@@ -78,7 +78,7 @@ def normalize(texts: tf.Tensor) -> tf.Tensor:
   kernel).
   """
   texts = tf.strings.lower(texts, encoding='utf-8')
-  texts = tf.strings.regex_replace(texts, _NOT_A_WORD, ' ')
+  texts = tf.strings.regex_replace(texts, NOT_A_WORD, ' ')
   return tf.strings.regex_replace(texts, '^ | $', '')
 
 

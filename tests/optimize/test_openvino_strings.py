@@ -179,21 +179,20 @@ def test_dates_in_openvino_are_the_calendar(date_format, tmp_path):
   assert missing[values.index('２０２４-０１-０１')] == 1
 
 
-# The Basic Multilingual Plane's code points that OpenVINO's CaseFold and
-# regex normalise otherwise than TensorFlow's lower (ICU) and RE2 (measured
-# by this test's sweep, openvino-tokenizers 2026.4.1.0, TF 2.16.2): NUL (TF
-# cuts the text there), case variants TF keeps and OpenVINO folds ('µ',
-# 'ſ', the final 'ς', Greek symbol letters, 'ẛ', U+1FBE), 'İ' (TF: 'i' and a
-# combining dot), Cherokee (TF lowers, OpenVINO folds to upper), old
-# Cyrillic variants, and letters newer than TF's RE2 tables (TF: spaces).
+# The Basic Multilingual Plane's code points that openvino_strings.normalize
+# in OpenVINO normalises otherwise than text_features.normalize in
+# TensorFlow (measured by this test's sweep, openvino-tokenizers 2026.4.1.0,
+# TF 2.16.2): NUL (TF cuts the text there), 'İ' (TF: 'i' and a combining
+# dot), U+0345 (TF: a mark, a space; OpenVINO: 'ι'), Cherokee (TF lowers,
+# CaseFold folds to upper), old Cyrillic variants, and letters newer than
+# TF's RE2 tables (TF: spaces). The letters CaseFold folds and ICU keeps
+# are mended by placeholders and are not here.
 _BMP_DIFFERENCES = (
-    (0x0000, 0x0000), (0x00B5, 0x00B5), (0x0130, 0x0130), (0x017F, 0x017F),
-    (0x0345, 0x0345), (0x03C2, 0x03C2), (0x03D0, 0x03D1), (0x03D5, 0x03D6),
-    (0x03F0, 0x03F1), (0x03F5, 0x03F5), (0x088F, 0x088F), (0x0C5C, 0x0C5C),
-    (0x0CDC, 0x0CDC), (0x13A0, 0x13F5), (0x13F8, 0x13FD), (0x1C80, 0x1C8A),
-    (0x1E9B, 0x1E9B), (0x1FBE, 0x1FBE), (0x2C2F, 0x2C2F), (0xA7C0, 0xA7C0),
-    (0xA7CB, 0xA7D0), (0xA7D2, 0xA7D2), (0xA7D4, 0xA7D4), (0xA7D6, 0xA7D6),
-    (0xA7D8, 0xA7D8), (0xA7DA, 0xA7DC), (0xA7F1, 0xA7F1), (0xAB70, 0xABBF))
+    (0x0000, 0x0000), (0x0130, 0x0130), (0x0345, 0x0345), (0x088F, 0x088F),
+    (0x0C5C, 0x0C5C), (0x0CDC, 0x0CDC), (0x13A0, 0x13F5), (0x13F8, 0x13FD),
+    (0x1C80, 0x1C8A), (0x2C2F, 0x2C2F), (0xA7C0, 0xA7C0), (0xA7CB, 0xA7D0),
+    (0xA7D2, 0xA7D2), (0xA7D4, 0xA7D4), (0xA7D6, 0xA7D6), (0xA7D8, 0xA7D8),
+    (0xA7DA, 0xA7DC), (0xA7F1, 0xA7F1), (0xAB70, 0xABBF))
 
 
 def test_normalize_in_openvino_differs_only_on_the_listed_code_points(
@@ -201,8 +200,9 @@ def test_normalize_in_openvino_differs_only_on_the_listed_code_points(
   """Every BMP code point inside a word, normalised by both runtimes."""
   points = [c for c in range(0x10000) if not 0xD800 <= c <= 0xDFFF]
   texts = [f'ab{chr(c)}cd' for c in points]
-  function, run = _compile(lambda x: {'o': text_features.normalize(x)},
-                           'normalize', tmp_path, [])
+  function = tf.function(lambda x: {'o': text_features.normalize(x)})
+  _, run = _compile(lambda x: {'o': openvino_strings.normalize(x)},
+                    'normalize', tmp_path, [])
   expected = function(tf.constant([t.encode() for t in texts]))['o'].numpy()
   out = next(iter(run(texts).values()))
   differ = {c for c, want, got in zip(points, expected, out) if want != got}
@@ -210,6 +210,8 @@ def test_normalize_in_openvino_differs_only_on_the_listed_code_points(
   assert differ == listed
   # The scripts a text column most often holds are among the equal ones.
   for sample in ('Größe ÉTÉ naïve', 'ПОСЫЛКА не пришла', '退款 请求',
-                 'ΠΑΚΈΤΟ δέμα', 'ÇĞŞÖÜ çğşöü', 'emoji 📦'):
+                 'ΠΑΚΈΤΟ δέμα', 'ÇĞŞÖÜ çğşöü', 'emoji 📦',
+                 # The final sigma, written and capital, 'µ', a placeholder.
+                 'ΛΌΓΟΣ λόγος, ΑΣ ΒΣ.', '5 µg', 'x\ue000y'):
     assert run([sample])['o'][0] == function(
         tf.constant([sample.encode()]))['o'].numpy()[0]

@@ -21,12 +21,13 @@ Dates (``DateLookups``): the Transform's calendar (date_features.calendar)
   z-scores' means and standard deviations are the Transform's, read back
   from its layer on two probe dates (``date_scales``).
 
-Lowercasing is OpenVINO's (CaseFold, a sentencepiece lower-case map), not
-ICU's: the two agree on ASCII and on the common cased scripts, and differ on
-9,897 of 1,111,998 code points (tests/optimize/test_openvino_strings.py
-lists them): the final sigma (TF keeps 'ς', OpenVINO folds it to 'σ'), 'µ',
-'İ', 'ſ', Greek symbol letters, Cherokee, and letters newer than
-TensorFlow's regex tables (RE2 there makes them spaces).
+Lowercasing is OpenVINO's CaseFold (a sentencepiece lower-case map), not
+ICU's (``normalize``): the letters CaseFold folds and ICU keeps (the final
+'ς', 'µ', 'ſ', Greek symbol letters) cross it in private-use placeholders,
+and a word-final capital 'Σ' becomes 'ς' as ICU makes it. What still
+differs, 205 code points of the Basic Multilingual Plane, is listed in
+tests/optimize/test_openvino_strings.py: NUL, 'İ', U+0345, Cherokee, old
+Cyrillic variants, and letters newer than TensorFlow's RE2 tables.
 """
 import datetime
 from typing import Any, Dict, List, Mapping, Sequence, Tuple
@@ -41,6 +42,16 @@ from leantfx.models import date_features
 from leantfx.models import features
 from leantfx.models import text_features
 
+# Lowercase letters TensorFlow's lower (ICU) keeps and OpenVINO's CaseFold
+# folds to another letter (the final sigma to 'σ', the micro sign to 'μ',
+# the long s to 's', Greek symbol letters, U+1FBE to 'ι'): each is held in a
+# private-use placeholder across the CaseFold (tests/optimize/
+# test_openvino_strings.py finds these by sweeping the plane).
+_KEPT_LOWERCASE = 'ςµſϐϑϕϖϰϱϵẛ\u1fbe'
+_PLACEHOLDER = 0xE000
+# ICU lowers a capital sigma that ends a word (a cased letter before it, none
+# after) to the final 'ς'; CaseFold gives 'σ'.
+_FINAL_CAPITAL_SIGMA = r'([\p{Lu}\p{Ll}\p{Lt}])Σ([^\p{L}]|$)'
 # Two dates far apart, to read the Transform's z-score constants back.
 _PROBES = (datetime.datetime(1900, 1, 1, tzinfo=datetime.timezone.utc),
            datetime.datetime(2100, 12, 31, 23, 59, 59,
@@ -53,6 +64,29 @@ def _string_table(keys: Sequence[bytes], values: Sequence[int],
       tf.lookup.KeyValueTensorInitializer(
           tf.constant(list(keys), tf.string),
           tf.constant(np.asarray(values, np.int64))), default)
+
+
+def normalize(texts: tf.Tensor) -> tf.Tensor:
+  """text_features.normalize in ops OpenVINO converts, with CaseFold's
+  departures from ICU's lowercase mended where a placeholder can.
+
+  Private-use characters in a text become spaces first (TensorFlow's
+  normalize makes them spaces anyway), so no text holds a placeholder.
+  """
+  texts = tf.strings.regex_replace(
+      texts, f'[{chr(_PLACEHOLDER)}-{chr(_PLACEHOLDER + 0xFF)}]', ' ')
+  final_sigma = chr(_PLACEHOLDER + len(_KEPT_LOWERCASE))
+  texts = tf.strings.regex_replace(texts, _FINAL_CAPITAL_SIGMA,
+                                   f'\\1{final_sigma}\\2')
+  for index, letter in enumerate(_KEPT_LOWERCASE):
+    texts = tf.strings.regex_replace(texts, letter,
+                                     chr(_PLACEHOLDER + index))
+  texts = tf.strings.lower(texts, encoding='utf-8')
+  for index, letter in enumerate(_KEPT_LOWERCASE + 'ς'):
+    texts = tf.strings.regex_replace(texts, chr(_PLACEHOLDER + index),
+                                     letter)
+  texts = tf.strings.regex_replace(texts, text_features.NOT_A_WORD, ' ')
+  return tf.strings.regex_replace(texts, '^ | $', '')
 
 
 class TextLookups:
@@ -97,7 +131,7 @@ class TextLookups:
 
   def outputs(self, texts: tf.Tensor, column: str) -> Dict[str, tf.Tensor]:
     """serving_text's two outputs of string [batch] ``texts``."""
-    split = tf.strings.split(text_features.normalize(texts), sep=' ')
+    split = tf.strings.split(normalize(texts), sep=' ')
     # Looked up before padding: padding the strings themselves is the Pad
     # that aborts OpenVINO (module docstring).
     index = tf.ragged.map_flat_values(self.word_table.lookup, split).to_tensor(

@@ -28,15 +28,21 @@ Where the raw -> transformed step lives, per runtime:
            no client scales anything.
   ONNX     the same wrapper SavedModel through tf2onnx: the constant tables
            become ai.onnx.ml CategoryMapper nodes (raw_runtimes.py).
-  OpenVINO the same wrapper for numeric and pixel columns. OpenVINO has no
-           hash-table op, so a vocabulary column cannot be looked up in its
-           graph: for such a model the wrapper takes that column as its
+  OpenVINO the same wrapper for numeric and pixel columns. OpenVINO alone
+           has no hash-table op (openvino-tokenizers adds a string-keyed
+           one), so a vocabulary column is not looked up in its graph,
+           which keeps such an IR readable without that package: the
+           wrapper takes that column as its
            int64 vocabulary ids (``lookups_outside``), the vocabularies
            travel beside the IR (leantfx/runtimes/string_lookups.py, pushed and
            hashed in the version's manifest) and OpenVINO's serving
            session maps a request's strings to ids with them
            (string_lookups.StringLookup, the table's mapping in numpy) before
            the model.
+           Free text and dates are in the IR, their features rebuilt from
+           the string ops openvino-tokenizers converts (openvino_strings.py,
+           ``lookup_only_strings``); such an IR needs that package where it
+           is read.
 
 Parity (tests/optimize/test_raw_features.py): on eval rows the raw-input
 variant's probabilities match the transformed-input variant's and the
@@ -215,11 +221,10 @@ def _check_exportable(tf_transform_output, serving_spec, specs,
   if lookups_outside and not lookup_only_strings and strings:
     raise ConfigError(
         f'The model takes the free-text or date column(s) {strings}, whose '
-        'preprocessing runs string ops (split, regex, string to number) and '
-        'looks terms up in a vocabulary table; this runtime converts none of '
-        'them (OpenVINO, even with openvino-tokenizers: no StringToNumber, '
-        'no hash table). Serve these columns raw with TFLite, ONNX or the '
-        'SavedModel.')
+        'preprocessing runs TensorFlow string kernels (split, join, regex, '
+        'string to number, lookup tables) that this runtime lacks and has '
+        'no lookup-only rebuild for. Serve these columns raw with TFLite, '
+        'ONNX, OpenVINO or the SavedModel.')
 
 
 def save_raw_serving_model(model, tf_transform_output, label: str,
