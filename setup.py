@@ -88,6 +88,11 @@ setuptools.setup(
         # pinned TFX stack needs protobuf 3.20 (see constraints.txt).
         'runtimes': [
             'openvino==2026.4.1',
+            # OpenVINO's string ops (and their TensorFlow-frontend
+            # conversions) for free text and dates in a raw-column IR
+            # (components/optimize/export/openvino_strings.py); its version
+            # follows openvino's.
+            'openvino-tokenizers==2026.4.1.0',
             'nncf==3.4.0',
             'onnxruntime==1.23.2',
             # ONNX Runtime's string kernels for free text and dates in a

@@ -31,7 +31,7 @@ values over the train split and keeps the most frequent unparseable ones
 it could not read.
 """
 import re
-from typing import Any, Dict, List, Mapping, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -127,7 +127,27 @@ def _days_in_month(year: tf.Tensor, month: tf.Tensor) -> tf.Tensor:
   return days + tf.cast(tf.logical_and(leap, tf.equal(month, 2)), tf.int64)
 
 
-def _fields(texts: tf.Tensor, date_format: str
+class StringTests:
+  """The string tests the parse makes beyond regex_replace: TensorFlow's.
+
+  A runtime whose converter lacks one of these kernels (OpenVINO has no
+  StringToNumber, and compares no strings) parses with a subclass
+  answering the same from lookup tables
+  (components/optimize/export/openvino_strings.py).
+  """
+
+  def equals(self, texts: tf.Tensor, literal: str) -> tf.Tensor:
+    """bool [batch]: each text is ``literal`` ('' or '-')."""
+    return tf.equal(texts, literal)
+
+  def to_int(self, texts: tf.Tensor, usable: tf.Tensor) -> tf.Tensor:
+    """int64 [batch]: each usable text's number (1 to 4 ASCII digits), 0
+    elsewhere."""
+    return tf.strings.to_number(tf.where(usable, texts, '0'),
+                                out_type=tf.int64)
+
+
+def _fields(texts: tf.Tensor, date_format: str, tests: StringTests
            ) -> Tuple[tf.Tensor, Dict[str, tf.Tensor]]:
   """(matches the format, {field: int64 [batch]}); 0 where absent."""
   pattern, groups = format_pattern(date_format)
@@ -135,8 +155,8 @@ def _fields(texts: tf.Tensor, date_format: str
   # never matches ''): regex_replace is in every runtime's string library,
   # regex_full_match is not in ONNX's.
   matched = tf.logical_and(
-      tf.equal(tf.strings.regex_replace(texts, pattern, ''), ''),
-      tf.not_equal(texts, ''))
+      tests.equals(tf.strings.regex_replace(texts, pattern, ''), ''),
+      tf.logical_not(tests.equals(texts, '')))
   fields = {}
   for field in ('year', 'month', 'day', 'hour', 'minute', 'second',
                 'offset_hours', 'offset_minutes'):
@@ -144,14 +164,13 @@ def _fields(texts: tf.Tensor, date_format: str
       fields[field] = tf.zeros_like(texts, tf.int64)
       continue
     text = tf.strings.regex_replace(texts, pattern, f'\\{groups[field]}')
-    usable = tf.logical_and(matched, tf.not_equal(text, ''))
-    fields[field] = tf.strings.to_number(
-        tf.where(usable, text, '0'), out_type=tf.int64)
+    usable = tf.logical_and(matched, tf.logical_not(tests.equals(text, '')))
+    fields[field] = tests.to_int(text, usable)
   sign = tf.ones_like(texts, tf.int64)
   if 'offset_sign' in groups:
     text = tf.strings.regex_replace(texts, pattern,
                                     f'\\{groups["offset_sign"]}')
-    sign = tf.where(tf.equal(text, '-'), -sign, sign)
+    sign = tf.where(tests.equals(text, '-'), -sign, sign)
   fields['offset_seconds'] = sign * (fields['offset_hours'] * 3600 +
                                      fields['offset_minutes'] * 60)
   return matched, fields
@@ -190,9 +209,15 @@ def _strip(texts: tf.Tensor) -> tf.Tensor:
   return tf.strings.regex_replace(texts, r'^\s+|\s+$', '')
 
 
-def calendar(texts: tf.Tensor, date_format: str
+def calendar(texts: tf.Tensor, date_format: str,
+             tests: StringTests = StringTests()
             ) -> Tuple[tf.Tensor, tf.Tensor]:
   """The unscaled calendar of [batch] date strings.
+
+  Args:
+    texts: string [batch] as written.
+    date_format: the column's strptime format.
+    tests: the string tests (TensorFlow's kernels by default).
 
   Returns:
     (valid bool [batch], float32 [batch, 6]: elapsed days since 1970-01-01
@@ -200,7 +225,7 @@ def calendar(texts: tf.Tensor, date_format: str
     minutes as a fraction); invalid rows hold zeros.
   """
   texts = _strip(texts)
-  matched, f = _fields(texts, date_format)
+  matched, f = _fields(texts, date_format, tests)
   valid = _valid(matched, f)
   days = days_from_civil(f['year'], f['month'], f['day'])
   seconds = f['hour'] * 3600 + f['minute'] * 60 + f['second'] - (
@@ -255,8 +280,25 @@ def transform_date(texts: tf.Tensor, column: str,
   texts = _strip(texts)
   valid, raw = calendar(texts, date_format)
   record_parse_counts(texts, valid, column)
+  return calendar_block(valid, raw, _z_score)
+
+
+def calendar_block(valid: tf.Tensor, raw: tf.Tensor,
+                   scale: Callable[[tf.Tensor, tf.Tensor], tf.Tensor]
+                  ) -> tf.Tensor:
+  """The block of PARTS from ``calendar``'s (valid, raw).
+
+  Args:
+    valid: bool [batch].
+    raw: float32 [batch, 6], calendar's unscaled values.
+    scale: (value, valid) -> its z-score; the Transform's analyzers
+      (_z_score), or an export's constants read from them.
+
+  Returns:
+    float32 [batch, len(PARTS)].
+  """
   elapsed, year, month, day, weekday, hour = tf.unstack(raw, axis=1)
-  parts = [_z_score(elapsed, valid), _z_score(year, valid)]
+  parts = [scale(elapsed, valid), scale(year, valid)]
   # Months and days counted from 0 so the first one sits at angle 0.
   parts += _cycle(month - 1, 12.0, valid) + _cycle(day - 1, 31.0, valid)
   parts += _cycle(weekday, 7.0, valid) + _cycle(hour, 24.0, valid)

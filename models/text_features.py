@@ -60,7 +60,7 @@ VOCABULARY_CAP = 50_000
 DOCUMENTS_TERM = '#documents'
 # Every run of characters that are neither letters nor digits (punctuation,
 # quotes, spaces, symbols) becomes one space.
-_NOT_A_WORD = r'[^\p{L}\p{N}]+'
+NOT_A_WORD = r'[^\p{L}\p{N}]+'
 _TERM_COUNT = 2 * MAX_WORDS - 1
 
 
@@ -78,7 +78,7 @@ def normalize(texts: tf.Tensor) -> tf.Tensor:
   kernel).
   """
   texts = tf.strings.lower(texts, encoding='utf-8')
-  texts = tf.strings.regex_replace(texts, _NOT_A_WORD, ' ')
+  texts = tf.strings.regex_replace(texts, NOT_A_WORD, ' ')
   return tf.strings.regex_replace(texts, '^ | $', '')
 
 
@@ -243,9 +243,28 @@ def serving_text(texts: tf.Tensor, column: str, vocabulary_table,
     The same two outputs as transform_text.
   """
   all_terms = terms(texts)
-  size = len(frequencies)
   ids = vocabulary_table.lookup(all_terms)
-  in_vocabulary = tf.logical_and(tf.not_equal(all_terms, ''), ids < size)
+  in_vocabulary = tf.logical_and(tf.not_equal(all_terms, ''),
+                                 ids < len(frequencies))
+  return tfidf_from_ids(ids, in_vocabulary, column, frequencies, documents)
+
+
+def tfidf_from_ids(ids: tf.Tensor, in_vocabulary: tf.Tensor, column: str,
+                   frequencies: Sequence[int], documents: int
+                  ) -> Dict[str, tf.Tensor]:
+  """serving_text's outputs from the vocabulary ids of ``terms``' slots.
+
+  Args:
+    ids: int64 [batch, 2 * MAX_WORDS - 1], each slot's term id (any value
+      where not ``in_vocabulary``).
+    in_vocabulary: bool, the slots holding a vocabulary term.
+    column: the feature key (names the outputs).
+    frequencies: rows holding each vocabulary term, in vocabulary order.
+    documents: the train rows.
+
+  Returns:
+    The same two outputs as transform_text.
+  """
   first, counts = _distinct(ids, in_vocabulary)
   safe = tf.where(in_vocabulary, ids, tf.zeros_like(ids))
   frequency = tf.gather(tf.constant(np.asarray(frequencies, np.float32)),

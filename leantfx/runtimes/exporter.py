@@ -31,11 +31,15 @@ class Exporter(abc.ABC):
     lookups_outside: a raw-feature export takes vocabulary columns as
       their int64 ids (the runtime runs no lookup table), and the
       vocabularies are written beside the model (string_lookups.py).
+    lookup_only_strings: a raw-feature export preprocesses free-text and
+      date columns with the string ops the runtime's string library
+      converts (components/optimize/export/openvino_strings.py).
     export_modules: modules the export imports beyond the runtime's
       ``required_modules`` (the worker imports them before its first job).
   """
   modes: Tuple[str, ...] = MODES
   lookups_outside: bool = False
+  lookup_only_strings: bool = False
   export_modules: Tuple[str, ...] = ()
 
   def prepare_process(self) -> None:

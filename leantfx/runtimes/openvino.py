@@ -103,6 +103,56 @@ DYNAMIC_BATCH_ONE_OK = 'dynamic_batch_one_ok'
 
 # ------------------------------------------------------------- running ---
 
+# The openvino-tokenizers ops a raw-feature IR of free text or dates holds
+# (components/optimize/export/openvino_strings.py).
+_STRING_OPS = ('StringTensorUnpack', 'StringTensorPack', 'CaseFold',
+               'RegexNormalization', 'RegexSplit', 'VocabEncoder',
+               'RaggedToDense', 'RaggedToSparse', 'RaggedToRagged')
+
+
+def openvino_with_string_ops():
+  """The openvino module, with openvino-tokenizers' ops when installed.
+
+  Importing openvino_tokenizers adds its extension (string ops and their
+  TensorFlow-frontend conversions) to every ``ov.Core`` and frontend made
+  afterwards, so each place that reads or converts an IR goes through
+  here: a serving process, the InfraValidator's and the model-file
+  check's child processes and the optimizer's export worker alike. Without
+  the package a numeric IR still reads; one with string ops fails in
+  ``read_model``, which says so.
+  """
+  import openvino as ov  # pylint: disable=g-import-not-at-top
+  try:
+    import openvino_tokenizers  # pylint: disable=g-import-not-at-top,unused-import
+  except ImportError:
+    pass
+  return ov
+
+
+def read_model(core, xml_path: str):
+  """``core.read_model``; an IR of string ops without openvino-tokenizers
+  is a ConfigError saying what to install.
+
+  Raises:
+    ConfigError: the IR holds openvino-tokenizers ops and the package is
+      not installed.
+  """
+  try:
+    return core.read_model(xml_path)
+  except RuntimeError as e:
+    text = str(e)
+    missing = [op for op in _STRING_OPS if op in text]
+    try:
+      import openvino_tokenizers  # pylint: disable=g-import-not-at-top,unused-import
+    except ImportError:
+      if missing:
+        raise ConfigError(
+            f'{xml_path} takes raw text or dates through openvino-tokenizers '
+            f'ops ({missing[0]}), which this environment lacks: install '
+            'openvino-tokenizers==2026.4.1.0 (pip install '
+            '"leantfx[runtimes]").') from e
+    raise
+
 def _batch_shapes(model, batch_size: int) -> Dict[int, object]:
   """{input index: its shape with the batch dim set} for dynamic batches.
 
@@ -145,11 +195,11 @@ def compile_model(xml_path: str, num_threads: int,
   Returns:
     The openvino.CompiledModel.
   """
-  import openvino as ov  # pylint: disable=g-import-not-at-top
   import openvino.properties as props  # pylint: disable=g-import-not-at-top
   import openvino.properties.hint as hints  # pylint: disable=g-import-not-at-top
+  ov = openvino_with_string_ops()
   core = ov.Core()
-  model = core.read_model(xml_path)
+  model = read_model(core, xml_path)
   if batch_size is not None:
     shapes = _batch_shapes(model, batch_size)
     if shapes:
@@ -170,8 +220,8 @@ def compile_model(xml_path: str, num_threads: int,
 
 def has_dynamic_batch(xml_path: str) -> bool:
   """Whether any input of model.xml has a dynamic first dimension."""
-  import openvino as ov  # pylint: disable=g-import-not-at-top
-  return bool(_batch_shapes(ov.Core().read_model(xml_path), 1))
+  core = openvino_with_string_ops().Core()
+  return bool(_batch_shapes(read_model(core, xml_path), 1))
 
 
 def batch_size_of(values) -> Optional[int]:
@@ -452,7 +502,7 @@ def convert(saved_model_dir: str):
   OpenVINO's telemetry is declined first (decline_openvino_telemetry).
   """
   decline_openvino_telemetry()
-  import openvino as ov  # pylint: disable=g-import-not-at-top
+  ov = openvino_with_string_ops()
   root = logging.getLogger()
   level, filters, handlers = root.level, list(root.filters), list(root.handlers)
   try:
@@ -730,6 +780,8 @@ class OpenVINOExporter(exporter_lib.Exporter):
   """OpenVINO IR through openvino.convert_model; int8 by NNCF."""
 
   lookups_outside = True
+  # Free text and dates in openvino-tokenizers' string ops.
+  lookup_only_strings = True
 
   def prepare_process(self) -> None:
     decline_openvino_telemetry()

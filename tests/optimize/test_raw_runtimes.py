@@ -475,6 +475,40 @@ def test_the_optimizer_pushes_a_runtime_pick_with_raw_inputs(
       facts['transformed_input_accuracy'], abs=2 / len(transformed))
 
 
+def test_the_optimizer_pushes_the_openvino_text_pick_with_raw_inputs(
+    text_fixture, tmp_path):
+  """raw_fold.fold_one_pick on the text + date model: OpenVINO's pick goes
+  out with raw inputs (openvino-tokenizers' string ops), scored as gated."""
+  # pylint: disable=g-import-not-at-top
+  import dataclasses as dataclasses_lib
+  from leantfx.components.optimize import config as config_lib
+  from leantfx.components.optimize.steps import raw_fold
+  from leantfx.runtimes import push
+  from leantfx.runtimes import string_lookups
+  # pylint: enable=g-import-not-at-top
+  _runtime(registry.OPENVINO)
+  pytest.importorskip('openvino_tokenizers')
+  fx = text_fixture
+  raw, transformed = _raw_inputs(fx, tmp_path)
+  raw = dataclasses_lib.replace(
+      raw, identifiers=tuple(fx.spec.identifier_columns))
+  variant = _runtime_variant(fx, registry.OPENVINO, 'float32', tmp_path)
+  failures = []
+  folder, facts = raw_fold.fold_one_pick(
+      variant, {'cand': fx.model}, raw, transformed,
+      config_lib.OptimizationConfig(latency_runs=20, warmup_runs=2),
+      failures)
+  assert failures == []
+  # The categories (priority, size) travel as vocabularies beside the IR.
+  assert sorted(os.listdir(folder)) == sorted(
+      push.RUNTIME_FILES[registry.OPENVINO] +
+      (string_lookups.STRING_LOOKUPS_FILE,))
+  assert facts['inputs'] == 'raw'
+  # Labels are the float model's classes: both score 1.0 up to rounding.
+  assert facts['accuracy'] == pytest.approx(
+      facts['transformed_input_accuracy'], abs=2 / len(transformed))
+
+
 @pytest.mark.parametrize('worker', ['alive', 'gone'])
 def test_the_runtime_picks_raw_exports_run_in_the_worker(
     digits_fixture, tmp_path, monkeypatch, worker):

@@ -99,19 +99,21 @@ def test_raw_onnx_takes_text_and_dates_within_float_error(text_fixture,
                              atol=_FLOAT_TOLERANCE)
 
 
-def test_openvino_refuses_raw_text_and_dates_with_the_reason(text_fixture,
-                                                             tmp_path):
-  """OpenVINO's frontend converts no StringToNumber and no hash table: the
-  raw export says so (the optimizer then pushes the transformed-input IR
-  and reports the reason, components/optimize/steps/raw_fold.py)."""
+def test_raw_openvino_takes_text_and_dates_within_float_error(text_fixture,
+                                                              tmp_path):
+  """openvino-tokenizers' string ops (openvino_strings.py), run as leantfx
+  serve's OpenVINO session runs it; the eval rows hold an empty, a 10 kB
+  and a Chinese text, an unparseable and a missing date."""
+  pytest.importorskip('openvino_tokenizers')
   fx = text_fixture
-  with pytest.raises(ConfigError, match='StringToNumber') as refused:
-    raw_runtimes.prepare_raw(
-        'openvino', fx.model, fx.tft_output, fx.spec.label, fx.spec.classes,
-        raw_runtimes.FLOAT32, None, scratch=str(tmp_path),
-        identifiers=fx.spec.identifier_columns)
-  assert "['description', 'opened']" in str(refused.value)
-  assert 'TFLite, ONNX or the SavedModel' in str(refused.value)
+  path = raw_runtimes.export_raw(
+      'openvino', fx.model, fx.tft_output, fx.spec.label, fx.spec.classes,
+      raw_runtimes.FLOAT32, None, output_dir=str(tmp_path / 'openvino'),
+      identifiers=fx.spec.identifier_columns)
+  predictor = raw_runtimes.raw_predictor('openvino', path)
+  assert set(predictor.input_names) == set(fx.raw_eval)
+  np.testing.assert_allclose(predictor.predict(fx.raw_eval), fx.reference,
+                             atol=_FLOAT_TOLERANCE)
 
 
 def _instances(raw, rows):
@@ -124,12 +126,14 @@ def _instances(raw, rows):
   return out
 
 
-@pytest.mark.parametrize('runtime', ['tflite', 'onnx'])
+@pytest.mark.parametrize('runtime', ['tflite', 'onnx', 'openvino'])
 def test_leantfx_serve_answers_raw_text_over_rest(text_fixture, tmp_path,
                                                   runtime):
   """The push as `leantfx serve` loads it, one REST request of raw rows."""
   if runtime == 'onnx':
     pytest.importorskip('onnxruntime_extensions')
+  if runtime == 'openvino':
+    pytest.importorskip('openvino_tokenizers')
   from leantfx import serving_client as client_lib  # pylint: disable=g-import-not-at-top
   from leantfx.serving import model_config  # pylint: disable=g-import-not-at-top
   from leantfx.serving import server as server_lib  # pylint: disable=g-import-not-at-top
@@ -144,7 +148,7 @@ def test_leantfx_serve_answers_raw_text_over_rest(text_fixture, tmp_path,
         output_path=str(version_dir / 'model.tflite'))
   else:
     raw_runtimes.export_raw(
-        'onnx', fx.model, fx.tft_output, fx.spec.label, fx.spec.classes,
+        runtime, fx.model, fx.tft_output, fx.spec.label, fx.spec.classes,
         raw_runtimes.FLOAT32, None, output_dir=str(version_dir),
         identifiers=fx.spec.identifier_columns)
   config = server_config.ServerConfig(

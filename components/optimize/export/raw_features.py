@@ -28,15 +28,21 @@ Where the raw -> transformed step lives, per runtime:
            no client scales anything.
   ONNX     the same wrapper SavedModel through tf2onnx: the constant tables
            become ai.onnx.ml CategoryMapper nodes (raw_runtimes.py).
-  OpenVINO the same wrapper for numeric and pixel columns. OpenVINO has no
-           hash-table op, so a vocabulary column cannot be looked up in its
-           graph: for such a model the wrapper takes that column as its
+  OpenVINO the same wrapper for numeric and pixel columns. OpenVINO alone
+           has no hash-table op (openvino-tokenizers adds a string-keyed
+           one), so a vocabulary column is not looked up in its graph,
+           which keeps such an IR readable without that package: the
+           wrapper takes that column as its
            int64 vocabulary ids (``lookups_outside``), the vocabularies
            travel beside the IR (leantfx/runtimes/string_lookups.py, pushed and
            hashed in the version's manifest) and OpenVINO's serving
            session maps a request's strings to ids with them
            (string_lookups.StringLookup, the table's mapping in numpy) before
            the model.
+           Free text and dates are in the IR, their features rebuilt from
+           the string ops openvino-tokenizers converts (openvino_strings.py,
+           ``lookup_only_strings``); such an IR needs that package where it
+           is read.
 
 Parity (tests/optimize/test_raw_features.py): on eval rows the raw-input
 variant's probabilities match the transformed-input variant's and the
@@ -54,6 +60,7 @@ import numpy as np
 import tensorflow as tf
 
 from leantfx.components.optimize.evaluation import measure
+from leantfx.components.optimize.export import openvino_strings
 from leantfx.components.optimize.export import tflite as tflite_export
 from leantfx.runtimes import serving_export
 from leantfx.errors import ConfigError
@@ -193,13 +200,14 @@ def categorical_vocabularies(model, tf_transform_output, label: str,
 
 
 def _check_exportable(tf_transform_output, serving_spec, specs,
-                      lookups_outside: bool) -> None:
+                      lookups_outside: bool, lookup_only_strings: bool
+                     ) -> None:
   """Refuses a model the wrapper cannot serve raw.
 
   Raises:
     ConfigError: the Transform does not produce one of the model's inputs,
-      or a runtime without lookup tables would get free-text or date
-      columns.
+      or a runtime without TensorFlow's string kernels would get free-text
+      or date columns.
   """
   transformed = tf_transform_output.transformed_feature_spec()
   missing = sorted(set(specs) - set(transformed))
@@ -210,19 +218,19 @@ def _check_exportable(tf_transform_output, serving_spec, specs,
         'transform graph it was trained on.')
   strings = _string_preprocessed_columns(tf_transform_output, serving_spec,
                                          specs)
-  if lookups_outside and strings:
+  if lookups_outside and not lookup_only_strings and strings:
     raise ConfigError(
         f'The model takes the free-text or date column(s) {strings}, whose '
-        'preprocessing runs string ops (split, regex, string to number) and '
-        'looks terms up in a vocabulary table; this runtime converts none of '
-        'them (OpenVINO, even with openvino-tokenizers: no StringToNumber, '
-        'no hash table). Serve these columns raw with TFLite, ONNX or the '
-        'SavedModel.')
+        'preprocessing runs TensorFlow string kernels (split, join, regex, '
+        'string to number, lookup tables) that this runtime lacks and has '
+        'no lookup-only rebuild for. Serve these columns raw with TFLite, '
+        'ONNX, OpenVINO or the SavedModel.')
 
 
 def save_raw_serving_model(model, tf_transform_output, label: str,
                            classes: Sequence[str], export_dir: str, *,
                            lookups_outside: bool = False,
+                           lookup_only_strings: bool = False,
                            identifiers: Sequence[str] = ()) -> str:
   """Saves ``model`` behind the Transform, with the raw serving signature.
 
@@ -237,6 +245,9 @@ def save_raw_serving_model(model, tf_transform_output, label: str,
     lookups_outside: each vocabulary column comes in as its int64 ids
       ([batch], string_lookups.StringLookup's output) instead of strings, so
       the graph holds no lookup table (for OpenVINO, which runs none).
+    lookup_only_strings: free-text and date columns are preprocessed with
+      the string ops openvino-tokenizers converts (openvino_strings.py)
+      instead of the Transform's and serving_text's.
     identifiers: identifier columns (DatasetSpec.identifier_columns): in
       the raw data, not features, so not in the request.
 
@@ -251,7 +262,7 @@ def save_raw_serving_model(model, tf_transform_output, label: str,
   serving_spec = raw_serving.serving_feature_spec(
       tf_transform_output.raw_feature_spec(), label, identifiers)
   _check_exportable(tf_transform_output, serving_spec, specs,
-                    lookups_outside)
+                    lookups_outside, lookup_only_strings)
   tft_layer = tf_transform_output.transform_features_layer()
   call = _model_call(model, specs)
   vocabularies = _vocabularies(tf_transform_output, serving_spec, specs)
@@ -260,11 +271,22 @@ def save_raw_serving_model(model, tf_transform_output, label: str,
       for column, vocabulary in vocabularies.items()
   }
   texts = text_constants(tf_transform_output, serving_spec, specs)
+  lookup_texts, dates = {}, {}
+  if lookup_only_strings:
+    lookup_texts = {
+        column: openvino_strings.TextLookups(
+            *text_features.document_frequencies(tf_transform_output, column))
+        for column in texts}
+    dates = {
+        column: openvino_strings.date_lookups(tft_layer, serving_spec, column)
+        for column in _string_preprocessed_columns(
+            tf_transform_output, serving_spec, specs) if column not in texts}
+    texts = {}
   input_specs = raw_serving.raw_input_specs(serving_spec)
   if lookups_outside:
     for column in vocabularies:
       input_specs[column] = tf.TensorSpec([None], tf.int64, name=column)
-  apart = set(vocabularies) | set(texts)
+  apart = set(vocabularies) | set(texts) | set(lookup_texts) | set(dates)
 
   @tf.function(input_signature=[input_specs])
   def serve(raw):
@@ -283,6 +305,10 @@ def save_raw_serving_model(model, tf_transform_output, label: str,
     for column, (table, frequencies, documents) in texts.items():
       out.update(text_features.serving_text(raw[column], column, table,
                                             frequencies, documents))
+    for column, lookups in lookup_texts.items():
+      out.update(lookups.outputs(raw[column], column))
+    for column, lookups in dates.items():
+      out[features.transformed_name(column)] = lookups.block(raw[column])
     named = {n: tf.cast(out[n], specs[n].dtype) for n in specs}
     if not classes:
       # A regression: the Trainer's serving_default answers 'predictions'.
@@ -293,7 +319,9 @@ def save_raw_serving_model(model, tf_transform_output, label: str,
   holder.model_variables = list(model.variables)
   holder.tft_layer = tft_layer
   holder.vocabulary_tables = list(tables.values()) + [
-      t[0] for t in texts.values()]
+      t[0] for t in texts.values()] + [
+          table for lookups in list(lookup_texts.values()) + list(
+              dates.values()) for table in lookups.tables]
   holder.serve = serve
   tf.saved_model.save(
       holder, export_dir,

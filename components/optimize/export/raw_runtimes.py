@@ -162,7 +162,9 @@ def prepare_raw(runtime: str, model, tf_transform_output, label: str,
   saved_model = raw_features.save_raw_serving_model(
       model, tf_transform_output, label, classes,
       os.path.join(scratch, f'{runtime}_{mode}_saved_model'),
-      lookups_outside=exporter.lookups_outside, identifiers=identifiers)
+      lookups_outside=exporter.lookups_outside,
+      lookup_only_strings=exporter.lookup_only_strings,
+      identifiers=identifiers)
   return dict(runtime=runtime, saved_model=saved_model, mode=mode,
               samples=samples, vocabularies=vocabularies)
 
