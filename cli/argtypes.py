@@ -79,6 +79,14 @@ def fraction_or_off(text: str) -> Optional[float]:
   return fraction(text)
 
 
+def trials_or_auto(text: str):
+  """A trial budget (any integer; the config checks the range), or 'auto'
+  (--tune auto: tune only when the network trails the strong baseline)."""
+  if text.strip().lower() == 'auto':
+    return 'auto'
+  return whole_number(text)
+
+
 def fraction_below_one(text: str) -> float:
   """A share in [0, 1): augmentation ranges, where 1 would erase the image."""
   value = _number(text)

@@ -64,7 +64,8 @@ def _advice(summary, failed: List[rule.Bound]) -> List[str]:
                 'that the features carry the label (the column roles the '
                 'plan printed) and that the run trained at all')
   tips.append('train longer (--train-steps N, --epochs N) or search the '
-              "network's hyperparameters (--tune TRIALS)")
+              "network's hyperparameters (--tune TRIALS, or --tune auto: "
+              'only when the network trails the strong baseline)')
   if rule.STRONG in sources:
     tips.append('accept a wider gap to the strong baseline with '
                 '--baseline-margin POINTS, or gate on an absolute bound '

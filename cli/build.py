@@ -143,7 +143,10 @@ def _training_fields(args: argparse.Namespace) -> Dict[str, Any]:
       model_family=args.model_family,
       tuner_algorithm=args.tuner, tuner_steps=args.tuner_steps,
       tuner_epochs=args.tuner_epochs)
-  if args.tune is not None:
+  if args.tune == 'auto':
+    fields.update(tune=True, tune_auto=True,
+                  tuner_trials=config_lib.AUTO_TUNER_TRIALS)
+  elif args.tune is not None:
     fields.update(tune=True, tuner_trials=args.tune)
   return fields
 
@@ -474,6 +477,8 @@ def build_pipeline_config(args: argparse.Namespace, target: Target) -> Built:
     optimization = dataclasses.replace(
         optimization, slices=slice_gate(evaluation, spec))
   notes = list(role_notes(spec))
+  if data.dropped is not None:
+    notes.append(data.dropped.line())
   if args.min_auc is not None and len(spec.classes) != 2:
     raise ConfigError(
         f'--min-auc gates on the AUC of a two-class label, and '
@@ -533,7 +538,8 @@ def build_pipeline_config(args: argparse.Namespace, target: Target) -> Built:
           warm_start=args.warm_start, bulk_score=args.bulk_score),
       ingestion=config_lib.IngestionConfig(
           data_format=data.data_format, bad_images=args.bad_images,
-          normalize_labels=args.normalize_labels),
+          normalize_labels=args.normalize_labels,
+          min_rows_per_class=args.min_rows_per_class),
       validation=config_lib.ValidationConfig(
           allow_anomalies=allowed_kinds(args.allow_anomalies),
           check_drift=not args.no_drift_check,

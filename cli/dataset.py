@@ -39,12 +39,15 @@ class ResolvedData:
     profile: what the checks saw in the span (rows, span, label values).
     data_format: 'csv', 'tfrecord' or 'images'.
     task: the task decision (classification or regression, and why).
+    dropped: the classes --min-rows-per-class drops, as the checks counted
+      them (None without the option); spec.classes leaves them out.
   """
   data_root: str
   spec: config_lib.DatasetSpec
   profile: object
   data_format: str
   task: task_lib.TaskDecision
+  dropped: Optional[split_feasibility.ClassDrop] = None
 
 
 def name_from_path(path: str) -> str:
@@ -162,11 +165,24 @@ def resolve_dataset(args: argparse.Namespace, local_root: Optional[str],
   """Decides the data root and DatasetSpec, and checks the data.
 
   See _resolve_dataset; then refuses a span the train/eval split cannot
-  serve (leantfx/split_feasibility.py).
+  serve (leantfx/split_feasibility.py), after leaving out the classes
+  --min-rows-per-class drops (the CSV ExampleGen drops their rows).
   """
   data = _resolve_dataset(args, local_root, scratch)
-  split_feasibility.check_profile(data.profile, data.spec)
-  return data
+  min_rows = getattr(args, 'min_rows_per_class', None)
+  if min_rows is not None and data.data_format != 'csv':
+    raise ConfigError(
+        f'--min-rows-per-class drops rows of rare classes as the CSV '
+        f'ExampleGen reads them; this span is {data.data_format} data. Drop '
+        'the option, and remove or merge the rare classes in the data.')
+  dropped = split_feasibility.check_profile(data.profile, data.spec, min_rows)
+  if dropped is None or not dropped.classes:
+    return dataclasses.replace(data, dropped=dropped)
+  names = {c for c, _ in dropped.classes}
+  spec = dataclasses.replace(
+      data.spec, classes=tuple(c for c in data.spec.classes
+                               if c not in names))
+  return dataclasses.replace(data, spec=spec, dropped=dropped)
 
 
 def _resolve_dataset(args: argparse.Namespace, local_root: Optional[str],

@@ -154,6 +154,12 @@ def add_pipeline_options(parser: argparse.ArgumentParser,
           'space than twice the artifacts estimated from the input (the '
           'estimate is printed either way; compile cannot see the '
           'cluster\'s storage and never checks)')
+  fmt.add('--min-rows-per-class', type=argtypes.positive_int, metavar='N',
+          help='drop the rows of every class with fewer than N rows in the '
+          'span (CSV data), instead of refusing a class too rare for the '
+          '4:1 train/eval split (5 rows: 4 to train on, 1 to evaluate); the '
+          'plan and the summary name the classes and count their rows as '
+          'dropped (default: no row is dropped)')
   fmt.add('--noisy-rows', choices=config_lib.NOISY_ROW_POLICIES,
           help='rows with missing or out-of-domain values: impute (default) '
           'or drop them from the train split; counted either way')
@@ -458,9 +464,14 @@ def _add_training(group: _Group) -> None:
             'better on the eval split (trees only past a margin: the '
             'network keeps TFLite, ONNX, OpenVINO and the optimizer); '
             'network: no trees; trees: push the trees')
-  group.add('--tune', type=argtypes.whole_number, metavar='TRIALS',
+  group.add('--tune', type=argtypes.trials_or_auto, metavar='TRIALS|auto',
             help='run the TFX Tuner with this trial budget first; the '
-            'Trainer uses its best hyperparameters')
+            'Trainer uses its best hyperparameters. auto: the Tuner first '
+            'trains the untuned network for --tuner-steps and searches '
+            f'({config_lib.AUTO_TUNER_TRIALS} trials) only when that trails '
+            "the run's strong baseline by more than --baseline-margin, "
+            'keeping the untuned values otherwise or when no trial beats '
+            'them; the summary says which and why')
   group.add('--tuner', choices=config_lib.TUNER_ALGORITHMS,
             default=defaults.tuner_algorithm,
             help='search algorithm (default random)')

@@ -8,6 +8,8 @@ import json
 import os
 from typing import Any, Dict, List, Optional
 
+from leantfx import row_counts
+from leantfx import split_feasibility
 from leantfx.cli import baseline_summary
 from leantfx.runtimes import registry as runtimes_lib
 
@@ -38,7 +40,8 @@ def _data_lines(summary, config) -> List[str]:
                    f'{left_out}')
   rows = rows_record(summary)
   if rows:
-    lines.append(f'  rows: {rows["read"]:,} read, {rows["used"]:,} used')
+    lines.append(f'  rows: {rows["read"]:,} read, {rows["used"]:,} used'
+                 + _dropped_text(rows, config))
   gate = summary.executions.get('ValidationGate')
   if gate and gate.outputs.get('report'):
     report = gate.outputs['report'][0]
@@ -112,10 +115,22 @@ def _training_lines(summary) -> List[str]:
     lines.append(f"  model family: {family['chosen']} ({family['reason']})")
   tuner = summary.executions.get('Tuner')
   if tuner and tuner.outputs.get('best_hyperparameters'):
+    decision = tune_decision(summary)
+    if decision is not None:
+      lines.append(f"  tuner (--tune auto): {decision['reason']}")
     lines.append('  tuner: best hyperparameters in '
                  f'{tuner.outputs["best_hyperparameters"][0].uri}')
   lines.append(f'  tensorboard: tensorboard --logdir {model_run.uri}')
   return lines
+
+
+def tune_decision(summary) -> Optional[Dict[str, Any]]:
+  """--tune auto's decision (models/auto_tune.py), or None without it."""
+  tuner = summary.executions.get('Tuner')
+  if not tuner or not tuner.outputs.get('best_hyperparameters'):
+    return None
+  text = _custom(tuner.outputs['best_hyperparameters'][0], 'auto_tune')
+  return json.loads(text) if text else None
 
 
 def training_budget(summary) -> Optional[Dict[str, Any]]:
@@ -413,11 +428,25 @@ STATUS_EXIT_CODES = {'pushed': 0, 'rejected': 2, 'failed': 3,
                      'not_blessed': 4}
 
 
-def rows_record(summary) -> Optional[Dict[str, int]]:
+def _dropped_text(rows: Dict[str, Any], config) -> str:
+  """', N dropped (--min-rows-per-class M: classes)' or ''."""
+  if 'dropped' not in rows:
+    return ''
+  by_class = rows['dropped']
+  named = split_feasibility.named_classes(
+      split_feasibility.rare_classes(by_class, float('inf')))
+  return (f', {sum(by_class.values()):,} dropped (--min-rows-per-class '
+          f'{config.ingestion.min_rows_per_class}: {len(by_class)} '
+          f'class(es){": " + named if by_class else ""})')
+
+
+def rows_record(summary) -> Optional[Dict[str, Any]]:
   """{'read': rows in the files, 'used': rows in the splits}, from the gate.
 
   The ValidationGate stops a run where they differ (leantfx/row_counts.py),
-  so a finished run shows them equal. None before the gate ran.
+  so a finished run shows them equal, or, with --min-rows-per-class, read
+  == used + the rows of the classes dropped, recorded as 'dropped'
+  ({class: rows}). None before the gate ran.
   """
   gate = summary.executions.get('ValidationGate')
   if not gate or not gate.outputs.get('report'):
@@ -425,8 +454,12 @@ def rows_record(summary) -> Optional[Dict[str, int]]:
   props = gate.outputs['report'][0].custom_properties
   if 'rows_read' not in props or 'rows_used' not in props:
     return None
-  return {'read': props['rows_read'].int_value,
-          'used': props['rows_used'].int_value}
+  rows: Dict[str, Any] = {'read': props['rows_read'].int_value,
+                          'used': props['rows_used'].int_value}
+  if row_counts.ROWS_DROPPED_PROPERTY in props:
+    rows['dropped'] = _counts(
+        props[row_counts.ROWS_DROPPED_PROPERTY].string_value)
+  return rows
 
 
 def run_record(summary, config) -> Dict[str, Any]:
@@ -464,6 +497,7 @@ def run_record(summary, config) -> Dict[str, Any]:
           'figures': dict(summary.infra)},
       'training': training_budget(summary),
       'model_family': model_family(summary),
+      'tune_auto': tune_decision(summary),
       'model_card': summary.model_card_dir,
       'executions': {
           node: {'state': e.state, 'execution_id': e.execution_id}

@@ -251,6 +251,10 @@ class TrainingConfig:
       scaled to unit standard deviation, so Huber's delta is one standard
       deviation).
     tune: run the TFX Tuner first and train with its best hyperparameters.
+    tune_auto: with tune, ``--tune auto``: the Tuner probes the untuned
+      network first and searches (tuner_trials, AUTO_TUNER_TRIALS) only
+      when it trails the run's strong baseline by more than the margin
+      (models/auto_tune.py); otherwise the Trainer trains untuned.
     tuner_algorithm: one of TUNER_ALGORITHMS.
     tuner_trials: the tuner's trial budget.
     tuner_steps: training steps per trial.
@@ -287,6 +291,7 @@ class TrainingConfig:
   lr_decay: str = 'auto'
   regression_loss: str = 'mse'
   tune: bool = False
+  tune_auto: bool = False
   tuner_algorithm: str = 'random'
   tuner_trials: int = 10
   tuner_steps: int = 200
@@ -326,6 +331,10 @@ PRECISIONS = ('auto', 'float32', 'mixed_float16', 'mixed_bfloat16')
 STRATEGIES = ('auto', 'one_device', 'mirrored', 'multi_worker')
 LR_DECAYS = ('auto', 'constant', 'linear', 'cosine')
 TUNER_ALGORITHMS = ('random', 'hyperband', 'bayesian')
+# --tune auto's trial budget: 8 trials of tuner_steps (200) steps each, about
+# 8 short trainings beside the probe of the untuned network, searched only
+# when that probe trails the strong baseline (models/auto_tune.py).
+AUTO_TUNER_TRIALS = 8
 REGRESSION_LOSSES = ('mse', 'huber')
 MODEL_FAMILIES = ('auto', 'network', 'trees')
 
@@ -361,6 +370,8 @@ def _check_training_extensions(t: 'TrainingConfig') -> None:
   _check(0 <= t.warmup_steps < fewest,
          f'warmup_steps must be in [0, {fewest}) (the fewest train steps), '
          f'got {t.warmup_steps}.')
+  _check(t.tune or not t.tune_auto,
+         'tune_auto is a mode of the Tuner: set tune too (--tune auto).')
   if t.tune:
     _check(t.tuner_trials >= 1,
            f'The tuner budget is {t.tuner_trials} trials; it must be at '
@@ -584,10 +595,13 @@ class IngestionConfig:
     normalize_labels: strip leading and trailing white space from the
       labels of a CSV span (``--normalize-labels``); without it labels that
       differ only so are refused before anything runs.
+    min_rows_per_class: the CSV ExampleGen drops the rows of every class
+      with fewer rows in the span (``--min-rows-per-class``); None: none.
   """
   data_format: str = 'csv'
   bad_images: str = 'fail'
   normalize_labels: bool = False
+  min_rows_per_class: Optional[int] = None
 
   def __post_init__(self):
     _check(self.data_format in DATA_FORMATS,
@@ -596,6 +610,12 @@ class IngestionConfig:
     _check(self.bad_images in BAD_IMAGE_POLICIES,
            f'Unknown bad-image policy {self.bad_images!r}; use one of '
            f'{BAD_IMAGE_POLICIES}.')
+    _check(self.min_rows_per_class is None or self.min_rows_per_class >= 1,
+           f'min_rows_per_class is {self.min_rows_per_class}; it must be at '
+           'least 1 (e.g. --min-rows-per-class 5), or None.')
+    _check(self.min_rows_per_class is None or self.data_format == 'csv',
+           '--min-rows-per-class drops rows as the CSV ExampleGen reads '
+           f'them; the data format is {self.data_format!r}.')
 
 
 @dataclasses.dataclass(frozen=True)

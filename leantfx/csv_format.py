@@ -351,6 +351,29 @@ def encode_batch(batch: pa.RecordBatch, kinds: Mapping[str, Optional[str]],
   return example_bytes.serialize(columns_out, batch.num_rows)
 
 
+def _labels(batch: pa.RecordBatch, label: str, strip: bool) -> pa.Array:
+  values = batch.column(batch.schema.get_field_index(label)).fill_null('')
+  return pc.utf8_trim_whitespace(values) if strip else values
+
+
+def label_counts(batch: pa.RecordBatch, label: str,
+                 strip: bool = False) -> Dict[str, int]:
+  """{label as written (stripped with ``strip``): rows} of a batch."""
+  counts = pc.value_counts(_labels(batch, label, strip))
+  return {value.as_py(): count.as_py() for value, count in zip(
+      counts.field('values'), counts.field('counts'))}
+
+
+def without_labels(batch: pa.RecordBatch, label: str, drop: Sequence[str],
+                   strip: bool = False) -> pa.RecordBatch:
+  """The batch without the rows whose label is one of ``drop``."""
+  if not drop:
+    return batch
+  dropped = pc.is_in(_labels(batch, label, strip),
+                     value_set=pa.array(list(drop), pa.string()))
+  return batch.filter(pc.invert(dropped))
+
+
 def span_kinds(files: Sequence[str], header: Sequence[str],
                text_columns: Sequence[str], marker_columns: Sequence[str] = (),
                markers: Sequence[str] = ()) -> Dict[str, Optional[str]]:

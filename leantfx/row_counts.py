@@ -6,7 +6,10 @@ The ValidationGate, which runs before Augment and Transform, compares them
 with the examples StatisticsGen counted in the splits and, when the command
 checked the files first (``leantfx run`` / ``watch``), with the rows the
 pre-flight counted per file. Any difference stops the run, naming the files
-and the counts; no anomaly allowance lets it through.
+and the counts; no anomaly allowance lets it through. The one difference
+allowed is said, not silent: the rows of the classes ``--min-rows-per-class``
+dropped, which ExampleGen records by class (``rows_dropped_by_class``); the
+splits must then hold exactly the rows read less those.
 """
 import json
 import os
@@ -14,6 +17,9 @@ from typing import Dict, Mapping, Optional
 
 ROWS_READ_PROPERTY = 'rows_read'
 ROWS_BY_FILE_PROPERTY = 'rows_by_file'
+# {class: rows} of the classes --min-rows-per-class dropped (JSON), on the
+# Examples artifact; the splits hold the rows read less these.
+ROWS_DROPPED_PROPERTY = 'rows_dropped_by_class'
 _MAX_NAMED_FILES = 10
 
 
@@ -54,7 +60,8 @@ def _differences(a: Mapping[str, int], b: Mapping[str, int]) -> str:
 
 
 def mismatch(rows_by_file: Mapping[str, int], rows_used: Mapping[str, int],
-             expected_by_file: Optional[Mapping[str, int]] = None
+             expected_by_file: Optional[Mapping[str, int]] = None,
+             dropped_by_class: Optional[Mapping[str, int]] = None
             ) -> Optional[str]:
   """Why the rows used differ from the rows in the files, or None.
 
@@ -64,6 +71,8 @@ def mismatch(rows_by_file: Mapping[str, int], rows_used: Mapping[str, int],
     rows_used: examples per split as StatisticsGen counted them.
     expected_by_file: what the pre-flight counted, {span-N/file: rows}, or
       None when no pre-flight ran (a compiled Kubeflow run).
+    dropped_by_class: {class: rows} ExampleGen dropped for
+      --min-rows-per-class (None or {}: none).
 
   Returns:
     A sentence naming the files and counts, or None when they agree.
@@ -81,10 +90,13 @@ def mismatch(rows_by_file: Mapping[str, int], rows_used: Mapping[str, int],
   if source is None:
     return None
   read = sum(source.values())
-  if read != used:
+  dropped = sum((dropped_by_class or {}).values())
+  if read != used + dropped:
     who = 'ExampleGen read' if rows_by_file else 'The pre-flight check counted'
     files = ', '.join(f'{k} {v:,}' for k, v in
                       sorted(source.items())[:_MAX_NAMED_FILES])
-    return (f'{who} {read:,} rows ({files}) but the splits hold {used:,} '
-            f'({splits}).')
+    less = (f' less the {dropped:,} of the classes --min-rows-per-class '
+            f'dropped ({read - dropped:,})' if dropped else '')
+    return (f'{who} {read:,} rows ({files}){less} but the splits hold '
+            f'{used:,} ({splits}).')
   return None

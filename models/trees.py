@@ -12,9 +12,9 @@ same way. Inside the graph the trees run on TF-DF's inference op
 ``leantfx.decision_forests.load_ops()``.
 
 The trees' time is bounded by ``TreeSettings``: at most ``num_trees``
-boosting iterations (early stopping on YDF's own validation share of the
-train rows usually stops sooner) on numerical columns discretized to 255
-bins, the histogram split search of scikit-learn's HistGradientBoosting.
+boosting iterations (past EARLY_STOPPING_MIN_ROWS train rows, early
+stopping on YDF's own validation share of them usually stops sooner) on
+numerical columns discretized to 255 bins, the histogram split search of scikit-learn's HistGradientBoosting.
 The row sample that bounds the rows is models/split_arrays.py's.
 """
 import dataclasses
@@ -34,6 +34,13 @@ NUM_TREES = 200
 MAX_DEPTH = 6
 SHRINKAGE = 0.1
 NUM_BINS = 255
+# Early stopping holds out YDF's 10% validation share only past this many
+# train rows, as HistGradientBoosting's early_stopping='auto' does: on a
+# small span the holdout costs more than it saves (the users-CSV span's 466
+# train rows: 0.9417 eval accuracy with the holdout, 17 to 61 trees, vs
+# 0.9612 without, 200 trees, 3 seeds each; HistGradientBoosting 0.9709).
+EARLY_STOPPING_MIN_ROWS = 10_000
+VALIDATION_RATIO = 0.1
 
 
 @dataclasses.dataclass(frozen=True)
@@ -180,6 +187,8 @@ def train(arrays: Mapping[str, np.ndarray], is_regression: bool,
       discretize_numerical_columns=True,
       num_discretized_numerical_bins=NUM_BINS,
       random_seed=settings.seed,
+      validation_ratio=(VALIDATION_RATIO if rows > EARLY_STOPPING_MIN_ROWS
+                        else 0.0),
       features=[ydf.Feature(c, ydf.Semantic.CATEGORICAL) for c in columns
                 if columns[c][0] in set(categorical)],
       include_all_columns=True)

@@ -184,6 +184,27 @@ class LeantfxHyperModel(keras_tuner.HyperModel):
     return architectures.build_compiled(self._spec, training,
                                         self._vocabulary_sizes)
 
+  def build_untuned(self):
+    """The network the Trainer trains without a search (--tune auto's probe)."""
+    return architectures.build_compiled(self._spec, self._training,
+                                        self._vocabulary_sizes)
+
+
+def probe_untuned(result: tfx.components.TunerFnResult) -> float:
+  """The untuned network's best validation accuracy under a trial's budget.
+
+  Trains hypermodel.build_untuned() with the fit arguments every trial gets
+  (steps, epochs, the eval split as validation data) and reads the objective
+  at its best epoch, as a trial's score is read.
+  """
+  tuner = result.tuner
+  tf_keras.backend.clear_session()
+  gc.collect()
+  model = tuner.hypermodel.build_untuned()
+  history = model.fit(**dict(result.fit_kwargs, callbacks=[]))
+  best = best_epoch_metrics(history, tuner.oracle.objective)
+  return float(tuner.oracle.objective.get_value(best))
+
 
 def make_tuner(algorithm: str, hypermodel: keras_tuner.HyperModel,
                trials: int, epochs: int, directory: str, seed: int,

@@ -64,7 +64,8 @@ def csv_read_options(config: config_lib.PipelineConfig
       marker_columns=tuple(spec.original_name(c)
                            for c in spec.numeric_features
                            if spec.missing_markers),
-      missing_markers=spec.missing_markers)
+      missing_markers=spec.missing_markers,
+      min_rows_per_class=config.ingestion.min_rows_per_class or 0)
 
 
 def example_gen(config: config_lib.PipelineConfig,

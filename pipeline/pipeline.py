@@ -17,19 +17,21 @@ ModelCardGenerator (its model card, from the run's artifacts).
 import hashlib
 import inspect
 import json
-from typing import List, Tuple
+from typing import List, Optional, Tuple
 
 import tensorflow_model_analysis as tfma
 from tfx import v1 as tfx
 
 from leantfx import config as config_lib
 from leantfx import splits
+from leantfx.components.auto_tuner import component as auto_tuner
 from leantfx.components.baselines import component as baselines_component
 from leantfx.components.infra_validator import component as infra_validator
 from leantfx.components.model_card import component as model_card
 from leantfx.components.optimize import component as optimize_component
 from leantfx.components.relative_gate import component as relative_gate
 from leantfx.components.versioned_pusher import component as versioned_pusher
+from leantfx.models import auto_tune
 from leantfx.models import data_policy as data_policy_module
 from leantfx.models import features
 from leantfx.models import model as model_module
@@ -281,11 +283,35 @@ def _validate(config: config_lib.PipelineConfig,
   return schema_gen.outputs['schema'], train_examples
 
 
+def _tuner(config: config_lib.PipelineConfig,
+           transform: tfx.components.Transform,
+           schema: tfx.types.BaseChannel, custom_config: dict,
+           baselines: tfx.types.BaseChannel,
+           nodes: List[tfx.types.BaseNode]) -> Optional[tfx.types.BaseChannel]:
+  """The Tuner's best hyperparameters for the Trainer, or None (no tuning).
+
+  --tune N: TFX's Tuner. --tune auto: the AutoTuner, which reads the run's
+  baselines and searches only when the untuned network trails the strong one
+  (models/auto_tune.py).
+  """
+  if not config.training.tune_auto:
+    return training_stages.add_tuner(config, transform, schema,
+                                      custom_config, nodes)
+  tuner = auto_tuner.AutoTuner(
+      tuner_fn=training_stages.TUNER_FN, baselines=baselines,
+      baseline_margin=auto_tune.margin_of(config.evaluation.baseline_margin),
+      **training_stages.tuner_arguments(config, transform, schema,
+                                        custom_config)).with_id('Tuner')
+  nodes.append(tuner)
+  return tuner.outputs['best_hyperparameters']
+
+
 def _train(config: config_lib.PipelineConfig, examples: tfx.types.BaseChannel,
-           schema: tfx.types.BaseChannel,
+           schema: tfx.types.BaseChannel, baselines: tfx.types.BaseChannel,
            nodes: List[tfx.types.BaseNode]
           ) -> Tuple[tfx.types.BaseChannel, tfx.components.Transform]:
-  """Adds Transform and Trainer; returns the model channel and Transform."""
+  """Adds Transform, the Tuner when tuning, and the Trainer; returns the
+  model channel and Transform."""
   custom_config = {
       'dataset': config_lib.to_json_dict(config.dataset),
       'training': config_lib.to_json_dict(config.training),
@@ -312,8 +338,8 @@ def _train(config: config_lib.PipelineConfig, examples: tfx.types.BaseChannel,
       # Transform's own pre- and post-transform ones: two TFDV passes less.
       disable_statistics=True)
   # With training.tune, a Tuner whose best hyperparameters feed the Trainer.
-  hyperparameters = training_stages.add_tuner(config, transform, schema,
-                                              custom_config, nodes)
+  hyperparameters = _tuner(config, transform, schema, custom_config,
+                           baselines, nodes)
   trainer = training_stages.Trainer(
       run_fn=RUN_FN,
       hyperparameters=hyperparameters,
@@ -494,8 +520,9 @@ def create_pipeline(config: config_lib.PipelineConfig) -> tfx.dsl.Pipeline:
   nodes: List[tfx.types.BaseNode] = []
   examples = _ingest(config, nodes)
   schema, train_examples = _validate(config, examples, nodes)
-  model, transform = _train(config, train_examples, schema, nodes)
+  # The baselines first: --tune auto's Tuner reads them.
   baselines = _baselines(config, examples, schema, nodes)
+  model, transform = _train(config, train_examples, schema, baselines, nodes)
   blessing = _evaluate_and_push(config, examples, model, baselines, nodes)
   _optimize(config, model, transform, blessing, examples, nodes)
   _model_card(config, nodes)

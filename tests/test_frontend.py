@@ -136,15 +136,17 @@ def test_watch_passes_every_pipeline_option_through_to_run(tmp_path):
       '--beam-runner', 'portable', '--job-endpoint', '127.0.0.1:8099',
       '--environment', 'external:127.0.0.1:50000', '--beam-workers', '2',
       '--bulk-score', '--serve-args=--workers 2 --batching off',
-      '--model-family', 'network']
-  watch_args = _parse(['watch', '--data-root', str(tmp_path)] +
-                      pipeline_args)
-  argv = options.pipeline_argv(watch_args.parser, watch_args)
-  run_args = _parse(['run'] + argv)
-  direct = _parse(['run'] + pipeline_args)
+      '--model-family', 'network', '--min-rows-per-class', '5']
+  auto = ['--dataset', 'penguins', '--tune', 'auto']
   run_parser = main.build_parser()._subparsers._group_actions[0].choices['run']  # pylint: disable=protected-access
-  for dest in options.pipeline_dests(run_parser):
-    assert getattr(run_args, dest) == getattr(direct, dest), dest
+  for given in (pipeline_args, auto):
+    watch_args = _parse(['watch', '--data-root', str(tmp_path)] + given)
+    argv = options.pipeline_argv(watch_args.parser, watch_args)
+    run_args = _parse(['run'] + argv)
+    direct = _parse(['run'] + given)
+    for dest in options.pipeline_dests(run_parser):
+      assert getattr(run_args, dest) == getattr(direct, dest), dest
+  assert '--tune=auto' in argv
   # Every option of run that shapes the pipeline is one watch accepts.
   assert (set(options.pipeline_dests(watch_args.parser)) ==
           set(options.pipeline_dests(run_parser)) - {'data_root', 'span'})

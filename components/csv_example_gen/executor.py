@@ -20,6 +20,12 @@ fingerprint as for any FileBasedExampleGen. Then:
    (leantfx/row_counts.py), which the ValidationGate checks against the
    splits before anything trains, and the names as written of the columns
    whose feature key differs (``feature_names``), which its report uses.
+
+With ``min_rows_per_class`` (``--min-rows-per-class``), the scan also counts
+the rows of each class over every file read, the Beam stage leaves out the
+rows of the classes under that count, and the artifact records them by
+class (``rows_dropped_by_class``), which the ValidationGate's row count
+takes as dropped by that option.
 """
 import json
 import os
@@ -73,7 +79,9 @@ def scan_files(files: Sequence[str],
 
   Returns:
     {'header': [...], 'kinds': {column: kind or None}, 'rows': {path: n},
-     'blocks': {path: [[start, end], ...]}} (csv_format.record_blocks).
+     'blocks': {path: [[start, end], ...]}} (csv_format.record_blocks),
+    'dropped': {class: rows} of the classes under
+    options.min_rows_per_class ({} without it).
 
   Raises:
     InputDataError: a file whose header differs from the first, a record
@@ -82,6 +90,7 @@ def scan_files(files: Sequence[str],
   kinds: Dict[str, Any] = {}
   rows = {}
   blocks = {}
+  classes: Dict[str, int] = {}
   for path in files:
     with fileio.open(path, 'rb'):
       pass  # Fails early, with the path, when the file cannot be opened.
@@ -102,11 +111,24 @@ def scan_files(files: Sequence[str],
               f'{path}: {missing} row(s) have no value in the label column '
               f'{options.label!r}. Every row needs a label: fill them in or '
               'delete those rows.')
+      if options.min_rows_per_class:
+        for value, n in csv_format.label_counts(
+            batch, options.label, options.normalize_labels).items():
+          classes[value] = classes.get(value, 0) + n
     rows[path] = count
     blocks[path] = csv_format.record_blocks(path, BLOCK_BYTES)
   for name in options.text_columns:
     kinds[name] = csv_format.BYTES
-  return {'header': header, 'kinds': kinds, 'rows': rows, 'blocks': blocks}
+  dropped = {c: n for c, n in sorted(classes.items())
+             if n < options.min_rows_per_class}
+  if classes and len(classes) - len(dropped) < 2:
+    raise InputDataError(
+        f'min_rows_per_class {options.min_rows_per_class} would drop '
+        f'{len(dropped)} of the {len(classes)} classes of {options.label!r} '
+        f'in {files[0]} and the span\'s other files, leaving fewer than 2 to '
+        'train on. Pass a smaller --min-rows-per-class, or add rows.')
+  return {'header': header, 'kinds': kinds, 'rows': rows, 'blocks': blocks,
+          'dropped': dropped}
 
 
 def _check_header(path: str, header: Sequence[str],
@@ -133,9 +155,12 @@ class _EncodeBlock(beam.DoFn):
 
   def process(self, block: Tuple[str, int, int]) -> Iterable[bytes]:
     path, start, end = block
+    drop = sorted(self._plan.get('dropped') or ())
     for batch in csv_format.checked_batches(
         path, self._plan['header'], (start, end),
         self._options.marker_columns, self._options.missing_markers):
+      batch = csv_format.without_labels(batch, self._options.label, drop,
+                                        self._options.normalize_labels)
       yield from csv_format.encode_batch(
           batch, self._plan['kinds'], self._keys,
           strip_column=(self._options.label
@@ -184,7 +209,9 @@ class Executor(split_writer.ShuffledSplitsExecutor):
     properties = dict(exec_properties)
     properties[_PLAN_KEY] = json.dumps(plan)
     self._log_startup(input_dict, output_dict, properties)
-    self.write_splits(output_dict, properties, sum(plan['rows'].values()))
+    self.write_splits(output_dict, properties,
+                      sum(plan['rows'].values()) -
+                      sum(plan['dropped'].values()))
     rows = row_counts.by_name(plan['rows'])
     for examples in output_dict[standard_component_specs.EXAMPLES_KEY]:
       # The span (and version, fingerprint) the driver resolved, on the
@@ -204,6 +231,10 @@ class Executor(split_writer.ShuffledSplitsExecutor):
                                        sum(rows.values()))
       examples.set_string_custom_property(row_counts.ROWS_BY_FILE_PROPERTY,
                                           row_counts.encode(rows))
+      if options.min_rows_per_class:
+        examples.set_string_custom_property(
+            row_counts.ROWS_DROPPED_PROPERTY,
+            row_counts.encode(plan['dropped']))
       renamed = columns_lib.renamed(plan['header'])
       if renamed:
         examples.set_string_custom_property(

@@ -26,6 +26,8 @@ class CsvReadOptions:
       values (leantfx/column_roles.py).
     missing_markers: the values read as missing in marker_columns ('NA',
       'n/a', ...); the empty field is missing everywhere.
+    min_rows_per_class: the rows of every class with fewer rows than this
+      in the files read are dropped, and counted (0: none is dropped).
   """
   label: str
   label_as_text: bool = True
@@ -33,12 +35,19 @@ class CsvReadOptions:
   normalize_labels: bool = False
   marker_columns: Tuple[str, ...] = ()
   missing_markers: Tuple[str, ...] = ()
+  min_rows_per_class: int = 0
 
   def __post_init__(self):
     for name in ('categorical_columns', 'marker_columns', 'missing_markers'):
       object.__setattr__(self, name, tuple(getattr(self, name)))
+    # custom_config's Struct holds numbers as floats.
+    object.__setattr__(self, 'min_rows_per_class',
+                       int(self.min_rows_per_class))
     if not self.label:
       raise ValueError('CsvReadOptions needs the label column.')
+    if self.min_rows_per_class and not self.label_as_text:
+      raise ValueError('min_rows_per_class drops rows of rare classes; a '
+                       'label read as a number has none.')
 
   @property
   def text_columns(self) -> Tuple[str, ...]:

@@ -178,6 +178,14 @@ def as_written(rows: List[checks.AnomalyRow],
           for row in rows]
 
 
+def dropped_by_class(examples: types.Artifact) -> Dict[str, int]:
+  """{class: rows} ExampleGen dropped for --min-rows-per-class ({}: none)."""
+  if not examples.has_custom_property(row_counts.ROWS_DROPPED_PROPERTY):
+    return {}
+  return row_counts.decode(examples.get_string_custom_property(
+      row_counts.ROWS_DROPPED_PROPERTY))
+
+
 def check_rows(examples: types.Artifact, num_examples: Dict[str, int],
                exec_properties: Dict[str, Any]) -> int:
   """Stops the run unless every row read is in the splits; returns rows read.
@@ -193,7 +201,8 @@ def check_rows(examples: types.Artifact, num_examples: Dict[str, int],
         row_counts.ROWS_BY_FILE_PROPERTY))
   expected = exec_properties.get(spec_lib.EXPECTED_ROWS_KEY)
   expected = None if not expected else row_counts.decode(expected)
-  problem = row_counts.mismatch(rows_by_file, num_examples, expected)
+  problem = row_counts.mismatch(rows_by_file, num_examples, expected,
+                                dropped_by_class(examples))
   if problem:
     raise InputDataError(
         f'Rows were lost between the files and the splits: {problem} '
@@ -248,6 +257,10 @@ class Executor(base_executor.BaseExecutor):
     report.set_int_custom_property(spec_lib.ROWS_READ_PROPERTY, rows_read)
     report.set_int_custom_property(spec_lib.ROWS_USED_PROPERTY,
                                    sum(num_examples.values()))
+    if examples.has_custom_property(row_counts.ROWS_DROPPED_PROPERTY):
+      report.set_string_custom_property(
+          row_counts.ROWS_DROPPED_PROPERTY,
+          row_counts.encode(dropped_by_class(examples)))
     rows += checks.empty_split_rows(num_examples, span, allowed)
     for split in anomaly_splits:
       rows += checks.anomaly_rows(

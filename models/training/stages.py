@@ -16,6 +16,7 @@ from tfx.dsl.components.base import executor_spec
 
 from leantfx import config as config_lib
 from leantfx.models import architectures
+from leantfx.models import auto_tune
 from leantfx.models import hyperparameters
 from leantfx.models import model_family
 from leantfx.models import split_arrays
@@ -40,7 +41,7 @@ _TUNING_SOURCE = os.path.join(
     os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'tuning.py')
 # What tuner_fn runs beside tuning.py. tuning.py itself is read as a file:
 # importing it would load keras_tuner, and with it Keras 3.
-_TUNING_MODULES = (hyperparameters, transformed_data)
+_TUNING_MODULES = (hyperparameters, transformed_data, auto_tune)
 
 
 class Trainer(tfx.components.Trainer):
@@ -82,7 +83,20 @@ def add_tuner(config: config_lib.PipelineConfig,
   if not training.tune:
     return None
   tuner = tfx.components.Tuner(
-      tuner_fn=TUNER_FN,
+      tuner_fn=TUNER_FN, **tuner_arguments(config, transform, schema,
+                                           custom_config))
+  nodes.append(tuner)
+  return tuner.outputs['best_hyperparameters']
+
+
+def tuner_arguments(config: config_lib.PipelineConfig,
+                    transform: tfx.components.Transform,
+                    schema: tfx.types.BaseChannel,
+                    custom_config: Dict[str, Any]) -> Dict[str, Any]:
+  """The Tuner's inputs, trial steps and custom_config (with the tuner
+  code's fingerprint), for TFX's Tuner and --tune auto's AutoTuner alike."""
+  training = config.training
+  return dict(
       examples=transform.outputs['transformed_examples'],
       transform_graph=transform.outputs['transform_graph'],
       schema=schema,
@@ -90,5 +104,3 @@ def add_tuner(config: config_lib.PipelineConfig,
       eval_args=tfx.proto.EvalArgs(num_steps=training.eval_steps),
       custom_config=dict(custom_config,
                          tuning_fingerprint=_tuning_fingerprint()))
-  nodes.append(tuner)
-  return tuner.outputs['best_hyperparameters']

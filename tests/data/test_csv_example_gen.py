@@ -214,3 +214,48 @@ def test_one_file_in_many_blocks_gives_the_rows_of_one_block(tmp_path,
                 for e in examples) == expected
   assert row_counts.decode(artifact.get_string_custom_property(
       row_counts.ROWS_BY_FILE_PROPERTY)) == {'span-1/only.csv': 400}
+
+
+@pytest.mark.unit
+def test_min_rows_per_class_drops_the_rare_classes_rows_and_counts_them(
+    tmp_path):
+  # 'a' 6 rows, 'b' 5, ' c ' and 'c' 2 with --normalize-labels (one class),
+  # 'd' 1: with min_rows_per_class 5, 'c' and 'd' go, 11 rows stay.
+  root = tmp_path / 'data'
+  rows = [(i, 'a') for i in range(6)] + [(10 + i, 'b') for i in range(5)] + [
+      (20, ' c '), (21, 'c'), (30, 'd')]
+  _write(str(root / 'span-1' / 'a.csv'),
+         'x,y\n' + ''.join(f'{i},{y}\n' for i, y in rows[:7]))
+  _write(str(root / 'span-1' / 'b.csv'),
+         'x,y\n' + ''.join(f'{i},{y}\n' for i, y in rows[7:]))
+  artifact, examples = _run(tmp_path, root, options_lib.CsvReadOptions(
+      label='y', normalize_labels=True, min_rows_per_class=5))
+  assert sorted(_values(e, 'y')[1][0] for e in examples) == (
+      [b'a'] * 6 + [b'b'] * 5)
+  # Every row read is counted, and the dropped ones by class.
+  assert artifact.get_int_custom_property(row_counts.ROWS_READ_PROPERTY) == 14
+  assert row_counts.decode(artifact.get_string_custom_property(
+      row_counts.ROWS_DROPPED_PROPERTY)) == {'c': 2, 'd': 1}
+  # Without the option nothing is dropped and no property is written.
+  artifact, examples = _run(tmp_path / 'all', root, options_lib.CsvReadOptions(
+      label='y', normalize_labels=True))
+  assert len(examples) == 14
+  assert not artifact.has_custom_property(row_counts.ROWS_DROPPED_PROPERTY)
+
+
+@pytest.mark.unit
+def test_min_rows_per_class_leaving_one_class_is_refused(tmp_path):
+  root = tmp_path / 'data'
+  _write(str(root / 'span-1' / 'a.csv'), 'x,y\n' + ''.join(
+      f'{i},a\n' for i in range(6)) + '7,b\n')
+  with pytest.raises(InputDataError, match='leaving fewer than 2'):
+    _run(tmp_path, root, options_lib.CsvReadOptions(
+        label='y', min_rows_per_class=5))
+
+
+@pytest.mark.unit
+def test_min_rows_per_class_round_trips_as_an_int():
+  options = options_lib.CsvReadOptions(label='y', min_rows_per_class=5)
+  packed = proto_utils.proto_to_json(options_lib.custom_config(options))
+  back = options_lib.from_exec_properties({'custom_config': packed})
+  assert back == options and isinstance(back.min_rows_per_class, int)

@@ -351,3 +351,32 @@ def test_executor_checks_dates_by_their_role_against_the_passed_span(
   with pytest.raises(InputDataError) as raised:
     executor_lib.Executor().Do(inputs, outputs, properties)
   assert "'when' DATE_RANGE_BEFORE_BASELINE" in str(raised.value)
+
+
+def test_rows_dropped_by_min_rows_per_class_are_counted_not_lost(
+    tmp_path, penguins, schema):
+  # _gate_inputs puts the rows in both splits: 2 x len(penguins) are used.
+  inputs, outputs, report = _gate_inputs(tmp_path, penguins, schema, 1)
+  used = 2 * len(penguins)
+  read = {'span-1/a.csv': used + 7}
+  _with_rows(inputs, read)
+  examples = inputs[spec_lib.EXAMPLES_KEY][0]
+  examples.set_string_custom_property(row_counts.ROWS_DROPPED_PROPERTY,
+                                      row_counts.encode({'rare': 4, 'odd': 3}))
+  properties = dict(_NO_DRIFT, **{
+      spec_lib.EXPECTED_ROWS_KEY: row_counts.encode(read)})
+  executor_lib.Executor().Do(inputs, outputs, properties)
+  assert report.get_int_custom_property(spec_lib.ROWS_READ_PROPERTY) == used + 7
+  assert report.get_int_custom_property(spec_lib.ROWS_USED_PROPERTY) == used
+  assert row_counts.decode(report.get_string_custom_property(
+      row_counts.ROWS_DROPPED_PROPERTY)) == {'odd': 3, 'rare': 4}
+
+
+def test_rows_lost_beside_the_dropped_ones_still_stop_the_run(
+    tmp_path, penguins, schema):
+  inputs, outputs, _ = _gate_inputs(tmp_path, penguins, schema, 1)
+  _with_rows(inputs, {'span-1/a.csv': 2 * len(penguins) + 8})
+  inputs[spec_lib.EXAMPLES_KEY][0].set_string_custom_property(
+      row_counts.ROWS_DROPPED_PROPERTY, row_counts.encode({'rare': 7}))
+  with pytest.raises(InputDataError, match='less the 7 of the classes'):
+    executor_lib.Executor().Do(inputs, outputs, dict(_NO_DRIFT))

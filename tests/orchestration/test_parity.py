@@ -57,6 +57,9 @@ MATRIX = {
         'mixed_bfloat16', '--accumulation-steps', '2', '--oversample',
         'smote', '--tflite-policy', 'fastest', '--runtimes',
         'tflite,onnx'], None),
+    # --tune auto: the AutoTuner reads the Baselines on both runners.
+    'penguins, --tune auto': lambda tmp: (['--dataset', 'penguins', '--tune',
+                                           'auto'], None),
     "a user's CSV with --label": lambda tmp: (
         ['--label', 'species', '--no-drift-check'], _own_csv(tmp)),
     'an image-folder dataset': lambda tmp: (

@@ -98,6 +98,21 @@ def test_two_classes_give_two_columns():
   assert _accuracy(outputs, columns[features.LABEL_KEY]) > 0.9
 
 
+@pytest.mark.parametrize('rows, stops_early', [
+    (800, False), (trees.EARLY_STOPPING_MIN_ROWS + 2000, True)])
+def test_early_stopping_holds_rows_out_only_on_large_train_splits(
+    rows, stops_early):
+  # Labels of pure noise: with a validation share, early stopping ends the
+  # boosting long before its budget; without one, every iteration is grown.
+  columns = _rule_columns(rows)
+  columns[features.LABEL_KEY] = np.random.default_rng(1).integers(
+      0, 2, rows).astype(np.int64)
+  settings = trees.TreeSettings(num_trees=40, max_depth=3)
+  trained = trees.train(columns, False, 2, [], settings)
+  trained.cleanup()
+  assert (trained.num_trees < 40) is stops_early, trained.num_trees
+
+
 def test_a_regression_returns_one_column_near_the_target():
   columns = _rule_columns(2000)
   target = (2.0 * (columns['f0_xf'][:, 0] > 0) +

@@ -1,0 +1,1 @@
+"""AutoTuner: TFX's Tuner for ``--tune auto``, searching only when the network trails."""
