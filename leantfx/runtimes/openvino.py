@@ -766,8 +766,10 @@ def quantize_raw_int8(ov_model, samples: List[Dict[str, np.ndarray]]):
 
 def _openvino_failure(error: Exception) -> str:
   text = str(error)
+  # The frontend's summary names the ops it has no rule for, or failed on.
   failed = [line.split(':', 1)[1].strip() for line in text.splitlines()
-            if line.strip().startswith('-- Conversion is failed for:')]
+            if line.strip().startswith(('-- Conversion is failed for:',
+                                        '-- No conversion rule found for'))]
   detail = (f'it has no conversion for {failed[0]}' if failed else
             f'{type(error).__name__}: {text.strip().splitlines()[-1]}'
             if text.strip() else type(error).__name__)
