@@ -153,6 +153,7 @@ def read_model(core, xml_path: str):
             '"leantfx[runtimes]").') from e
     raise
 
+
 def _batch_shapes(model, batch_size: int) -> Dict[int, object]:
   """{input index: its shape with the batch dim set} for dynamic batches.
 
