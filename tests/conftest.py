@@ -41,8 +41,17 @@ SLOW_FILES_LONGEST_FIRST = (
     'tests/e2e/test_portable_e2e.py',  # 440
     'tests/data/test_data_e2e.py',  # 319
     'tests/e2e/test_users_csv_e2e.py',  # 303
+    # text_columns, compile, rare_classes (here), trees and raw_text (below)
+    # from the integration runs' --durations (2026-12-07, setup plus the
+    # listed calls, at load 4-8): unlisted, they were handed out among the
+    # short files, after every listed one, and could run alone at the end.
+    'tests/e2e/test_text_columns_e2e.py',  # 250
     'tests/orchestration/test_watch_formats_e2e.py',  # 246
+    'tests/orchestration/test_compile.py',  # 230
+    'tests/e2e/test_rare_classes_and_auto_tune_e2e.py',  # 170
     'tests/e2e/test_stop_e2e.py',  # 162
+    'tests/e2e/test_trees_e2e.py',  # 150
+    'tests/optimize/test_raw_text_features.py',  # 145
     'tests/orchestration/test_kfp_optimizer.py',  # 137
     'tests/e2e/test_regression_e2e.py',  # 130
     'tests/orchestration/test_watch_failures_e2e.py',  # 124
