@@ -9,6 +9,7 @@ lists nested 900 deep, and the memory budget. Timings (how fast, how much
 memory) are the soak bench's (benchmarks/bench_soak.py); these check
 behaviour.
 """
+import contextlib
 import http.client
 import json
 import os
@@ -102,6 +103,27 @@ def _stretched_request(rows: int):
   return request
 
 
+@contextlib.contextmanager
+def _rows_per_call(server, model):
+  """Counts the rows of each call the server makes into ``model``.
+
+  Yields (the rows of each call, in order; the servable's own run).
+  """
+  calls = []
+  with server.manager.acquire(model, None, None) as servable:
+    original = servable.run
+
+    def counting_run(signature_name, inputs, aliases):
+      calls.append(len(next(iter(inputs.values()))))
+      return original(signature_name, inputs, aliases)
+
+    servable.run = counting_run
+    try:
+      yield calls, original
+    finally:
+      del servable.run
+
+
 def _grpc_stub(server):
   import grpc
   from tensorflow_serving.apis import prediction_service_pb2_grpc
@@ -139,19 +161,10 @@ def test_a_stretched_shape_under_the_limit_runs_in_parts(wide_server):
   # TensorFlow fills a short value list with its last value; the model sees
   # calls of at most max_rows_per_call (8192) rows.
   channel, stub = _grpc_stub(wide_server)
-  calls = []
-  with wide_server.manager.acquire('wide', None, None) as servable:
-    original = servable.run
-
-    def counting_run(signature_name, inputs, aliases):
-      calls.append(len(next(iter(inputs.values()))))
-      return original(signature_name, inputs, aliases)
-
-    servable.run = counting_run
+  with _rows_per_call(wide_server, 'wide') as (calls, _):
     try:
       response = stub.Predict(_stretched_request(20_000), timeout=60)
     finally:
-      del servable.run
       channel.close()
   import tensorflow as tf
   probabilities = tf.make_ndarray(response.outputs['probabilities'])
@@ -222,20 +235,9 @@ def test_a_big_tflite_batch_runs_in_calls_short_enough_to_share(
   assert step < wide_server.config.max_rows_per_call
   rows = 2 * step + 100
   body = soak_models.columnar_body(rows, seed=5)
-  calls = []
-  with wide_server.manager.acquire('wide_lite', None, None) as servable:
-    original = servable.run
-
-    def counting_run(signature_name, inputs, aliases):
-      calls.append(len(next(iter(inputs.values()))))
-      return original(signature_name, inputs, aliases)
-
-    servable.run = counting_run
-    try:
-      code, _, raw = _post(wide_server.rest_port,
-                           '/v1/models/wide_lite:predict', body)
-    finally:
-      del servable.run
+  with _rows_per_call(wide_server, 'wide_lite') as (calls, original):
+    code, _, raw = _post(wide_server.rest_port,
+                         '/v1/models/wide_lite:predict', body)
     assert code == 200, raw[:200]
     assert calls == [step, step, 100]
     pixels = json.loads(body)['inputs']
