@@ -18,9 +18,12 @@ from leantfx import config as config_lib
 from leantfx.components.baselines import executor
 from leantfx.components.baselines import spec as spec_lib
 
-# Per split: 200,000 rows fit HistGradientBoosting on 22 columns in well
-# under a minute on 2 cores; more rows move a baseline's figure little.
-DEFAULT_MAX_ROWS = 200_000
+# Per split. On benchmarks/scale_data.py's 1M-row span (22 columns, 2
+# cores; `python -m benchmarks.bench_baselines --time-rows 1000000
+# [--max-rows N]`, 2026-12-07) the component took 88.4 s with 200,000 rows
+# (strong accuracy 0.9033), 0.117 of the default 1M-row run's 12.6 min, over
+# issue 43's 10%; with 100,000, 65.6 s (0.087; strong accuracy 0.9016).
+DEFAULT_MAX_ROWS = 100_000
 
 
 class Baselines(base_component.BaseComponent):

@@ -218,7 +218,7 @@ def _check_baselines_and_gate(summary, stdout):
   doc = summary.baselines
   rows = doc['rows']
   # The same split as the Evaluator's: every eval row (penguins is far
-  # under the 200,000-row sample).
+  # under the 100,000-row sample).
   assert rows['eval'] == rows['eval_total'] == summary.example_count, rows
   assert rows['train'] + rows['eval'] == 344 and not rows['sampled']
   found = {name: entry['value'] for name, entry in doc['baselines'].items()}
