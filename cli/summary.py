@@ -236,12 +236,16 @@ def _failure_line(failure: Dict[str, str]) -> str:
   if failure.get('not_pushed'):
     return (f"  {failure['not_pushed']}: {candidate} not pushed, it failed "
             f"in leantfx serve: {failure['error']}")
-  if failure.get('pushed_inputs') != 'transformed':
-    return (f'  tflite: candidate {candidate} skipped, it failed at '
-            f"{failure['stage']}: {failure['error']}")
   mode = candidate.split('/')[-1]
   runtime = next((r for r in runtimes_lib.SERVER_RUNTIMES
                   if mode.startswith(r + '_')), runtimes_lib.TFLITE)
+  if failure.get('replaced_by'):
+    return (f'  {runtime}: {candidate} could not take the raw columns, '
+            f"{failure['replaced_by']} is pushed in its place: "
+            f"{failure['error']}")
+  if failure.get('pushed_inputs') != 'transformed':
+    return (f'  tflite: candidate {candidate} skipped, it failed at '
+            f"{failure['stage']}: {failure['error']}")
   return (f'  {runtime}: {candidate} could not take the raw columns: '
           f"{failure['error']}")
 

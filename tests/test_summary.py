@@ -89,6 +89,19 @@ def test_a_pick_pushed_without_raw_columns_is_not_called_skipped():
       'features instead')
 
 
+def test_a_pick_that_gave_way_names_its_replacement():
+  failure = {'candidate': 'baseline/onnx_int8',
+             'stage': 'raw-feature export',
+             'replaced_by': 'baseline/onnx_float32',
+             'error': 'RawParityError: accuracy drop 0.0391 > 0.01'}
+  lines = summary._optimization_lines(_summary(_artifact(
+      '/out/m', blessed=0, skipped_candidates=json.dumps([failure]))), CONFIG)
+  assert lines[1] == (
+      '  onnx: baseline/onnx_int8 could not take the raw columns, '
+      'baseline/onnx_float32 is pushed in its place: RawParityError: '
+      'accuracy drop 0.0391 > 0.01')
+
+
 def test_nothing_when_optimization_is_off():
   assert summary._optimization_lines(
       _summary(_artifact('/out/m')),

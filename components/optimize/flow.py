@@ -13,7 +13,8 @@
                                      overall and on every slice
   pick        steps/pick.py          per runtime, the policy's choice
   fold        steps/raw_fold.py      each pick exported with the raw columns
-                                     folded in
+                                     folded in; a pick whose export fails
+                                     gives way to its runtime's next one
   serve       steps/serve_check.py   each pick served by leantfx serve and
                                      queried; one that fails is not pushed
   push        steps/push_picks.py    each pick pushed, with its manifest
@@ -131,9 +132,11 @@ def optimize(model: tf_keras.Model,
     raw: if given, each runtime's pick is pushed as its raw-feature export
       (raw_fold.fold_raw_columns: the Transform folded in, measured on the
       raw eval split; the OpenVINO and ONNX ones in the worker, beside the
-      TFLite one); if an export fails, that pick's transformed-input model is
-      pushed and the failure is listed. None: the transformed-input models
-      (each manifest says which inputs it takes).
+      TFLite one); if an export fails, the runtime's next blessed variant
+      is exported in its place (raw_fold.give_way), and only when none is
+      left is the transformed-input model pushed; each failure is listed.
+      None: the transformed-input models (each manifest says which inputs
+      it takes).
     budgets: what the techniques trained for and the samples used
       (Executor.Do: the Trainer's steps, the train split's caching); the
       eval sample, the calibration and technique samples and each
@@ -188,6 +191,9 @@ def optimize(model: tf_keras.Model,
     exports = raw_fold.fold_raw_columns(
         pick_lib.picked_variants(selected, picks), models, raw,
         rows.all_eval, config, failures, pool)
+    selected, picks, exports = raw_fold.give_way(
+        decisions, selected, picks, exports, models, raw, rows.all_eval,
+        config, failures, pool)
     started = time.monotonic()
     served = serve_check.check_picks(
         pick_lib.picked_variants(selected, picks), exports, raw,

@@ -7,6 +7,7 @@ output, and then checks parity on held-out rows: the raw-input .tflite
 against (a) the Transform-then-Keras output and (b) the same mode's
 transformed-input .tflite (tflite_export, what the optimizer measures).
 """
+import dataclasses
 import json
 import os
 
@@ -20,6 +21,7 @@ from leantfx.components.optimize.steps import raw_fold
 from leantfx.components.optimize.evaluation import measure
 from leantfx.runtimes import openvino as openvino_runtime
 from leantfx.components.optimize.evaluation import quality as quality_lib
+from leantfx.components.optimize.evaluation import selection
 from leantfx.components.optimize.export import raw_exports
 from leantfx.components.optimize.export import raw_features
 from leantfx.components.optimize.export import tflite as tflite_export
@@ -370,6 +372,71 @@ def test_a_failed_raw_export_pushes_the_transformed_file_and_says_so(
   assert 'calibration needs at least one' in failure['error']
   assert 'takes the transformed features instead' in failure['error']
   assert not os.path.exists(raw_features.raw_path(variant.path))
+
+
+def test_a_pick_whose_raw_export_fails_gives_way_to_the_next_blessed(
+    penguins_fixture, tmp_path):
+  """raw_fold.give_way: the int8 pick cannot calibrate (no train rows), so
+  the float32 variant, blessed too, is exported and pushed in its place."""
+  fx = penguins_fixture
+  raw = _raw_inputs(fx, tmp_path)
+  empty = raw_features.RawInputs(
+      raw.tf_transform_output, raw.label, raw.classes,
+      measure.LabeledData({k: v[:0] for k, v in fx.raw_train.items()},
+                          np.zeros(0)), raw.eval)
+  int8, float32 = (
+      selection.GateDecision(dataclasses.replace(
+          _transformed_variant(fx, mode, tmp_path), accuracy=0.9,
+          size_bytes=size), blessed=True, reasons=())
+      for mode, size in ((tflite_export.INT8, 10), (tflite_export.FLOAT32,
+                                                     40)))
+  refused = selection.GateDecision(dataclasses.replace(
+      float32.variant, name='cand/float16', size_bytes=20), blessed=False,
+                                   reasons=('too far',))
+  decisions = [int8, refused, float32]
+  config = config_lib_optimize.OptimizationConfig(latency_runs=20,
+                                                  warmup_runs=2)
+  assert selection.select(decisions, config.policy) is int8
+  failures = []
+  transformed = _transformed_eval(fx, raw)
+  exports = raw_fold.fold_raw_columns(
+      {'tflite': int8.variant}, {'cand': fx.model}, empty, transformed,
+      config, failures)
+  assert exports['tflite'] == (None, {'inputs': 'transformed'})
+  selected, picks, exports = raw_fold.give_way(
+      decisions, int8, {}, exports, {'cand': fx.model}, empty, transformed,
+      config, failures)
+  assert selected is float32 and picks == {}
+  path, facts = exports['tflite']
+  assert path == raw_features.raw_path(float32.variant.path)
+  assert facts['inputs'] == 'raw'
+  (failure,) = failures
+  assert failure['candidate'] == 'cand/int8'
+  assert failure['replaced_by'] == 'cand/float32'
+  assert 'pushed_inputs' not in failure
+  assert 'calibration needs at least one' in failure['error']
+  assert 'transformed features' not in failure['error']
+
+
+def test_no_blessed_variant_left_keeps_the_transformed_pick(
+    penguins_fixture, tmp_path):
+  """raw_fold.give_way with nothing else blessed: the pick stays, pushed
+  with transformed inputs, and its failure says so."""
+  fx = penguins_fixture
+  raw = _raw_inputs(fx, tmp_path)
+  int8 = selection.GateDecision(dataclasses.replace(
+      _transformed_variant(fx, tflite_export.INT8, tmp_path), accuracy=0.9),
+                                blessed=True, reasons=())
+  failures = [{'candidate': 'cand/int8', 'stage': 'raw-feature export',
+               'error': 'E' + raw_fold.TRANSFORMED_INSTEAD,
+               'pushed_inputs': 'transformed'}]
+  exports = {'tflite': (None, {'inputs': 'transformed'})}
+  selected, picks, after = raw_fold.give_way(
+      [int8], int8, {}, exports, {'cand': fx.model}, raw,
+      _transformed_eval(fx, raw), config_lib_optimize.OptimizationConfig(),
+      failures)
+  assert selected is int8 and picks == {} and after == exports
+  assert failures[0]['pushed_inputs'] == 'transformed'
 
 
 def test_an_int64_column_with_gaps_reads_as_float32_with_nan():

@@ -173,6 +173,26 @@ def test_a_pick_pushed_with_transformed_inputs_is_not_called_skipped(
   assert 'Skipped: candidate baseline/int8' not in text
 
 
+def test_a_pick_that_gave_way_is_reported_with_its_replacement(tmp_path):
+  baseline, variants = _variants()
+  budget = selection.Budget(max_accuracy_drop=0.05)
+  decisions = selection.gate(baseline, variants, budget)
+  failures = [{'candidate': 'baseline/int8', 'stage': 'raw-feature export',
+               'error': 'RawParityError: y',
+               'replaced_by': 'baseline/float32'}]
+  paths = report.write_report(
+      str(tmp_path), baseline, decisions, selection.select(decisions,
+                                                           'smallest'),
+      budget=budget, policy='smallest', source_model_uri='/m',
+      pushed_to='/serving/digits/17', failures=failures)
+  with open(paths['markdown'], encoding='utf-8') as f:
+    text = f.read()
+  assert ('Gave way: baseline/int8 failed at raw-feature export, so '
+          'baseline/float32 is pushed in its place: RawParityError: y') in text
+  assert 'Skipped: candidate baseline/int8' not in text
+  assert 'Pushed taking the transformed features' not in text
+
+
 # ------------------------------------------------------------------ plots ---
 # The Pareto front's coordinates are costs (lower is better): latency or
 # size, and -accuracy. Each expected front below is worked out by hand.

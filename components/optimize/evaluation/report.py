@@ -421,6 +421,11 @@ def _summary_lines(record: Mapping[str, Any],
                    f"{failure['candidate']} failed at {failure['stage']} "
                    f"in leantfx serve: {failure['error']}")
       continue
+    if failure.get('replaced_by'):
+      lines.append(f"Gave way: {failure['candidate']} failed at "
+                   f"{failure['stage']}, so {failure['replaced_by']} is "
+                   f"pushed in its place: {failure['error']}")
+      continue
     if failure.get('pushed_inputs') == 'transformed':
       lines.append("Pushed taking the transformed features: "
                    f"{failure['candidate']} failed at {failure['stage']}: "

@@ -3,20 +3,28 @@
 A client of a pushed model sends raw columns, as to the Trainer's SavedModel;
 each pick is exported with the Transform folded in (export/raw_exports.py,
 one path for every runtime), scored on the raw eval rows and checked against
-its transformed-input variant. A failed export leaves that pick to be pushed
-with transformed-feature inputs.
+its transformed-input variant. When a pick's export fails, its runtime's
+next blessed variant (by the selection policy) is exported in its place
+(give_way); only a runtime with no blessed variant left that takes the raw
+columns is pushed with transformed-feature inputs.
 """
 import concurrent.futures
 import tempfile
 import traceback
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from absl import logging
 
 from leantfx.components.optimize import config as config_lib
 from leantfx.components.optimize.evaluation import measure
+from leantfx.components.optimize.evaluation import selection
 from leantfx.components.optimize.export import raw_features
 from leantfx.components.optimize.export import raw_exports
+from leantfx.runtimes import registry as runtimes_lib
+
+# The end of a failed export's error while its pick is still pushed.
+TRANSFORMED_INSTEAD = ('; the pushed model takes the transformed features '
+                       'instead')
 
 
 def fold_one_pick(variant: measure.VariantMetrics,
@@ -82,8 +90,7 @@ def fold_raw_columns(picks: Mapping[str, measure.VariantMetrics],
                       type(error), error, error.__traceback__)))
     failures.append({
         'candidate': variant.name, 'stage': 'raw-feature export',
-        'error': (f'{type(error).__name__}: {error}; the pushed model takes '
-                  'the transformed features instead'),
+        'error': f'{type(error).__name__}: {error}{TRANSFORMED_INSTEAD}',
         # The pick was still pushed (the summary says so, not "skipped").
         'pushed_inputs': 'transformed'})
     results[variant.runtime] = (None, transformed)
@@ -148,3 +155,70 @@ def fold_raw_columns(picks: Mapping[str, measure.VariantMetrics],
                    quality.name, facts[quality.name], facts['eval_examples'],
                    facts['latency_p50_ms'])
   return results
+
+
+Pick = Optional[selection.GateDecision]
+
+
+def give_way(decisions: Sequence[selection.GateDecision], selected: Pick,
+             picks: Mapping[str, Pick],
+             exports: Mapping[str, Tuple[Optional[str], Dict[str, Any]]],
+             models: Mapping[str, Any],
+             raw: Optional[raw_features.RawInputs],
+             all_eval: measure.LabeledData,
+             config: config_lib.OptimizationConfig,
+             failures: List[Dict[str, str]],
+             pool: Optional[concurrent.futures.Executor] = None
+            ) -> Tuple[Pick, Dict[str, Pick],
+                       Dict[str, Tuple[Optional[str], Dict[str, Any]]]]:
+  """A pick whose raw-feature export failed gives way to the next one.
+
+  Per runtime, while its pick's export failed, the selection policy's choice
+  among that runtime's other blessed variants is exported (fold_raw_columns)
+  and becomes the pick; the failed pick's entry in ``failures`` then says
+  which variant replaced it (``replaced_by``) instead of ``pushed_inputs``.
+  A runtime with no blessed variant left keeps its last pick, pushed with
+  transformed-feature inputs, as before.
+
+  Args:
+    decisions: the gate's decisions (every runtime's).
+    selected: the TFLite pick; picks: server runtime -> its pick.
+    exports: fold_raw_columns's answer for those picks.
+    models, raw, all_eval, config, failures, pool: as fold_raw_columns.
+
+  Returns:
+    (the TFLite pick, server runtime -> its pick, runtime -> its export).
+  """
+  current = {runtimes_lib.TFLITE: selected, **picks}
+  exports = dict(exports)
+  if raw is None:
+    return current.pop(runtimes_lib.TFLITE), current, exports
+  tried = {runtime: {pick.variant.name} for runtime, pick in current.items()
+           if pick is not None}
+  while True:
+    again = {}
+    for runtime, pick in current.items():
+      if pick is None or exports[runtime][0] is not None:
+        continue
+      left = [d for d in decisions if d.variant.runtime == runtime and
+              d.variant.name not in tried[runtime]]
+      successor = selection.select(left, config.policy, config.quality)
+      if successor is None:
+        continue
+      tried[runtime].add(successor.variant.name)
+      for failure in failures:
+        if (failure['candidate'] == pick.variant.name and
+            failure.get('pushed_inputs') == 'transformed'):
+          del failure['pushed_inputs']
+          failure['replaced_by'] = successor.variant.name
+          failure['error'] = failure['error'].replace(TRANSFORMED_INSTEAD, '')
+      logging.warning('ModelOptimizer: %s gives way to %s, whose raw-feature '
+                      'export is tried next.', pick.variant.name,
+                      successor.variant.name)
+      current[runtime] = successor
+      again[runtime] = successor.variant
+    if not again:
+      break
+    exports.update(fold_raw_columns(again, models, raw, all_eval, config,
+                                    failures, pool))
+  return current.pop(runtimes_lib.TFLITE), current, exports
