@@ -348,15 +348,20 @@ def test_an_export_that_scores_below_its_twin_is_refused(penguins_fixture,
         calibration_samples=50)
 
 
+def _without_train_rows(fx, raw):
+  """``raw`` with no train rows: an int8 export has nothing to calibrate on."""
+  return raw_features.RawInputs(
+      raw.tf_transform_output, raw.label, raw.classes,
+      measure.LabeledData({k: v[:0] for k, v in fx.raw_train.items()},
+                          np.zeros(0)), raw.eval)
+
+
 def test_a_failed_raw_export_pushes_the_transformed_file_and_says_so(
     penguins_fixture, tmp_path):
   """An empty int8 calibration set: the optimizer lists it, and goes on."""
   fx = penguins_fixture
   raw = _raw_inputs(fx, tmp_path)
-  empty = raw_features.RawInputs(
-      raw.tf_transform_output, raw.label, raw.classes,
-      measure.LabeledData({k: v[:0] for k, v in fx.raw_train.items()},
-                          np.zeros(0)), raw.eval)
+  empty = _without_train_rows(fx, raw)
   variant = _transformed_variant(fx, tflite_export.INT8, tmp_path)
   failures = []
   config = config_lib_optimize.OptimizationConfig()
@@ -380,10 +385,7 @@ def test_a_pick_whose_raw_export_fails_gives_way_to_the_next_blessed(
   the float32 variant, blessed too, is exported and pushed in its place."""
   fx = penguins_fixture
   raw = _raw_inputs(fx, tmp_path)
-  empty = raw_features.RawInputs(
-      raw.tf_transform_output, raw.label, raw.classes,
-      measure.LabeledData({k: v[:0] for k, v in fx.raw_train.items()},
-                          np.zeros(0)), raw.eval)
+  empty = _without_train_rows(fx, raw)
   int8, float32 = (
       selection.GateDecision(dataclasses.replace(
           _transformed_variant(fx, mode, tmp_path), accuracy=0.9,
